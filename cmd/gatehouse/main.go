@@ -1,0 +1,113 @@
+// Command gatehouse serves a Kubernetes platform's admission control:
+// validating, mutating and CRD-conversion webhooks, decided from informer caches.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/modules"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "gatehouse:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		opts        app.Options
+		configFile  string
+		moduleList  string
+		enforcement string
+		webhookURL  string
+		webhookCA   string
+	)
+	flag.StringVar(&opts.Server.Addr, "webhook-bind-address", ":9443", "Address the HTTPS webhook server listens on.")
+	flag.BoolVar(&opts.Server.EnableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server (off by default, see CVE-2023-44487).")
+	flag.StringVar(&opts.CertDir, "cert-dir", "/etc/gatehouse/tls", "Directory holding tls.crt and tls.key; reloaded when they change.")
+	flag.StringVar(&opts.CertSecret, "cert-secret", "", "namespace/name of a kubernetes.io/tls Secret to serve instead of --cert-dir; followed for rotation.")
+	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Address for Prometheus metrics; \"0\" disables them.")
+	flag.StringVar(&opts.Namespace, "namespace", envOr("POD_NAMESPACE", "gatehouse-system"), "Namespace Gatehouse runs in; its webhooks never intercept it.")
+	flag.StringVar(&configFile, "config", "", "Optional YAML file with a modules section; flags override it.")
+	flag.StringVar(&moduleList, "modules", "", "Comma-separated modules to enable, e.g. pvsafe,nodegroup.")
+	flag.StringVar(&enforcement, "enforcement", "", "Per-module enforcement, e.g. pvsafe=warn. Modes: enforce (default), warn.")
+	flag.StringVar(&webhookURL, "manage-webhooks-url", "", "When set (e.g. https://127.0.0.1:9443), Gatehouse writes its own webhook configurations pointing at this base URL.")
+	flag.StringVar(&webhookCA, "manage-webhooks-ca-file", "", "PEM CA bundle written into self-managed webhook configurations.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	log := zap.New(zap.UseFlagOptions(&zapOpts))
+	ctrl.SetLogger(log)
+	opts.Log = log
+
+	opts.Modules = map[string]app.ModuleConfig{}
+	if configFile != "" {
+		cfg, err := app.LoadFile(configFile)
+		if err != nil {
+			return err
+		}
+		for name, c := range cfg.Modules {
+			opts.Modules[name] = c
+		}
+	}
+	for _, name := range app.ParseModuleList(moduleList) {
+		c := opts.Modules[name]
+		c.Enabled = true
+		opts.Modules[name] = c
+	}
+	modes, err := app.ParseEnforcementList(enforcement)
+	if err != nil {
+		return err
+	}
+	for name, mode := range modes {
+		c, ok := opts.Modules[name]
+		if !ok {
+			return fmt.Errorf("--enforcement names module %s, which is not enabled", name)
+		}
+		c.Enforcement = mode
+		opts.Modules[name] = c
+	}
+	opts.Catalogue = modules.Catalogue()
+	if webhookURL != "" {
+		ca, err := os.ReadFile(webhookCA)
+		if err != nil {
+			return fmt.Errorf("--manage-webhooks-ca-file: %w", err)
+		}
+		opts.ManageWebhooks = &webhookconfig.Target{URL: strings.TrimSuffix(webhookURL, "/"), CABundle: ca}
+	}
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	opts.RestConfig = cfg
+
+	ctx := ctrl.SetupSignalHandler()
+	g, err := app.New(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if err := g.Start(ctx); err != nil && !errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return nil
+}
+
+func envOr(key, fallback string) string {
+	if v := strings.TrimSpace(os.Getenv(key)); v != "" {
+		return v
+	}
+	return fallback
+}

@@ -1,0 +1,108 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// ModuleConfig switches one module on and sets its enforcement mode.
+type ModuleConfig struct {
+	Enabled     bool               `json:"enabled"`
+	Enforcement module.Enforcement `json:"enforcement,omitempty"`
+}
+
+// FileConfig is the optional configuration file (--config). Flags given on
+// the command line override it.
+type FileConfig struct {
+	Modules map[string]ModuleConfig `json:"modules"`
+}
+
+// LoadFile reads a configuration file, refusing unknown fields so that a typo
+// does not silently leave a module off.
+func LoadFile(path string) (*FileConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var cfg FileConfig
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return &cfg, nil
+}
+
+// ParseModuleList parses "--modules=pvsafe,nodegroup".
+func ParseModuleList(s string) []string {
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// ParseEnforcementList parses "--enforcement=pvsafe=warn,placement=enforce".
+func ParseEnforcementList(s string) (map[string]module.Enforcement, error) {
+	out := map[string]module.Enforcement{}
+	for _, item := range ParseModuleList(s) {
+		name, mode, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("enforcement %q: want module=enforce|warn", item)
+		}
+		e, err := module.ParseEnforcement(mode)
+		if err != nil {
+			return nil, fmt.Errorf("module %s: %w", name, err)
+		}
+		out[name] = e
+	}
+	return out, nil
+}
+
+// resolveModules picks the enabled modules from the catalogue and checks that
+// every configured name exists.
+func resolveModules(catalogue []module.Module, cfg map[string]ModuleConfig) ([]module.Module, map[string]module.Enforcement, error) {
+	byName := map[string]module.Module{}
+	for _, m := range catalogue {
+		byName[m.Name()] = m
+	}
+	var unknown []string
+	for name := range cfg {
+		if _, ok := byName[name]; !ok {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		known := make([]string, 0, len(byName))
+		for name := range byName {
+			known = append(known, name)
+		}
+		sort.Strings(known)
+		return nil, nil, fmt.Errorf("unknown module(s) %s; available: %s", strings.Join(unknown, ", "), strings.Join(known, ", "))
+	}
+	var enabled []module.Module
+	modes := map[string]module.Enforcement{}
+	for _, m := range catalogue {
+		c, ok := cfg[m.Name()]
+		if !ok || !c.Enabled {
+			continue
+		}
+		mode := c.Enforcement
+		if mode == "" {
+			mode = module.Enforce
+		}
+		if _, err := module.ParseEnforcement(string(mode)); err != nil {
+			return nil, nil, fmt.Errorf("module %s: %w", m.Name(), err)
+		}
+		enabled = append(enabled, m)
+		modes[m.Name()] = mode
+	}
+	return enabled, modes, nil
+}

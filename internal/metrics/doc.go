@@ -1,0 +1,3 @@
+// Package metrics holds Gatehouse's Prometheus collectors. They are registered
+// on controller-runtime's registry, which the manager serves on its own port.
+package metrics

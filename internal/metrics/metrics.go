@@ -1,0 +1,65 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Decision values of the decision label.
+const (
+	DecisionAllowed = "allowed"
+	DecisionDenied  = "denied"
+	DecisionWarned  = "warned"
+	DecisionErrored = "errored"
+)
+
+var (
+	// Requests counts admission and conversion requests by outcome.
+	Requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_webhook_requests_total",
+		Help: "Webhook requests by webhook, module, operation and decision.",
+	}, []string{"webhook", "module", "operation", "decision"})
+
+	// Latency observes handling time, from body read to response written.
+	// The buckets reach past the API server's 10 s webhook timeout so that
+	// slow requests stay visible instead of piling up in +Inf.
+	Latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gatehouse_webhook_latency_seconds",
+		Help:    "Time to handle a webhook request.",
+		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15},
+	}, []string{"webhook", "module"})
+
+	// BadRequests counts requests refused before a handler ran.
+	BadRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_webhook_rejected_requests_total",
+		Help: "Requests refused before reaching a handler, by path and HTTP status code.",
+	}, []string{"path", "code"})
+
+	// Panics counts handler panics recovered into HTTP 500.
+	Panics = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_webhook_panics_total",
+		Help: "Handler panics recovered by the server.",
+	}, []string{"webhook", "module"})
+
+	// CacheSynced is 1 once a cache a module needs has synced.
+	CacheSynced = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gatehouse_cache_synced",
+		Help: "1 when the named cache has synced, 0 before.",
+	}, []string{"cache"})
+
+	// CertificateReloads counts serving-certificate loads by source and result.
+	CertificateReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_certificate_reloads_total",
+		Help: "Serving certificate loads by source and result.",
+	}, []string{"source", "result"})
+
+	// CertificateExpiry is the NotAfter time of the certificate being served.
+	CertificateExpiry = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gatehouse_certificate_expiry_timestamp_seconds",
+		Help: "Expiry (NotAfter, Unix seconds) of the serving certificate.",
+	})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(Requests, Latency, BadRequests, Panics, CacheSynced, CertificateReloads, CertificateExpiry)
+}

@@ -1,0 +1,53 @@
+package module
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// maxWarningLength keeps each warning within what the API server passes on
+// whole (it may truncate warnings over 256 characters).
+const maxWarningLength = 256
+
+// Apply enforces e on a validating decision. In Warn mode a policy denial
+// becomes an admission with the denial text as warnings; errors (a failure to
+// decide, code other than 403) are left alone, so warn mode never hides a
+// broken module. It reports whether it turned a denial into warnings.
+func (e Enforcement) Apply(moduleName string, resp admission.Response) (admission.Response, bool) {
+	if e != Warn || resp.Allowed || !IsDenial(resp) {
+		return resp, false
+	}
+	message := ""
+	if resp.Result != nil {
+		message = resp.Result.Message
+	}
+	resp.Warnings = append(resp.Warnings, denialWarnings(moduleName, message)...)
+	resp.Allowed = true
+	resp.Result = nil
+	return resp, true
+}
+
+// IsDenial tells a policy denial (403, or no code) from a failure to decide.
+func IsDenial(resp admission.Response) bool {
+	return !resp.Allowed && (resp.Result == nil || resp.Result.Code == 0 || resp.Result.Code == http.StatusForbidden)
+}
+
+// denialWarnings splits a denial message into warnings, one per line, the
+// first saying which module would have denied.
+func denialWarnings(moduleName, message string) []string {
+	out := []string{fmt.Sprintf("%s (enforcement: warn) would deny this request:", moduleName)}
+	for _, line := range strings.Split(message, "\n") {
+		line = strings.TrimRight(line, " \t")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if len(line) > maxWarningLength {
+			line = line[:maxWarningLength-3] + "..."
+		}
+		out = append(out, line)
+	}
+	return out
+}

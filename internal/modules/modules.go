@@ -1,0 +1,10 @@
+// Package modules is the catalogue of modules built into Gatehouse. It is the
+// only package that imports every module.
+package modules
+
+import "github.com/gatehouse-dev/gatehouse/internal/module"
+
+// Catalogue returns a fresh instance of every built-in module.
+func Catalogue() []module.Module {
+	return []module.Module{}
+}

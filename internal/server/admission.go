@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+var admissionReviewGVK = admissionv1.SchemeGroupVersion.WithKind("AdmissionReview")
+
+// Admission serves an admission webhook of moduleName in the given mode.
+func (s *Server) Admission(moduleName string, hook module.Webhook, mode module.Enforcement) {
+	h := &admissionHandler{server: s, module: moduleName, hook: hook, mode: mode}
+	s.Register(hook.Path, h)
+}
+
+type admissionHandler struct {
+	server *Server
+	module string
+	hook   module.Webhook
+	mode   module.Enforcement
+}
+
+func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var review admissionv1.AdmissionReview
+	if err := decodeAdmissionReview(requestBody(r), &review); err != nil {
+		h.server.refuse(w, h.hook.Path, http.StatusBadRequest, "malformed AdmissionReview: "+err.Error())
+		return
+	}
+	req := admission.Request{AdmissionRequest: *review.Request}
+
+	resp, panicked := h.admit(r.Context(), req)
+	warned := false
+	if h.hook.Type == module.Validating && !panicked {
+		resp, warned = h.mode.Apply(h.module, resp)
+	}
+	decision := metrics.DecisionAllowed
+	switch {
+	case warned:
+		decision = metrics.DecisionWarned
+	case panicked || (!resp.Allowed && !module.IsDenial(resp)):
+		decision = metrics.DecisionErrored
+	case !resp.Allowed:
+		decision = metrics.DecisionDenied
+	}
+	resp.UID = req.UID
+
+	status := http.StatusOK
+	if panicked {
+		status = http.StatusInternalServerError
+	}
+	out := admissionv1.AdmissionReview{Response: &resp.AdmissionResponse}
+	out.SetGroupVersionKind(admissionReviewGVK)
+	writeJSON(w, status, &out)
+
+	elapsed := time.Since(start)
+	metrics.Requests.WithLabelValues(h.hook.Name, h.module, string(req.Operation), decision).Inc()
+	metrics.Latency.WithLabelValues(h.hook.Name, h.module).Observe(elapsed.Seconds())
+	h.logDecision(req, resp, decision, elapsed)
+}
+
+// admit calls the module, turning a panic into a 500 that is logged with the
+// request UID and counted; the server keeps serving.
+func (h *admissionHandler) admit(ctx context.Context, req admission.Request) (resp admission.Response, panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			metrics.Panics.WithLabelValues(h.hook.Name, h.module).Inc()
+			h.server.opts.Log.Error(fmt.Errorf("panic: %v", p), "webhook handler panicked",
+				"webhook", h.hook.Name, "uid", req.UID, "stack", string(debug.Stack()))
+			resp = admission.Errored(http.StatusInternalServerError, fmt.Errorf("internal error in webhook %s", h.hook.Name))
+			panicked = true
+		}
+	}()
+	resp = h.hook.Admit(ctx, req)
+	if err := resp.Complete(req); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode patch: %w", err)), false
+	}
+	return resp, false
+}
+
+func (h *admissionHandler) logDecision(req admission.Request, resp admission.Response, decision string, elapsed time.Duration) {
+	log := h.server.opts.Log
+	kv := []any{
+		"webhook", h.hook.Name, "module", h.module,
+		"uid", req.UID, "operation", req.Operation,
+		"kind", module.GVKString(schemaGVK(req.Kind)),
+		"namespace", req.Namespace, "name", req.Name,
+		"user", req.UserInfo.Username,
+		"decision", decision,
+		"dryRun", req.DryRun != nil && *req.DryRun,
+		"duration", elapsed,
+	}
+	if resp.Result != nil && resp.Result.Message != "" {
+		kv = append(kv, "reason", resp.Result.Message)
+	}
+	if len(resp.Warnings) > 0 {
+		kv = append(kv, "warnings", resp.Warnings)
+	}
+	log.Info("admission decision", kv...)
+}
+
+func decodeAdmissionReview(body []byte, review *admissionv1.AdmissionReview) error {
+	if len(body) == 0 {
+		return fmt.Errorf("request body is empty")
+	}
+	if err := json.Unmarshal(body, review); err != nil {
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	if gvk := review.GroupVersionKind(); gvk != admissionReviewGVK {
+		return fmt.Errorf("expected apiVersion %q and kind %q, got %q and %q",
+			admissionReviewGVK.GroupVersion().String(), admissionReviewGVK.Kind, review.APIVersion, review.Kind)
+	}
+	if review.Request == nil {
+		return fmt.Errorf("the review has no request")
+	}
+	if review.Request.UID == "" {
+		return fmt.Errorf("request.uid is empty")
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+

@@ -1,0 +1,108 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+var conversionReviewGVK = apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview")
+
+// Conversion serves a CRD conversion webhook of moduleName.
+func (s *Server) Conversion(moduleName string, hook module.Webhook) {
+	s.Register(hook.Path, &conversionHandler{server: s, module: moduleName, hook: hook})
+}
+
+type conversionHandler struct {
+	server *Server
+	module string
+	hook   module.Webhook
+}
+
+func (h *conversionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var review apiextensionsv1.ConversionReview
+	if err := decodeConversionReview(requestBody(r), &review); err != nil {
+		h.server.refuse(w, h.hook.Path, http.StatusBadRequest, "malformed ConversionReview: "+err.Error())
+		return
+	}
+	req := review.Request
+
+	objects, err, panicked := h.convert(r.Context(), req)
+	resp := &apiextensionsv1.ConversionResponse{UID: req.UID}
+	decision := metrics.DecisionAllowed
+	if err != nil {
+		decision = metrics.DecisionErrored
+		resp.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
+	} else {
+		resp.ConvertedObjects = objects
+		resp.Result = metav1.Status{Status: metav1.StatusSuccess}
+	}
+	status := http.StatusOK
+	if panicked {
+		status = http.StatusInternalServerError
+	}
+	out := apiextensionsv1.ConversionReview{Response: resp}
+	out.SetGroupVersionKind(conversionReviewGVK)
+	writeJSON(w, status, &out)
+
+	elapsed := time.Since(start)
+	metrics.Requests.WithLabelValues(h.hook.Name, h.module, "CONVERT", decision).Inc()
+	metrics.Latency.WithLabelValues(h.hook.Name, h.module).Observe(elapsed.Seconds())
+	kv := []any{"webhook", h.hook.Name, "module", h.module, "uid", req.UID,
+		"desiredAPIVersion", req.DesiredAPIVersion, "objects", len(req.Objects), "decision", decision, "duration", elapsed}
+	if err != nil {
+		h.server.opts.Log.Info("conversion failed", append(kv, "reason", err.Error())...)
+		return
+	}
+	h.server.opts.Log.V(1).Info("conversion", kv...)
+}
+
+func (h *conversionHandler) convert(ctx context.Context, req *apiextensionsv1.ConversionRequest) (objs []runtime.RawExtension, err error, panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			metrics.Panics.WithLabelValues(h.hook.Name, h.module).Inc()
+			h.server.opts.Log.Error(fmt.Errorf("panic: %v", p), "conversion handler panicked",
+				"webhook", h.hook.Name, "uid", req.UID, "stack", string(debug.Stack()))
+			objs, err, panicked = nil, fmt.Errorf("internal error in conversion webhook %s", h.hook.Name), true
+		}
+	}()
+	objs, err = h.hook.Convert(ctx, req)
+	if err == nil && len(objs) != len(req.Objects) {
+		err = fmt.Errorf("conversion returned %d objects for %d", len(objs), len(req.Objects))
+	}
+	return objs, err, false
+}
+
+func decodeConversionReview(body []byte, review *apiextensionsv1.ConversionReview) error {
+	if len(body) == 0 {
+		return fmt.Errorf("request body is empty")
+	}
+	if err := json.Unmarshal(body, review); err != nil {
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	if gvk := review.GroupVersionKind(); gvk != conversionReviewGVK {
+		return fmt.Errorf("expected apiVersion %q and kind %q, got %q and %q",
+			conversionReviewGVK.GroupVersion().String(), conversionReviewGVK.Kind, review.APIVersion, review.Kind)
+	}
+	if review.Request == nil {
+		return fmt.Errorf("the review has no request")
+	}
+	if review.Request.UID == "" {
+		return fmt.Errorf("request.uid is empty")
+	}
+	if review.Request.DesiredAPIVersion == "" {
+		return fmt.Errorf("request.desiredAPIVersion is empty")
+	}
+	return nil
+}

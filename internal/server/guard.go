@@ -1,0 +1,71 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+)
+
+type bodyKey struct{}
+
+// guard refuses what no webhook handler should see: methods other than POST
+// (405), bodies that are not JSON (415) and bodies over the size limit (413).
+// It reads the body once and hands it to the handler through the context.
+func (s *Server) guard(path string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			s.refuse(w, path, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed: webhooks accept POST", r.Method))
+			return
+		}
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				s.refuse(w, path, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q is not supported: send application/json", ct))
+				return
+			}
+		}
+		limit := s.opts.MaxRequestBytes
+		if r.ContentLength > limit {
+			s.refuse(w, path, http.StatusRequestEntityTooLarge, tooLarge(r.ContentLength, limit))
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		if err != nil {
+			var maxErr *http.MaxBytesError
+			if errors.As(err, &maxErr) {
+				s.refuse(w, path, http.StatusRequestEntityTooLarge, tooLarge(-1, limit))
+				return
+			}
+			s.refuse(w, path, http.StatusBadRequest, "read request body: "+err.Error())
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bodyKey{}, body)))
+	})
+}
+
+func tooLarge(size, limit int64) string {
+	if size < 0 {
+		return fmt.Sprintf("request body exceeds the limit of %d bytes", limit)
+	}
+	return fmt.Sprintf("request body of %d bytes exceeds the limit of %d bytes", size, limit)
+}
+
+// requestBody returns the body the guard read.
+func requestBody(r *http.Request) []byte {
+	body, _ := r.Context().Value(bodyKey{}).([]byte)
+	return body
+}
+
+func (s *Server) refuse(w http.ResponseWriter, path string, code int, msg string) {
+	metrics.BadRequests.WithLabelValues(path, strconv.Itoa(code)).Inc()
+	s.opts.Log.V(1).Info("request refused", "path", path, "code", code, "reason", msg)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(msg))
+}

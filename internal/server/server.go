@@ -1,0 +1,202 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// Server serves webhooks over HTTPS.
+type Server struct {
+	opts Options
+	mux  *http.ServeMux
+
+	mu      sync.Mutex
+	paths   map[string]bool
+	checks  map[string]func() error
+	started atomic.Bool
+	addr    atomic.Pointer[net.Addr]
+	// listening is closed once the listener is bound.
+	listening chan struct{}
+}
+
+var _ webhook.Server = (*Server)(nil)
+
+// New returns a server; call Start to serve.
+func New(opts Options) (*Server, error) {
+	opts.setDefaults()
+	if opts.Certificates == nil {
+		return nil, errors.New("server: a certificate source is required")
+	}
+	s := &Server{
+		opts:      opts,
+		mux:       http.NewServeMux(),
+		paths:     map[string]bool{},
+		checks:    map[string]func() error{},
+		listening: make(chan struct{}),
+	}
+	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	})
+	s.mux.HandleFunc("/readyz", s.serveReadyz)
+	return s, nil
+}
+
+// NeedLeaderElection is false: every replica serves.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Register serves hook at path behind the server's request guard (POST only,
+// size limit, panic recovery). It panics on a duplicate path, as
+// controller-runtime's server does.
+func (s *Server) Register(path string, hook http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paths[path] {
+		panic(fmt.Sprintf("server: path %q registered twice", path))
+	}
+	s.paths[path] = true
+	s.mux.Handle(path, s.guard(path, hook))
+}
+
+// WebhookMux returns the server's mux.
+func (s *Server) WebhookMux() *http.ServeMux { return s.mux }
+
+// StartedChecker passes once the server listens.
+func (s *Server) StartedChecker() healthz.Checker {
+	return func(*http.Request) error {
+		if !s.started.Load() {
+			return errors.New("webhook server not started")
+		}
+		return nil
+	}
+}
+
+// AddReadyCheck adds a condition to /readyz. It must be called before Start.
+func (s *Server) AddReadyCheck(name string, check func() error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks[name] = check
+}
+
+func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	s.mu.Lock()
+	names := make([]string, 0, len(s.checks))
+	for name := range s.checks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var failed []string
+	for _, name := range names {
+		if err := s.checks[name](); err != nil {
+			failed = append(failed, name+": "+err.Error())
+		}
+	}
+	s.mu.Unlock()
+	if !s.started.Load() {
+		failed = append([]string{"server: not listening"}, failed...)
+	}
+	if len(failed) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(strings.Join(failed, "\n")))
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
+}
+
+// Addr returns the bound address once the server listens, nil before.
+func (s *Server) Addr() net.Addr {
+	if a := s.addr.Load(); a != nil {
+		return *a
+	}
+	return nil
+}
+
+// Listening is closed once the server has bound its port.
+func (s *Server) Listening() <-chan struct{} { return s.listening }
+
+// Start serves until ctx ends, then waits up to ShutdownTimeout for in-flight
+// requests.
+func (s *Server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("webhook server: listen on %s: %w", s.opts.Addr, err)
+	}
+	addr := ln.Addr()
+	s.addr.Store(&addr)
+
+	tlsConfig := &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: s.opts.Certificates.GetCertificate,
+		NextProtos:     []string{"http/1.1"},
+	}
+	srv := &http.Server{
+		Handler:           s.mux,
+		ReadTimeout:       s.opts.ReadTimeout,
+		ReadHeaderTimeout: s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       90 * time.Second,
+		ErrorLog:          log.New(logWriter{s.opts.Log}, "", 0),
+		// A non-nil, empty map keeps net/http from negotiating h2 on its own.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+	}
+	if s.opts.EnableHTTP2 {
+		tlsConfig.NextProtos = []string{"h2", "http/1.1"}
+		srv.TLSNextProto = nil
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetHTTP2(true)
+	}
+
+	certsDone := make(chan error, 1)
+	certCtx, stopCerts := context.WithCancel(ctx)
+	defer stopCerts()
+	go func() { certsDone <- s.opts.Certificates.Start(certCtx) }()
+
+	shutdownDone := make(chan error, 1)
+	go func() {
+		<-ctx.Done()
+		s.opts.Log.Info("shutting down webhook server", "timeout", s.opts.ShutdownTimeout)
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+		defer cancel()
+		shutdownDone <- srv.Shutdown(shutdownCtx)
+	}()
+
+	s.opts.Log.Info("serving webhooks", "addr", addr.String(), "http2", s.opts.EnableHTTP2)
+	s.started.Store(true)
+	close(s.listening)
+	err = srv.Serve(tls.NewListener(ln, tlsConfig))
+	if !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("webhook server: %w", err)
+	}
+	if err := <-shutdownDone; err != nil {
+		return fmt.Errorf("webhook server: graceful shutdown: %w", err)
+	}
+	stopCerts()
+	if err := <-certsDone; err != nil {
+		return fmt.Errorf("webhook server: certificates: %w", err)
+	}
+	return nil
+}
+
+// logWriter sends net/http's own error lines (TLS handshake failures and the
+// like) to the structured log.
+type logWriter struct{ log interface{ Info(string, ...any) } }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info(strings.TrimSpace(string(p)), "source", "net/http")
+	return len(p), nil
+}

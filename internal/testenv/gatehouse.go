@@ -1,0 +1,132 @@
+package testenv
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/certs"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
+)
+
+// Gatehouse is an in-process Gatehouse serving a control plane.
+type Gatehouse struct {
+	*app.Gatehouse
+	// URL is the server's base URL, for example https://127.0.0.1:41234.
+	URL string
+	// HTTPClient trusts the server's CA.
+	HTTPClient *http.Client
+	CertDir    string
+
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// StartGatehouse generates certificates in dir, starts Gatehouse with opts on a
+// free loopback port, lets it install its webhook configurations into cp and
+// waits until /readyz passes. When opts.CertSecret is set, the caller passes
+// the Secret's CA in opts.ManageWebhooks.CABundle.
+func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.Options) (*Gatehouse, error) {
+	bundle, err := certs.SelfSigned([]string{"127.0.0.1", "localhost"}, 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	certDir := filepath.Join(dir, "certs")
+	if err := bundle.WriteDir(certDir); err != nil {
+		return nil, err
+	}
+	opts.RestConfig = cp.Config
+	opts.CertDir = certDir
+	ca := bundle.CACert
+	if opts.ManageWebhooks != nil {
+		ca = opts.ManageWebhooks.CABundle
+	}
+	if opts.Server.Addr == "" {
+		opts.Server.Addr = "127.0.0.1:0"
+	}
+	if opts.MetricsAddr == "" {
+		opts.MetricsAddr = "0"
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	// No URL: Gatehouse points the configurations at the port it bound.
+	opts.ManageWebhooks = &webhookconfig.Target{CABundle: ca}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	g, err := app.New(runCtx, opts)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	gh := &Gatehouse{Gatehouse: g, CertDir: certDir, cancel: cancel, done: make(chan error, 1)}
+	go func() { gh.done <- g.Start(runCtx) }()
+
+	select {
+	case <-g.Server.Listening():
+	case err := <-gh.done:
+		cancel()
+		return nil, fmt.Errorf("gatehouse stopped before listening: %v", err)
+	case <-time.After(time.Minute):
+		cancel()
+		return nil, fmt.Errorf("gatehouse did not listen within a minute")
+	}
+	gh.URL = "https://" + g.Server.Addr().String()
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	gh.HTTPClient = &http.Client{
+		Timeout:   15 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+	}
+	if err := gh.waitReady(ctx, 2*time.Minute); err != nil {
+		gh.Stop()
+		return nil, err
+	}
+	return gh, nil
+}
+
+func (g *Gatehouse) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		resp, err := g.HTTPClient.Get(g.URL + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = string(body)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case err := <-g.done:
+			return fmt.Errorf("gatehouse stopped: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("gatehouse not ready after %s: %s", timeout, last)
+}
+
+// Stop shuts Gatehouse down and waits for it.
+func (g *Gatehouse) Stop() error {
+	g.cancel()
+	select {
+	case err := <-g.done:
+		return err
+	case <-time.After(time.Minute):
+		return fmt.Errorf("gatehouse did not stop within a minute")
+	}
+}
