@@ -194,7 +194,9 @@ func (s *Server) Start(ctx context.Context) error {
 
 // logWriter sends net/http's own error lines (TLS handshake failures and the
 // like) to the structured log.
-type logWriter struct{ log interface{ Info(string, ...any) } }
+type logWriter struct {
+	log interface{ Info(string, ...any) }
+}
 
 func (w logWriter) Write(p []byte) (int, error) {
 	w.log.Info(strings.TrimSpace(string(p)), "source", "net/http")

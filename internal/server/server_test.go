@@ -134,7 +134,9 @@ func TestMalformedRequestsAreRefusedWithTheCause(t *testing.T) {
 	h := start(t, func(o *server.Options) { o.MaxRequestBytes = 4096 }, func(s *server.Server) {
 		s.Admission("test", validating("deny.test", "/deny", denyAll), module.Enforce)
 		s.Conversion("test", module.Webhook{Name: "conv.test", Path: "/convert", Type: module.Conversion, CRDs: []string{"x"},
-			Convert: func(context.Context, *apiextensionsv1.ConversionRequest) ([]runtime.RawExtension, error) { return nil, nil }})
+			Convert: func(context.Context, *apiextensionsv1.ConversionRequest) ([]runtime.RawExtension, error) {
+				return nil, nil
+			}})
 	})
 	big := append([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","name":"`), bytes.Repeat([]byte("x"), 5000)...)
 	big = append(big, []byte(`"}}`)...)
