@@ -66,7 +66,8 @@ bench: tools build ## Go benchmarks, then the HTTPS load generator against Gateh
 
 .PHONY: run
 run: tools build ## Start etcd, kube-apiserver and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig.
-	$(GO) run ./hack/devenv
+	$(GO) build -o $(BIN)/devenv ./hack/devenv
+	exec $(BIN)/devenv
 
 .PHONY: help
 help:

@@ -1,0 +1,189 @@
+package devenv
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/certs"
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+)
+
+// Options configures an environment.
+type Options struct {
+	// Dir holds the kubeconfig, certificates and logs. Default .gatehouse.
+	Dir string
+	// WebhookAddr is where Gatehouse serves. Default 127.0.0.1:9443.
+	WebhookAddr string
+	// MetricsAddr is where Gatehouse serves metrics. Default 127.0.0.1:8080.
+	MetricsAddr string
+	// Modules to enable, comma-separated. Default: all.
+	Modules string
+	// ExtraArgs are appended to gatehouse's command line.
+	ExtraArgs []string
+	// Log receives Gatehouse's output. Default: a file in Dir.
+	Log io.Writer
+}
+
+// Env is a running environment.
+type Env struct {
+	ControlPlane *testenv.ControlPlane
+	Kubeconfig   string
+	URL          string
+	CACert       []byte
+	Process      *exec.Cmd
+	HTTPClient   *http.Client
+
+	exited chan error
+}
+
+// Start brings the environment up and returns once Gatehouse is ready.
+func Start(ctx context.Context, opts Options) (*Env, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Dir == "" {
+		opts.Dir = filepath.Join(root, ".gatehouse")
+	}
+	if opts.WebhookAddr == "" {
+		opts.WebhookAddr = "127.0.0.1:9443"
+	}
+	if opts.MetricsAddr == "" {
+		opts.MetricsAddr = "127.0.0.1:8080"
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	binary := filepath.Join(root, "bin", "gatehouse")
+	if _, err := os.Stat(binary); err != nil {
+		return nil, fmt.Errorf("%s not found: run `make build`", binary)
+	}
+
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{})
+	if err != nil {
+		return nil, err
+	}
+	env := &Env{ControlPlane: cp, exited: make(chan error, 1)}
+	fail := func(err error) (*Env, error) {
+		env.Stop()
+		return nil, err
+	}
+	kubeconfig, err := cp.AdminKubeconfig()
+	if err != nil {
+		return fail(err)
+	}
+	env.Kubeconfig = filepath.Join(opts.Dir, "kubeconfig")
+	if err := os.WriteFile(env.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return fail(err)
+	}
+	host, _, _ := strings.Cut(opts.WebhookAddr, ":")
+	bundle, err := certs.SelfSigned([]string{host, "localhost"}, 7*24*time.Hour)
+	if err != nil {
+		return fail(err)
+	}
+	certDir := filepath.Join(opts.Dir, "certs")
+	if err := bundle.WriteDir(certDir); err != nil {
+		return fail(err)
+	}
+	env.CACert = bundle.CACert
+	env.URL = "https://" + opts.WebhookAddr
+
+	args := []string{
+		"--kubeconfig", env.Kubeconfig,
+		"--cert-dir", certDir,
+		"--webhook-bind-address", opts.WebhookAddr,
+		"--metrics-bind-address", opts.MetricsAddr,
+		"--namespace", "gatehouse-system",
+		"--manage-webhooks-url", env.URL,
+		"--manage-webhooks-ca-file", filepath.Join(certDir, "ca.crt"),
+	}
+	if opts.Modules != "" {
+		args = append(args, "--modules", opts.Modules)
+	}
+	args = append(args, opts.ExtraArgs...)
+	cmd := exec.Command(binary, args...)
+	logOut := opts.Log
+	if logOut == nil {
+		f, err := os.Create(filepath.Join(opts.Dir, "gatehouse.log"))
+		if err != nil {
+			return fail(err)
+		}
+		logOut = f
+	}
+	cmd.Stdout, cmd.Stderr = logOut, logOut
+	// Its own process group: a Ctrl-C reaches devenv, which then stops
+	// Gatehouse once, gracefully, instead of Gatehouse seeing two signals.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fail(fmt.Errorf("start gatehouse: %w", err))
+	}
+	env.Process = cmd
+	go func() { env.exited <- cmd.Wait() }()
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(bundle.CACert)
+	env.HTTPClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if err := env.waitReady(ctx, 2*time.Minute); err != nil {
+		return fail(err)
+	}
+	return env, nil
+}
+
+func (e *Env) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		if resp, err := e.HTTPClient.Get(e.URL + "/readyz"); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = strings.TrimSpace(string(body))
+		}
+		select {
+		case err := <-e.exited:
+			e.exited <- err
+			return fmt.Errorf("gatehouse exited before it was ready: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("gatehouse not ready after %s: %s", timeout, last)
+}
+
+// Exited reports Gatehouse's exit.
+func (e *Env) Exited() <-chan error { return e.exited }
+
+// Stop sends SIGTERM to Gatehouse, waits for its graceful shutdown, then stops
+// the control plane.
+func (e *Env) Stop() error {
+	var errs []error
+	if e.Process != nil && e.Process.Process != nil {
+		_ = e.Process.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-e.exited:
+		case <-time.After(40 * time.Second):
+			_ = e.Process.Process.Kill()
+			errs = append(errs, errors.New("gatehouse did not stop within 40s; killed"))
+		}
+	}
+	if e.ControlPlane != nil {
+		if err := e.ControlPlane.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
