@@ -29,6 +29,8 @@ type Options struct {
 	MetricsAddr string
 	// Modules to enable, comma-separated. Default: all.
 	Modules string
+	// CertDir, when set, receives the certificates instead of Dir/certs.
+	CertDir string
 	// ExtraArgs are appended to gatehouse's command line.
 	ExtraArgs []string
 	// Log receives Gatehouse's output. Default: a file in Dir.
@@ -92,7 +94,10 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if err != nil {
 		return fail(err)
 	}
-	certDir := filepath.Join(opts.Dir, "certs")
+	certDir := opts.CertDir
+	if certDir == "" {
+		certDir = filepath.Join(opts.Dir, "certs")
+	}
 	if err := bundle.WriteDir(certDir); err != nil {
 		return fail(err)
 	}

@@ -1,0 +1,158 @@
+// Command loadgen is the HTTPS half of `make bench`. It starts a real control
+// plane, the gatehouse binary (every module on) and a bare TLS server that
+// answers a canned allow (the floor), then sends the same AdmissionReviews to
+// both at a fixed rate and concurrency over keep-alive connections, and prints
+// latency percentiles, throughput and CPU time per request for each, with
+// their ratio. Runs are bounded in count and time and target loopback only.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/modules"
+)
+
+func main() {
+	var (
+		floorDir = flag.String("serve-floor", "", "internal: serve the floor with the certificates in this directory")
+		cfg      loadConfig
+		only     = flag.String("scenario", "", "run only the scenarios whose name contains this")
+		out      = flag.String("out", "bin/bench-loadgen.md", "where to write the results table")
+	)
+	flag.IntVar(&cfg.Requests, "requests", 20000, "requests per target and scenario")
+	flag.IntVar(&cfg.Concurrency, "concurrency", 8, "workers, each with one keep-alive connection")
+	flag.Float64Var(&cfg.Rate, "rate", 2000, "requests per second across all workers")
+	flag.DurationVar(&cfg.MaxDuration, "max-duration", 60*time.Second, "upper bound of one target's run")
+	flag.Parse()
+	if *floorDir != "" {
+		if err := serveFloor(*floorDir); err != nil {
+			fmt.Fprintln(os.Stderr, "floor:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, *only, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg loadConfig, only, out string) error {
+	dir, err := os.MkdirTemp("", "gatehouse-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var names []string
+	for _, m := range modules.Catalogue() {
+		names = append(names, m.Name())
+	}
+	fmt.Println("loadgen: starting control plane and gatehouse (modules:", strings.Join(names, ","), ")")
+	env, err := devenv.Start(ctx, devenv.Options{
+		Dir: dir, WebhookAddr: "127.0.0.1:19443", MetricsAddr: "0", Modules: strings.Join(names, ","),
+	})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+
+	floor := exec.Command(os.Args[0], "-serve-floor", filepath.Join(dir, "certs"))
+	floor.Stderr = os.Stderr
+	stdout, err := floor.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := floor.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = floor.Process.Kill(); _ = floor.Wait() }()
+	floorAddr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("floor did not start: %w", err)
+	}
+	floorURL := "https://" + strings.TrimSpace(floorAddr)
+
+	table := []string{
+		fmt.Sprintf("requests %d per target, concurrency %d, rate %.0f/s, keep-alive HTTPS on loopback", cfg.Requests, cfg.Concurrency, cfg.Rate),
+		"",
+		"| scenario | target | p50 | p99 | throughput (req/s) | CPU/request | failed |",
+		"|---|---|---|---|---|---|---|",
+	}
+	var ratios []string
+	for _, sc := range scenarios() {
+		if only != "" && !strings.Contains(sc.Name, only) {
+			continue
+		}
+		if sc.Setup != nil {
+			if err := sc.Setup(ctx, env); err != nil {
+				return fmt.Errorf("scenario %s: setup: %w", sc.Name, err)
+			}
+		}
+		warm := cfg
+		warm.Requests = min(cfg.Requests/10, 2000)
+		results := map[string]loadResult{}
+		for _, target := range []struct {
+			name, url string
+			pid       int
+		}{{"floor", floorURL + "/", floor.Process.Pid}, {"gatehouse", env.URL + sc.Path, env.Process.Process.Pid}} {
+			if _, err := runLoad(ctx, target.url, env.CACert, target.pid, warm, sc.Body); err != nil {
+				return err
+			}
+			res, err := runLoad(ctx, target.url, env.CACert, target.pid, cfg, sc.Body)
+			if err != nil {
+				return err
+			}
+			results[target.name] = res
+			table = append(table, fmt.Sprintf("| %s | %s | %s | %s | %.0f | %s | %d |", sc.Name, target.name,
+				round(res.percentile(0.50)), round(res.percentile(0.99)), res.throughput(), round(res.cpuPerRequest()), res.Failed))
+		}
+		g, f := results["gatehouse"], results["floor"]
+		if g.Failed > 0 {
+			return fmt.Errorf("scenario %s: %d of %d requests to gatehouse failed", sc.Name, g.Failed, g.Sent)
+		}
+		ratios = append(ratios, fmt.Sprintf("| %s | %.2f | %.2f | %.2f | %.2f |", sc.Name,
+			ratio(g.percentile(0.50), f.percentile(0.50)), ratio(g.percentile(0.99), f.percentile(0.99)),
+			f.throughput()/g.throughput(), ratio(g.cpuPerRequest(), f.cpuPerRequest())))
+	}
+	table = append(table, "", "Ratio gatehouse / floor (throughput: floor / gatehouse):", "",
+		"| scenario | p50 | p99 | throughput | CPU/request |", "|---|---|---|---|---|")
+	table = append(table, ratios...)
+	report := strings.Join(table, "\n") + "\n"
+	fmt.Print("\n" + report)
+	if out != "" {
+		if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+			return err
+		}
+		fmt.Println("loadgen: table written to", out)
+	}
+	return nil
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d > time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	default:
+		return d.Round(time.Microsecond)
+	}
+}
