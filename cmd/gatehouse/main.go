@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
+
+	"go.uber.org/zap/zapcore"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -48,6 +51,11 @@ func run() error {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 
+	// Decision logs are written on the admission hot path: buffer them and
+	// flush every second (and at exit) instead of one write(2) per line.
+	logSink := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(os.Stderr), Size: 256 << 10, FlushInterval: time.Second}
+	defer logSink.Stop()
+	zapOpts.DestWriter = logSink
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(log)
 	opts.Log = log

@@ -29,6 +29,7 @@ func main() {
 		cfg      loadConfig
 		only     = flag.String("scenario", "", "run only the scenarios whose name contains this")
 		out      = flag.String("out", "bin/bench-loadgen.md", "where to write the results table")
+		extra    = flag.String("gatehouse-args", "", "extra flags for the gatehouse process")
 	)
 	flag.IntVar(&cfg.Requests, "requests", 20000, "requests per target and scenario")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 8, "workers, each with one keep-alive connection")
@@ -44,13 +45,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, *only, *out); err != nil {
+	if err := run(ctx, cfg, *only, *out, strings.Fields(*extra)); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, cfg loadConfig, only, out string) error {
+func run(ctx context.Context, cfg loadConfig, only, out string, extraArgs []string) error {
 	dir, err := os.MkdirTemp("", "gatehouse-bench-")
 	if err != nil {
 		return err
@@ -63,6 +64,7 @@ func run(ctx context.Context, cfg loadConfig, only, out string) error {
 	fmt.Println("loadgen: starting control plane and gatehouse (modules:", strings.Join(names, ","), ")")
 	env, err := devenv.Start(ctx, devenv.Options{
 		Dir: dir, WebhookAddr: "127.0.0.1:19443", MetricsAddr: "0", Modules: strings.Join(names, ","),
+		ExtraArgs: extraArgs,
 	})
 	if err != nil {
 		return err
