@@ -2,9 +2,14 @@
 // only package that imports every module.
 package modules
 
-import "github.com/gatehouse-dev/gatehouse/internal/module"
+import (
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
+)
 
 // Catalogue returns a fresh instance of every built-in module.
 func Catalogue() []module.Module {
-	return []module.Module{}
+	return []module.Module{
+		pvsafe.New(pvsafe.Options{}),
+	}
 }

@@ -1,0 +1,157 @@
+package pvsafe
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// readerLookup implements Lookup over a client.Reader: the manager's cache on
+// the hot path, the API reader to confirm a denial.
+type readerLookup struct {
+	reader client.Reader
+	// snapshotsReadable says whether the snapshot types may be read through
+	// reader. For the cache that is once their informers run; asking the
+	// cache earlier would start an informer for a CRD that may not exist.
+	snapshotsReadable func() bool
+}
+
+var noCopy = client.UnsafeDisableDeepCopy
+
+func (l readerLookup) Volume(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
+	pv := &corev1.PersistentVolume{}
+	if err := l.reader.Get(ctx, client.ObjectKey{Name: name}, pv); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read PersistentVolume %s: %w", name, err)
+	}
+	return pv, nil
+}
+
+func (l readerLookup) Claims(ctx context.Context, namespace string) ([]*corev1.PersistentVolumeClaim, error) {
+	list := &corev1.PersistentVolumeClaimList{}
+	if err := l.reader.List(ctx, list, client.InNamespace(namespace), noCopy); err != nil {
+		return nil, fmt.Errorf("list PersistentVolumeClaims in %s: %w", namespace, err)
+	}
+	out := make([]*corev1.PersistentVolumeClaim, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+func (l readerLookup) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	if err := l.reader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read Namespace %s: %w", name, err)
+	}
+	return ns, nil
+}
+
+// absentAPI tells "the snapshot CRDs are not installed" from a real failure.
+func absentAPI(err error) bool {
+	return meta.IsNoMatchError(err) || apierrors.IsNotFound(err)
+}
+
+func (l readerLookup) Snapshots(ctx context.Context, namespace string) (map[string][]Snapshot, error) {
+	out := map[string][]Snapshot{}
+	if !l.snapshotsReadable() {
+		return out, nil
+	}
+	list := &snapshotv1.VolumeSnapshotList{}
+	if err := l.reader.List(ctx, list, client.InNamespace(namespace), noCopy); err != nil {
+		if absentAPI(err) {
+			return out, nil
+		}
+		return nil, fmt.Errorf("list VolumeSnapshots in %s: %w", namespace, err)
+	}
+	classes := map[string]*snapshotv1.VolumeSnapshotClass{}
+	for i := range list.Items {
+		vs := &list.Items[i]
+		if vs.Spec.Source.PersistentVolumeClaimName == nil {
+			continue
+		}
+		s := Snapshot{Name: vs.Name}
+		if vs.Status != nil && vs.Status.ReadyToUse != nil {
+			s.Ready = *vs.Status.ReadyToUse
+		}
+		if err := l.resolveRetention(ctx, vs, &s, classes); err != nil {
+			return nil, err
+		}
+		claim := *vs.Spec.Source.PersistentVolumeClaimName
+		out[claim] = append(out[claim], s)
+	}
+	return out, nil
+}
+
+// resolveRetention prefers the bound content's deletionPolicy, which is what
+// the snapshot controller acts on, and falls back to the class's.
+func (l readerLookup) resolveRetention(ctx context.Context, vs *snapshotv1.VolumeSnapshot, s *Snapshot, classes map[string]*snapshotv1.VolumeSnapshotClass) error {
+	if vs.Status != nil && vs.Status.BoundVolumeSnapshotContentName != nil {
+		name := *vs.Status.BoundVolumeSnapshotContentName
+		content := &snapshotv1.VolumeSnapshotContent{}
+		err := l.reader.Get(ctx, client.ObjectKey{Name: name}, content)
+		switch {
+		case err == nil:
+			s.Retained = content.Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentRetain
+			s.Policy = fmt.Sprintf("VolumeSnapshotContent %s has deletionPolicy %s", name, content.Spec.DeletionPolicy)
+			return nil
+		case !absentAPI(err):
+			return fmt.Errorf("read VolumeSnapshotContent %s: %w", name, err)
+		}
+	}
+	if vs.Spec.VolumeSnapshotClassName == nil {
+		s.Policy = "it names no VolumeSnapshotClass"
+		return nil
+	}
+	name := *vs.Spec.VolumeSnapshotClassName
+	class, seen := classes[name]
+	if !seen {
+		class = &snapshotv1.VolumeSnapshotClass{}
+		if err := l.reader.Get(ctx, client.ObjectKey{Name: name}, class); err != nil {
+			if !absentAPI(err) {
+				return fmt.Errorf("read VolumeSnapshotClass %s: %w", name, err)
+			}
+			class = nil
+		}
+		classes[name] = class
+	}
+	if class == nil {
+		s.Policy = fmt.Sprintf("VolumeSnapshotClass %s does not exist", name)
+		return nil
+	}
+	s.Retained = class.DeletionPolicy == snapshotv1.VolumeSnapshotContentRetain
+	s.Policy = fmt.Sprintf("VolumeSnapshotClass %s has deletionPolicy %s", name, class.DeletionPolicy)
+	return nil
+}
+
+func (l readerLookup) RetainedSnapshotClass(ctx context.Context) string {
+	if !l.snapshotsReadable() {
+		return ""
+	}
+	list := &snapshotv1.VolumeSnapshotClassList{}
+	if err := l.reader.List(ctx, list, noCopy); err != nil {
+		return ""
+	}
+	var names []string
+	for _, c := range list.Items {
+		if c.DeletionPolicy == snapshotv1.VolumeSnapshotContentRetain {
+			names = append(names, c.Name)
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}

@@ -1,0 +1,76 @@
+package pvsafe
+
+import (
+	"fmt"
+	"strings"
+)
+
+// target is the object a DELETE is about, as kubectl names it.
+type target struct {
+	resource  string // kubectl resource name: namespace, pvc, pv, statefulset
+	namespace string // "" for cluster-scoped objects
+	name      string
+}
+
+func (t target) kubectl(verb string, rest ...string) string {
+	args := []string{"kubectl"}
+	if t.namespace != "" {
+		args = append(args, "-n", t.namespace)
+	}
+	args = append(args, verb, t.resource, t.name)
+	return strings.Join(append(args, rest...), " ")
+}
+
+// denialMessage explains a denial and gives the concrete ways out, each with
+// the exact command. It starts with "DELETION BLOCKED:" so that it is easy to
+// spot in kubectl's output and in logs.
+func denialMessage(v Verdict, t target, retainedClass string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "DELETION BLOCKED: %s would lose data permanently.\n", v.Reason)
+	if len(v.Risks) == 1 && t.resource != "namespace" && t.resource != "statefulset" {
+		fmt.Fprintf(&b, "\nReason: %s.\n", v.Risks[0].Reason)
+	} else {
+		fmt.Fprintf(&b, "\n%d PersistentVolumeClaim(s) would lose data:\n", len(v.Risks))
+		for _, r := range v.Risks {
+			fmt.Fprintf(&b, "  - %s: %s\n", r.Claim, r.Reason)
+		}
+	}
+
+	class := retainedClass
+	if class == "" {
+		class = "<a VolumeSnapshotClass with deletionPolicy: Retain>"
+	}
+	b.WriteString("\nTo proceed, do one of:\n")
+	n := 1
+	var withClaim, volumes []Risk
+	for _, r := range v.Risks {
+		if r.Claim != "" {
+			withClaim = append(withClaim, r)
+		}
+		if r.Volume != "" {
+			volumes = append(volumes, r)
+		}
+	}
+	if len(withClaim) > 0 {
+		fmt.Fprintf(&b, "  %d. Snapshot the data and wait until the snapshot is readyToUse (the class must retain it), then delete again:\n", n)
+		for _, r := range withClaim {
+			fmt.Fprintf(&b, "       kubectl -n %s apply -f - <<<'{\"apiVersion\":\"snapshot.storage.k8s.io/v1\",\"kind\":\"VolumeSnapshot\",\"metadata\":{\"name\":\"%s-before-delete\"},\"spec\":{\"volumeSnapshotClassName\":\"%s\",\"source\":{\"persistentVolumeClaimName\":\"%s\"}}}'\n",
+				r.Namespace, r.Claim, class, r.Claim)
+		}
+		n++
+	}
+	if len(volumes) > 0 {
+		fmt.Fprintf(&b, "  %d. Keep the volume after the deletion by setting its reclaim policy to Retain:\n", n)
+		for _, r := range volumes {
+			fmt.Fprintf(&b, "       kubectl patch pv %s -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'\n", r.Volume)
+		}
+		n++
+	}
+	fmt.Fprintf(&b, "  %d. Accept the data loss: label the %s, then delete it again:\n", n, t.resource)
+	fmt.Fprintf(&b, "       %s %s=true\n", t.kubectl("label"), BypassLabel)
+	fmt.Fprintf(&b, "       %s\n", t.kubectl("delete"))
+	if t.resource == "namespace" {
+		b.WriteString("     The label also lets the namespace's claims be deleted while it terminates.\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,25 @@
+package pvsafe
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_pvsafe_decisions_total",
+		Help: "pvsafe decisions by kind of object and result (allowed, denied, bypassed).",
+	}, []string{"kind", "result"})
+	bypasses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_pvsafe_bypasses_total",
+		Help: "Deletions allowed by the pv-safe.io/force-delete label, by kind and by where the label was (object, namespace).",
+	}, []string{"kind", "via"})
+	overturned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gatehouse_pvsafe_stale_denials_overturned_total",
+		Help: "Denials from the cache that the live confirmation turned into allows.",
+	})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(decisions, bypasses, overturned)
+}

@@ -1,0 +1,237 @@
+package pvsafe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumes;namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots;volumesnapshotclasses;volumesnapshotcontents,verbs=get;list;watch
+
+// Webhook identity.
+const (
+	WebhookName = "pvsafe.gatehouse.dev"
+	WebhookPath = "/validate-pvsafe"
+)
+
+// Options tunes the module; zero values take the defaults in setDefaults.
+type Options struct {
+	// ConfirmTimeout bounds the live confirmation of a denial; it stays
+	// under the webhook's 10 s timeout. Default 6 s.
+	ConfirmTimeout time.Duration
+	// SnapshotPollInterval is how often discovery is asked whether the
+	// snapshot CRDs appeared. Default 5 s.
+	SnapshotPollInterval time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.ConfirmTimeout == 0 {
+		o.ConfirmTimeout = 6 * time.Second
+	}
+	if o.SnapshotPollInterval == 0 {
+		o.SnapshotPollInterval = 5 * time.Second
+	}
+}
+
+// Module is pvsafe.
+type Module struct {
+	opts   Options
+	log    logr.Logger
+	cached Lookup
+	live   Lookup
+}
+
+// New returns the pvsafe module.
+func New(opts Options) *Module {
+	opts.setDefaults()
+	return &Module{opts: opts}
+}
+
+func (m *Module) Name() string { return "pvsafe" }
+
+func (m *Module) AddToScheme(s *runtime.Scheme) error { return snapshotv1.AddToScheme(s) }
+
+// CacheObjects: the decision reads these objects but never modifies them, so
+// the cache hands them out without copies, and managedFields are dropped.
+func (m *Module) CacheObjects() map[client.Object]cache.ByObject {
+	readOnly := cache.ByObject{Transform: cache.TransformStripManagedFields(), UnsafeDisableDeepCopy: ptr.To(true)}
+	return map[client.Object]cache.ByObject{
+		&corev1.PersistentVolumeClaim{}:     readOnly,
+		&corev1.PersistentVolume{}:          readOnly,
+		&corev1.Namespace{}:                 readOnly,
+		&snapshotv1.VolumeSnapshot{}:        readOnly,
+		&snapshotv1.VolumeSnapshotClass{}:   readOnly,
+		&snapshotv1.VolumeSnapshotContent{}: readOnly,
+	}
+}
+
+// Setup starts the informers and returns the webhook.
+func (m *Module) Setup(ctx context.Context, host module.Host) ([]module.Webhook, error) {
+	mgr := host.Manager
+	m.log = host.Log
+	// Registering the informers now makes the manager wait for their sync
+	// before it reports its cache ready.
+	for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}, &corev1.Namespace{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return nil, fmt.Errorf("informer for %T: %w", obj, err)
+		}
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	snapshots := &snapshotInformers{cache: mgr.GetCache(), discovery: dc, log: host.Log, interval: m.opts.SnapshotPollInterval}
+	if err := mgr.Add(snapshots); err != nil {
+		return nil, err
+	}
+	host.AddSyncCheck("snapshot-api", snapshots.Synced)
+	m.cached = readerLookup{reader: mgr.GetCache(), snapshotsReadable: snapshots.Readable}
+	m.live = readerLookup{reader: mgr.GetAPIReader(), snapshotsReadable: func() bool { return true }}
+
+	return []module.Webhook{{
+		Name: WebhookName,
+		Path: WebhookPath,
+		Type: module.Validating,
+		Rules: []admissionregistrationv1.RuleWithOperations{
+			{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{""}, APIVersions: []string{"v1"},
+					Resources: []string{"namespaces", "persistentvolumeclaims", "persistentvolumes"},
+					Scope:     ptr.To(admissionregistrationv1.AllScopes),
+				},
+			},
+			{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"statefulsets"},
+					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+				},
+			},
+		},
+		FailurePolicy:  admissionregistrationv1.Fail,
+		SideEffects:    admissionregistrationv1.SideEffectClassNone,
+		TimeoutSeconds: 10,
+		Admit:          m.Admit,
+	}}, nil
+}
+
+// GetLogger returns the module's logger with the request's identity.
+func (m *Module) GetLogger(req admission.Request) logr.Logger {
+	return m.log.WithValues("uid", req.UID, "user", req.UserInfo.Username)
+}
+
+// Admit decides one DELETE.
+func (m *Module) Admit(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Delete {
+		return admission.Allowed("pvsafe judges deletions only")
+	}
+	obj, t, kind := objectFor(req)
+	if obj == nil {
+		return admission.Allowed("pvsafe does not protect " + req.Kind.Kind)
+	}
+	if len(req.OldObject.Raw) == 0 {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("DELETE of %s %s without oldObject", kind, req.Name))
+	}
+	if err := json.Unmarshal(req.OldObject.Raw, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode oldObject: %w", err))
+	}
+	log := m.GetLogger(req)
+	dryRun := req.DryRun != nil && *req.DryRun
+
+	if obj.GetLabels()[BypassLabel] == "true" {
+		log.Info("BYPASS: deletion allowed by label", "label", BypassLabel+"=true", "kind", kind,
+			"namespace", obj.GetNamespace(), "name", obj.GetName(), "groups", req.UserInfo.Groups, "dryRun", dryRun)
+		bypasses.WithLabelValues(kind, "object").Inc()
+		decisions.WithLabelValues(kind, "bypassed").Inc()
+		return admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel))
+	}
+
+	verdict, err := decide(ctx, obj, m.cached)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if !verdict.Allowed {
+		// Never deny from a stale cache: take the decision again from the
+		// API server. Only denials pay for this.
+		confirmCtx, cancel := context.WithTimeout(ctx, m.opts.ConfirmTimeout)
+		live, err := decide(confirmCtx, obj, m.live)
+		cancel()
+		switch {
+		case err != nil:
+			log.Error(err, "could not confirm the denial against the API server; denying from the cache")
+		case live.Allowed:
+			overturned.Inc()
+			log.Info("the cache was stale; the API server's state allows the deletion", "kind", kind, "name", t.name)
+			verdict = live
+		default:
+			verdict = live
+		}
+	}
+	if verdict.CascadeBypass {
+		log.Info("BYPASS: deletion allowed by the namespace's label", "label", BypassLabel+"=true", "kind", kind,
+			"namespace", obj.GetNamespace(), "name", obj.GetName(), "groups", req.UserInfo.Groups, "dryRun", dryRun)
+		bypasses.WithLabelValues(kind, "namespace").Inc()
+		decisions.WithLabelValues(kind, "bypassed").Inc()
+		return admission.Allowed(verdict.Reason)
+	}
+	if verdict.Allowed {
+		decisions.WithLabelValues(kind, "allowed").Inc()
+		return admission.Allowed(verdict.Reason)
+	}
+	decisions.WithLabelValues(kind, "denied").Inc()
+	return admission.Denied(denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx)))
+}
+
+// objectFor returns an empty object of the request's kind and its kubectl
+// name, or nil for a kind pvsafe does not protect.
+func objectFor(req admission.Request) (client.Object, target, string) {
+	t := target{namespace: req.Namespace, name: req.Name}
+	switch {
+	case req.Kind.Group == "" && req.Kind.Kind == "PersistentVolumeClaim":
+		t.resource = "pvc"
+		return &corev1.PersistentVolumeClaim{}, t, req.Kind.Kind
+	case req.Kind.Group == "" && req.Kind.Kind == "PersistentVolume":
+		t.resource, t.namespace = "pv", ""
+		return &corev1.PersistentVolume{}, t, req.Kind.Kind
+	case req.Kind.Group == "" && req.Kind.Kind == "Namespace":
+		t.resource, t.namespace = "namespace", ""
+		return &corev1.Namespace{}, t, req.Kind.Kind
+	case req.Kind.Group == "apps" && req.Kind.Kind == "StatefulSet":
+		t.resource = "statefulset"
+		return &appsv1.StatefulSet{}, t, req.Kind.Kind
+	}
+	return nil, t, ""
+}
+
+func decide(ctx context.Context, obj client.Object, l Lookup) (Verdict, error) {
+	switch o := obj.(type) {
+	case *corev1.PersistentVolumeClaim:
+		return DecideClaim(ctx, o, l)
+	case *corev1.PersistentVolume:
+		return DecideVolume(ctx, o, l)
+	case *corev1.Namespace:
+		return DecideNamespace(ctx, o, l)
+	case *appsv1.StatefulSet:
+		return DecideStatefulSet(ctx, o, l)
+	}
+	return Verdict{}, fmt.Errorf("unexpected object %T", obj)
+}
