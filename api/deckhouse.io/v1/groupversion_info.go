@@ -1,0 +1,17 @@
+package v1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is deckhouse.io/v1.
+	GroupVersion = schema.GroupVersion{Group: "deckhouse.io", Version: "v1"}
+
+	// SchemeBuilder registers the types of this version.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the types of this version to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
