@@ -8,8 +8,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
-	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/internal/conversiondata"
+	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 )
 
 var (
@@ -116,12 +116,12 @@ func (dst *NodeGroup) ConvertFrom(srcRaw conversion.Hub) error {
 		Static:            own.Static,
 		Docker:            docker,
 		CRI:               cri,
-		CloudInstances:  cloudInstancesFromHub(in.CloudInstances, &data.Spec.CloudInstances),
-		NodeTemplate:    nodeTemplateFromHub(in.NodeTemplate),
-		Chaos:           chaosFromHub(in.Chaos, &data.Spec.Chaos),
-		OperatingSystem: operatingSystemFromHub(in.OperatingSystem),
-		Disruptions:     disruptionsFromHub(in.Disruptions),
-		Kubelet:         kubeletFromHub(in.Kubelet, &data.Spec.Kubelet),
+		CloudInstances:    cloudInstancesFromHub(in.CloudInstances, &data.Spec.CloudInstances),
+		NodeTemplate:      nodeTemplateFromHub(in.NodeTemplate),
+		Chaos:             chaosFromHub(in.Chaos, &data.Spec.Chaos),
+		OperatingSystem:   operatingSystemFromHub(in.OperatingSystem),
+		Disruptions:       disruptionsFromHub(in.Disruptions),
+		Kubelet:           kubeletFromHub(in.Kubelet, &data.Spec.Kubelet),
 	}
 	data.Spec.GPU = in.GPU.DeepCopy()
 	data.Spec.StaticInstances = in.StaticInstances.DeepCopy()

@@ -8,8 +8,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
-	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/internal/conversiondata"
+	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 )
 
 var (
