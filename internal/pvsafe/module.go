@@ -70,16 +70,16 @@ func (m *Module) Name() string { return "pvsafe" }
 func (m *Module) AddToScheme(s *runtime.Scheme) error { return snapshotv1.AddToScheme(s) }
 
 // CacheObjects: the decision reads these objects but never modifies them, so
-// the cache hands them out without copies, and managedFields are dropped.
+// the cache hands them out without copies. The snapshot types cannot be
+// listed here: their CRDs may not exist when the cache is built, and the
+// cache resolves every listed type at construction. Their lists are read
+// without copies per call instead.
 func (m *Module) CacheObjects() map[client.Object]cache.ByObject {
 	readOnly := cache.ByObject{Transform: cache.TransformStripManagedFields(), UnsafeDisableDeepCopy: ptr.To(true)}
 	return map[client.Object]cache.ByObject{
-		&corev1.PersistentVolumeClaim{}:     readOnly,
-		&corev1.PersistentVolume{}:          readOnly,
-		&corev1.Namespace{}:                 readOnly,
-		&snapshotv1.VolumeSnapshot{}:        readOnly,
-		&snapshotv1.VolumeSnapshotClass{}:   readOnly,
-		&snapshotv1.VolumeSnapshotContent{}: readOnly,
+		&corev1.PersistentVolumeClaim{}: readOnly,
+		&corev1.PersistentVolume{}:      readOnly,
+		&corev1.Namespace{}:             readOnly,
 	}
 }
 

@@ -1,0 +1,284 @@
+package pvsafe
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// memLookup is an in-memory Lookup: the decision functions are pure over it.
+type memLookup struct {
+	volumes    map[string]*corev1.PersistentVolume
+	claims     map[string][]*corev1.PersistentVolumeClaim
+	snapshots  map[string]map[string][]Snapshot
+	namespaces map[string]*corev1.Namespace
+}
+
+func (m memLookup) Volume(_ context.Context, name string) (*corev1.PersistentVolume, error) {
+	return m.volumes[name], nil
+}
+func (m memLookup) Claims(_ context.Context, ns string) ([]*corev1.PersistentVolumeClaim, error) {
+	return m.claims[ns], nil
+}
+func (m memLookup) Snapshots(_ context.Context, ns string) (map[string][]Snapshot, error) {
+	return m.snapshots[ns], nil
+}
+func (m memLookup) Namespace(_ context.Context, name string) (*corev1.Namespace, error) {
+	return m.namespaces[name], nil
+}
+func (m memLookup) RetainedSnapshotClass(context.Context) string { return "" }
+
+func pv(name string, policy corev1.PersistentVolumeReclaimPolicy, phase corev1.PersistentVolumePhase, claim string) *corev1.PersistentVolume {
+	v := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:   corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: policy},
+		Status: corev1.PersistentVolumeStatus{Phase: phase}}
+	if claim != "" {
+		ns, n, _ := strings.Cut(claim, "/")
+		v.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: n}
+	}
+	return v
+}
+
+func pvc(ns, name, volume string, phase corev1.PersistentVolumeClaimPhase) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: volume}, Status: corev1.PersistentVolumeClaimStatus{Phase: phase}}
+}
+
+const (
+	del    = corev1.PersistentVolumeReclaimDelete
+	retain = corev1.PersistentVolumeReclaimRetain
+	bound  = corev1.ClaimBound
+)
+
+var (
+	readyRetained  = Snapshot{Name: "snap", Ready: true, Retained: true, Policy: "VolumeSnapshotClass c has deletionPolicy Retain"}
+	readyDeleted   = Snapshot{Name: "snap-del", Ready: true, Retained: false, Policy: "VolumeSnapshotClass d has deletionPolicy Delete"}
+	pendingRetains = Snapshot{Name: "snap-wip", Ready: false, Retained: true}
+)
+
+func TestDecideClaim(t *testing.T) {
+	terminating := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app", DeletionTimestamp: &metav1.Time{Time: time.Now()},
+		Labels: map[string]string{BypassLabel: "true"}}}
+	terminatingNoLabel := terminating.DeepCopy()
+	terminatingNoLabel.Labels = nil
+	cases := []struct {
+		name      string
+		claim     *corev1.PersistentVolumeClaim
+		volume    *corev1.PersistentVolume
+		snapshots []Snapshot
+		namespace *corev1.Namespace
+		allowed   bool
+		cascade   bool
+		want      string
+	}{
+		{name: "pending claim", claim: pvc("app", "data", "", corev1.ClaimPending), allowed: true, want: "not bound"},
+		{name: "lost claim", claim: pvc("app", "data", "pv1", corev1.ClaimLost), allowed: true, want: "not bound"},
+		{name: "volume gone", claim: pvc("app", "data", "pv1", bound), allowed: true, want: "no longer exists"},
+		{name: "retain", claim: pvc("app", "data", "pv1", bound), volume: pv("pv1", retain, corev1.VolumeBound, "app/data"), allowed: true, want: "reclaimPolicy Retain"},
+		{name: "delete, no snapshot", claim: pvc("app", "data", "pv1", bound), volume: pv("pv1", del, corev1.VolumeBound, "app/data"),
+			want: "volume pv1 has reclaimPolicy Delete and no VolumeSnapshot"},
+		{name: "recycle counts as loss", claim: pvc("app", "data", "pv1", bound), volume: pv("pv1", corev1.PersistentVolumeReclaimRecycle, corev1.VolumeBound, "app/data"),
+			want: "reclaimPolicy Recycle"},
+		{name: "ready retained snapshot", claim: pvc("app", "data", "pv1", bound), volume: pv("pv1", del, corev1.VolumeBound, "app/data"),
+			snapshots: []Snapshot{readyRetained}, allowed: true, want: "VolumeSnapshot snap is ready and retained"},
+		{name: "snapshot not ready", claim: pvc("app", "data", "pv1", bound), volume: pv("pv1", del, corev1.VolumeBound, "app/data"),
+			snapshots: []Snapshot{pendingRetains}, want: "VolumeSnapshot snap-wip is not ready"},
+		{name: "snapshot deleted with its object", claim: pvc("app", "data", "pv1", bound), volume: pv("pv1", del, corev1.VolumeBound, "app/data"),
+			snapshots: []Snapshot{readyDeleted}, want: "VolumeSnapshot snap-del is not retained (VolumeSnapshotClass d has deletionPolicy Delete)"},
+		{name: "one qualifying among several", claim: pvc("app", "data", "pv1", bound), volume: pv("pv1", del, corev1.VolumeBound, "app/data"),
+			snapshots: []Snapshot{readyDeleted, pendingRetains, readyRetained}, allowed: true, want: "snap is ready and retained"},
+		{name: "namespace terminating with bypass", claim: pvc("app", "data", "pv1", bound), volume: pv("pv1", del, corev1.VolumeBound, "app/data"),
+			namespace: terminating, allowed: true, cascade: true, want: "namespace app is being deleted with pv-safe.io/force-delete=true"},
+		{name: "namespace terminating without bypass", claim: pvc("app", "data", "pv1", bound), volume: pv("pv1", del, corev1.VolumeBound, "app/data"),
+			namespace: terminatingNoLabel, want: "no VolumeSnapshot"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := memLookup{volumes: map[string]*corev1.PersistentVolume{}, namespaces: map[string]*corev1.Namespace{},
+				snapshots: map[string]map[string][]Snapshot{"app": {"data": tc.snapshots}}}
+			if tc.volume != nil {
+				l.volumes[tc.volume.Name] = tc.volume
+			}
+			if tc.namespace != nil {
+				l.namespaces[tc.namespace.Name] = tc.namespace
+			}
+			v, err := DecideClaim(context.Background(), tc.claim, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Allowed != tc.allowed || v.CascadeBypass != tc.cascade {
+				t.Fatalf("allowed=%v cascade=%v, want %v %v: %+v", v.Allowed, v.CascadeBypass, tc.allowed, tc.cascade, v)
+			}
+			text := v.Reason
+			if !v.Allowed {
+				text = v.Risks[0].Reason
+			}
+			if !strings.Contains(text, tc.want) {
+				t.Fatalf("%q does not contain %q", text, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecideVolume(t *testing.T) {
+	cases := []struct {
+		name      string
+		volume    *corev1.PersistentVolume
+		snapshots []Snapshot
+		allowed   bool
+		want      string
+	}{
+		{"retain", pv("pv1", retain, corev1.VolumeBound, "app/data"), nil, true, "reclaimPolicy Retain"},
+		{"pending", pv("pv1", del, corev1.VolumePending, ""), nil, true, "Pending"},
+		{"released", pv("pv1", del, corev1.VolumeReleased, "app/data"), nil, true, "Released"},
+		{"bound, no snapshot", pv("pv1", del, corev1.VolumeBound, "app/data"), nil, false, "bound to app/data, and there is no VolumeSnapshot"},
+		{"bound, claim snapshotted", pv("pv1", del, corev1.VolumeBound, "app/data"), []Snapshot{readyRetained}, true, "VolumeSnapshot app/snap of claim data is ready and retained"},
+		{"bound, snapshot not retained", pv("pv1", del, corev1.VolumeBound, "app/data"), []Snapshot{readyDeleted}, false, "not retained"},
+		{"available with data unknown", pv("pv1", del, corev1.VolumeAvailable, ""), nil, false, "it is Available and no claim references it"},
+		{"failed reclaim", pv("pv1", del, corev1.VolumeFailed, ""), nil, false, "it is Failed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := memLookup{snapshots: map[string]map[string][]Snapshot{"app": {"data": tc.snapshots}}}
+			v, err := DecideVolume(context.Background(), tc.volume, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := v.Reason
+			if !v.Allowed {
+				text = v.Risks[0].Reason
+			}
+			if v.Allowed != tc.allowed || !strings.Contains(text, tc.want) {
+				t.Fatalf("allowed=%v %q, want %v and %q", v.Allowed, text, tc.allowed, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecideNamespaceNamesEveryRiskyClaim(t *testing.T) {
+	l := memLookup{volumes: map[string]*corev1.PersistentVolume{}, snapshots: map[string]map[string][]Snapshot{"app": {"b": {readyRetained}}}}
+	l.claims = map[string][]*corev1.PersistentVolumeClaim{"app": {
+		pvc("app", "c", "pv-c", bound), pvc("app", "a", "pv-a", bound), pvc("app", "b", "pv-b", bound),
+		pvc("app", "kept", "pv-kept", bound), pvc("app", "unbound", "", corev1.ClaimPending),
+	}}
+	for _, name := range []string{"a", "b", "c"} {
+		l.volumes["pv-"+name] = pv("pv-"+name, del, corev1.VolumeBound, "app/"+name)
+	}
+	l.volumes["pv-kept"] = pv("pv-kept", retain, corev1.VolumeBound, "app/kept")
+	v, err := DecideNamespace(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Allowed || len(v.Risks) != 2 || v.Risks[0].Claim != "a" || v.Risks[1].Claim != "c" {
+		t.Fatalf("verdict %+v, want a and c risky", v)
+	}
+	msg := denialMessage(v, target{resource: "namespace", name: "app"}, "retain-class")
+	for _, want := range []string{
+		"DELETION BLOCKED: Namespace 'app' would lose data permanently.",
+		"2 PersistentVolumeClaim(s) would lose data:",
+		"  - a: volume pv-a has reclaimPolicy Delete and no VolumeSnapshot",
+		"  - c: volume pv-c has reclaimPolicy Delete",
+		`kubectl -n app apply -f - <<<'{"apiVersion":"snapshot.storage.k8s.io/v1","kind":"VolumeSnapshot","metadata":{"name":"a-before-delete"},"spec":{"volumeSnapshotClassName":"retain-class","source":{"persistentVolumeClaimName":"a"}}}'`,
+		`kubectl patch pv pv-c -p '{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}'`,
+		"kubectl label namespace app pv-safe.io/force-delete=true",
+		"kubectl delete namespace app",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, " - b:") || strings.Contains(msg, "kept") {
+		t.Errorf("message names a safe claim:\n%s", msg)
+	}
+}
+
+func TestDecideStatefulSet(t *testing.T) {
+	sts := func(policy appsv1.PersistentVolumeClaimRetentionPolicyType) *appsv1.StatefulSet {
+		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"},
+			Spec: appsv1.StatefulSetSpec{VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}}}
+		if policy != "" {
+			s.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: policy}
+		}
+		return s
+	}
+	l := memLookup{volumes: map[string]*corev1.PersistentVolume{
+		"pv0": pv("pv0", del, corev1.VolumeBound, "app/data-db-0"),
+		"pv7": pv("pv7", del, corev1.VolumeBound, "app/data-db-7"),
+		"pvx": pv("pvx", del, corev1.VolumeBound, "app/data-dbx-0"),
+	}, claims: map[string][]*corev1.PersistentVolumeClaim{"app": {
+		pvc("app", "data-db-0", "pv0", bound), pvc("app", "data-db-7", "pv7", bound), pvc("app", "data-dbx-0", "pvx", bound),
+	}}}
+	for _, tc := range []struct {
+		policy  appsv1.PersistentVolumeClaimRetentionPolicyType
+		allowed bool
+	}{{"", true}, {appsv1.RetainPersistentVolumeClaimRetentionPolicyType, true}, {appsv1.DeletePersistentVolumeClaimRetentionPolicyType, false}} {
+		v, err := DecideStatefulSet(context.Background(), sts(tc.policy), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Allowed != tc.allowed {
+			t.Fatalf("policy %q: allowed=%v", tc.policy, v.Allowed)
+		}
+		if !v.Allowed {
+			got := fmt.Sprint(v.Risks[0].Claim, ",", v.Risks[1].Claim, ",", len(v.Risks))
+			if got != "data-db-0,data-db-7,2" {
+				t.Fatalf("risky claims %s: data-dbx-0 belongs to another StatefulSet and a scaled-down ordinal counts", got)
+			}
+		}
+	}
+}
+
+func TestDenialMessageForAClaim(t *testing.T) {
+	v := Verdict{Reason: "PersistentVolumeClaim 'app/data'", Risks: []Risk{{Namespace: "app", Claim: "data", Volume: "pv1", Reason: "volume pv1 has reclaimPolicy Delete and no VolumeSnapshot"}}}
+	msg := denialMessage(v, target{resource: "pvc", namespace: "app", name: "data"}, "")
+	for _, want := range []string{
+		"DELETION BLOCKED: PersistentVolumeClaim 'app/data' would lose data permanently.\n\nReason: volume pv1 has reclaimPolicy Delete and no VolumeSnapshot.\n",
+		`"volumeSnapshotClassName":"<a VolumeSnapshotClass with deletionPolicy: Retain>"`,
+		"kubectl -n app label pvc data pv-safe.io/force-delete=true",
+		"kubectl -n app delete pvc data",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+// BenchmarkDecideNamespace1000 decides a namespace of 1,000 bound claims, half
+// of them risky, against the floor of listing the same claims.
+func BenchmarkDecideNamespace1000(b *testing.B) {
+	l := memLookup{volumes: map[string]*corev1.PersistentVolume{}, claims: map[string][]*corev1.PersistentVolumeClaim{},
+		snapshots: map[string]map[string][]Snapshot{"big": {}}}
+	for i := 0; i < 1000; i++ {
+		name := fmt.Sprintf("claim-%04d", i)
+		policy := retain
+		if i%2 == 0 {
+			policy = del
+		}
+		l.claims["big"] = append(l.claims["big"], pvc("big", name, "pv-"+name, bound))
+		l.volumes["pv-"+name] = pv("pv-"+name, policy, corev1.VolumeBound, "big/"+name)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "big"}}
+	ctx := context.Background()
+	b.Run("decision", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v, _ := DecideNamespace(ctx, ns, l)
+			if len(v.Risks) != 500 {
+				b.Fatalf("%d risks", len(v.Risks))
+			}
+		}
+	})
+	b.Run("decision+message", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v, _ := DecideNamespace(ctx, ns, l)
+			_ = denialMessage(v, target{resource: "namespace", name: "big"}, "")
+		}
+	})
+}

@@ -1,0 +1,403 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
+)
+
+func startPVSafe(t *testing.T, mode module.Enforcement) *testenv.Gatehouse {
+	t.Helper()
+	opts := app.Options{
+		Log:       testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
+		Namespace: "gatehouse-e2e",
+		Catalogue: []module.Module{pvsafe.New(pvsafe.Options{SnapshotPollInterval: 200 * time.Millisecond})},
+		Modules:   map[string]app.ModuleConfig{"pvsafe": {Enabled: true, Enforcement: mode}},
+	}
+	g, err := testenv.StartGatehouse(context.Background(), controlPlane, t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Stop(); err != nil {
+			t.Errorf("stop gatehouse: %v", err)
+		}
+		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
+	})
+	return g
+}
+
+// volumeFixture creates a PV and a claim bound to each other, with the bound
+// phases written through the status subresource as the PV controller would.
+func volumeFixture(t *testing.T, ns, claim string, policy corev1.PersistentVolumeReclaimPolicy) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
+	t.Helper()
+	ctx := context.Background()
+	c := controlPlane.Client
+	pvName := "pv-" + ns + "-" + claim
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: policy,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + pvName}},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
+		},
+	}
+	if err := c.Create(ctx, pv); err != nil {
+		t.Fatal(err)
+	}
+	pv.Status.Phase = corev1.VolumeBound
+	if err := c.Status().Update(ctx, pv); err != nil {
+		t.Fatal(err)
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			VolumeName:       pvName,
+			StorageClassName: ptr.To(""),
+		},
+	}
+	if err := c.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	pvc.Status.Phase = corev1.ClaimBound
+	if err := c.Status().Update(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	return pvc, pv
+}
+
+func deleteErr(t *testing.T, obj client.Object, opts ...client.DeleteOption) error {
+	t.Helper()
+	return controlPlane.Client.Delete(context.Background(), obj, opts...)
+}
+
+func mustDeny(t *testing.T, err error, wants ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("deletion was allowed")
+	}
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("want Forbidden, got %v", err)
+	}
+	wants = append([]string{`admission webhook "pvsafe.gatehouse.dev" denied the request: DELETION BLOCKED:`}, wants...)
+	for _, w := range wants {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("denial lacks %q:\n%s", w, err)
+		}
+	}
+}
+
+func installSnapshotCRDs(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubernetes-csi/external-snapshotter/client/v8").Output()
+	if err != nil {
+		t.Fatalf("locate the external-snapshotter module: %v", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd")
+	var paths []string
+	for _, r := range []string{"volumesnapshotclasses", "volumesnapshotcontents", "volumesnapshots"} {
+		paths = append(paths, filepath.Join(dir, "snapshot.storage.k8s.io_"+r+".yaml"))
+	}
+	if _, err := envtest.InstallCRDs(controlPlane.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readySnapshot(t *testing.T, ns, name, claim, class string) {
+	t.Helper()
+	ctx := context.Background()
+	vs := &snapshotv1.VolumeSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: snapshotv1.VolumeSnapshotSpec{
+			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(claim)},
+			VolumeSnapshotClassName: ptr.To(class),
+		},
+	}
+	if err := snapshotClient(t).Create(ctx, vs); err != nil {
+		t.Fatal(err)
+	}
+	vs.Status = &snapshotv1.VolumeSnapshotStatus{ReadyToUse: ptr.To(true)}
+	if err := snapshotClient(t).Status().Update(ctx, vs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func snapshotClient(t *testing.T) client.Client {
+	t.Helper()
+	scheme := controlPlane.Scheme
+	if !scheme.Recognizes(snapshotv1.SchemeGroupVersion.WithKind("VolumeSnapshot")) {
+		if err := snapshotv1.AddToScheme(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(controlPlane.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// This test runs first among the pvsafe tests: it sees the cluster before the
+// snapshot CRDs exist, installs them while Gatehouse runs, and checks that
+// Gatehouse picks them up from its cache without a restart.
+func TestPVSafeSnapshotCRDsInstalledAfterStart(t *testing.T) {
+	startPVSafe(t, module.Enforce)
+	ns := namespace(t, "pvsafe-late-crds")
+	claim, _ := volumeFixture(t, ns, "data", corev1.PersistentVolumeReclaimDelete)
+	mustDeny(t, deleteErr(t, claim), "no VolumeSnapshot")
+
+	installSnapshotCRDs(t)
+	class := &snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: "retain-late"}, Driver: "hostpath.csi.k8s.io", DeletionPolicy: snapshotv1.VolumeSnapshotContentRetain}
+	if err := snapshotClient(t).Create(context.Background(), class); err != nil {
+		t.Fatal(err)
+	}
+	readySnapshot(t, ns, "data-snap", "data", "retain-late")
+
+	// Decided from the cache, not overturned by the live confirmation: the
+	// snapshot informers started by themselves.
+	overturned := func() float64 { return counterValue(t, "gatehouse_pvsafe_stale_denials_overturned_total") }
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		before := overturned()
+		err := deleteErr(t, claim, client.DryRunAll)
+		if err != nil {
+			t.Fatalf("dry-run delete with a ready, retained snapshot: %v", err)
+		}
+		if overturned() == before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the snapshot informers did not start within 30s of the CRDs appearing")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := deleteErr(t, claim); err != nil {
+		t.Fatalf("delete with a ready, retained snapshot: %v", err)
+	}
+}
+
+func TestPVSafeClaimDecisions(t *testing.T) {
+	startPVSafe(t, module.Enforce)
+	ctx := context.Background()
+	ns := namespace(t, "pvsafe-claims")
+
+	unbound := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unbound"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}
+	if err := controlPlane.Client.Create(ctx, unbound); err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteErr(t, unbound); err != nil {
+		t.Fatalf("unbound claim: %v", err)
+	}
+
+	kept, _ := volumeFixture(t, ns, "kept", corev1.PersistentVolumeReclaimRetain)
+	if err := deleteErr(t, kept); err != nil {
+		t.Fatalf("claim on a Retain volume: %v", err)
+	}
+
+	risky, pv := volumeFixture(t, ns, "risky", corev1.PersistentVolumeReclaimDelete)
+	err := deleteErr(t, risky)
+	mustDeny(t, err,
+		"PersistentVolumeClaim 'pvsafe-claims/risky' would lose data permanently.",
+		"Reason: volume "+pv.Name+" has reclaimPolicy Delete and no VolumeSnapshot.",
+		"kubectl patch pv "+pv.Name+` -p '{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}'`,
+		"kubectl -n pvsafe-claims label pvc risky pv-safe.io/force-delete=true")
+
+	// A server-side dry run gets the same answer and changes nothing.
+	mustDeny(t, deleteErr(t, risky, client.DryRunAll), "PersistentVolumeClaim 'pvsafe-claims/risky'")
+	if err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(risky), &corev1.PersistentVolumeClaim{}); err != nil {
+		t.Fatalf("the claim is gone after denied deletes: %v", err)
+	}
+
+	// The PV itself is protected while bound.
+	mustDeny(t, deleteErr(t, pv), "PersistentVolume '"+pv.Name+"'", "bound to pvsafe-claims/risky")
+
+	// Bypass: label, then delete; counted.
+	before := counterValue(t, "gatehouse_pvsafe_bypasses_total")
+	risky.Labels = map[string]string{pvsafe.BypassLabel: "true"}
+	if err := controlPlane.Client.Update(ctx, risky); err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteErr(t, risky); err != nil {
+		t.Fatalf("bypassed claim: %v", err)
+	}
+	if after := counterValue(t, "gatehouse_pvsafe_bypasses_total"); after != before+1 {
+		t.Fatalf("bypass counter %v -> %v", before, after)
+	}
+
+	// A Released volume is already being reclaimed: allowed.
+	pv.Status.Phase = corev1.VolumeReleased
+	if err := controlPlane.Client.Status().Update(ctx, pv); err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteErr(t, pv); err != nil {
+		t.Fatalf("released volume: %v", err)
+	}
+}
+
+func TestPVSafeSnapshotMadeReadyJustBeforeTheDelete(t *testing.T) {
+	installSnapshotCRDs(t)
+	startPVSafe(t, module.Enforce)
+	ctx := context.Background()
+	ns := namespace(t, "pvsafe-fresh-snapshot")
+	for _, c := range []*snapshotv1.VolumeSnapshotClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: "retain-fresh"}, Driver: "hostpath.csi.k8s.io", DeletionPolicy: snapshotv1.VolumeSnapshotContentRetain},
+		{ObjectMeta: metav1.ObjectMeta{Name: "delete-fresh"}, Driver: "hostpath.csi.k8s.io", DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete},
+	} {
+		if err := snapshotClient(t).Create(ctx, c); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	claim, _ := volumeFixture(t, ns, "data", corev1.PersistentVolumeReclaimDelete)
+	readySnapshot(t, ns, "not-retained", "data", "delete-fresh")
+	mustDeny(t, deleteErr(t, claim), "VolumeSnapshot not-retained is not retained (VolumeSnapshotClass delete-fresh has deletionPolicy Delete)")
+
+	// No wait between the snapshot becoming ready and the delete: the cache
+	// may not have seen it, the live confirmation must.
+	readySnapshot(t, ns, "retained", "data", "retain-fresh")
+	if err := deleteErr(t, claim); err != nil {
+		t.Fatalf("delete right after the snapshot became ready: %v", err)
+	}
+}
+
+func TestPVSafeNamespaceWithSeveralRiskyClaimsAndTheBypassCascade(t *testing.T) {
+	startPVSafe(t, module.Enforce)
+	ctx := context.Background()
+	ns := namespace(t, "pvsafe-ns")
+	_, pvA := volumeFixture(t, ns, "alpha", corev1.PersistentVolumeReclaimDelete)
+	_, pvB := volumeFixture(t, ns, "bravo", corev1.PersistentVolumeReclaimDelete)
+	volumeFixture(t, ns, "kept", corev1.PersistentVolumeReclaimRetain)
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+
+	mustDeny(t, deleteErr(t, nsObj),
+		"Namespace 'pvsafe-ns' would lose data permanently.",
+		"2 PersistentVolumeClaim(s) would lose data:",
+		"  - alpha: volume "+pvA.Name+" has reclaimPolicy Delete",
+		"  - bravo: volume "+pvB.Name+" has reclaimPolicy Delete",
+		"kubectl label namespace pvsafe-ns pv-safe.io/force-delete=true")
+
+	if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels[pvsafe.BypassLabel] = "true"
+	if err := controlPlane.Client.Update(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteErr(t, nsObj); err != nil {
+		t.Fatalf("bypassed namespace: %v", err)
+	}
+	// There is no kube-controller-manager here: delete the claims as the
+	// namespace controller would, while the namespace terminates.
+	for _, name := range []string{"alpha", "bravo"} {
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := deleteErr(t, claim); err != nil {
+			t.Fatalf("claim %s in the terminating, bypassed namespace: %v", name, err)
+		}
+	}
+}
+
+func TestPVSafeStatefulSetThatDeletesItsClaims(t *testing.T) {
+	startPVSafe(t, module.Enforce)
+	ctx := context.Background()
+	ns := namespace(t, "pvsafe-sts")
+	volumeFixture(t, ns, "data-db-0", corev1.PersistentVolumeReclaimDelete)
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db"}}},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}},
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType},
+		},
+	}
+	if err := controlPlane.Client.Create(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	mustDeny(t, deleteErr(t, sts), "StatefulSet 'pvsafe-sts/db' (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete)", "  - data-db-0:")
+
+	sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	if err := controlPlane.Client.Update(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteErr(t, sts); err != nil {
+		t.Fatalf("StatefulSet that retains its claims: %v", err)
+	}
+}
+
+func TestPVSafeWarnModeAdmitsWithTheDenialAsWarnings(t *testing.T) {
+	startPVSafe(t, module.Warn)
+	ns := namespace(t, "pvsafe-warn")
+	claim, _ := volumeFixture(t, ns, "data", corev1.PersistentVolumeReclaimDelete)
+	rec := &warningRecorder{}
+	cfg := rest.CopyConfig(controlPlane.Config)
+	cfg.WarningHandler = rec
+	c, err := client.New(cfg, client.Options{Scheme: controlPlane.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(context.Background(), claim); err != nil {
+		t.Fatalf("warn mode denied: %v", err)
+	}
+	got := strings.Join(rec.msgs, "\n")
+	for _, want := range []string{"pvsafe (enforcement: warn) would deny this request:", "DELETION BLOCKED: PersistentVolumeClaim 'pvsafe-warn/data'"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("warnings lack %q:\n%s", want, got)
+		}
+	}
+}
+
+// counterValue sums a counter family from the registry Gatehouse uses.
+func counterValue(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
