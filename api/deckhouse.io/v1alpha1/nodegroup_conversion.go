@@ -174,15 +174,19 @@ func criToHub(in *CRISpec, docker *DockerSpec, saved conversiondata.HubCRI) *v1.
 		return nil
 	}
 	out := &v1.CRISpec{Docker: dockerToHub(docker)}
+	var shown CRIType
 	if in != nil {
+		shown = in.Type
 		out.Type = v1.CRIType(in.Type)
 		out.Containerd = containerdToHub(in.Containerd)
-		if saved.Type != "" && criTypeFromHub(saved.Type) == in.Type {
-			out.Type = saved.Type
-		}
 	}
-	out.ContainerdV2 = saved.ContainerdV2
-	out.NotManaged = saved.NotManaged
+	// The saved settings belong to the saved type: they come back only
+	// while this version still shows that type.
+	if saved != (conversiondata.HubCRI{}) && criTypeFromHub(saved.Type) == shown {
+		out.Type = saved.Type
+		out.ContainerdV2 = saved.ContainerdV2
+		out.NotManaged = saved.NotManaged
+	}
 	return out
 }
 
@@ -198,11 +202,11 @@ func criFromHub(in *v1.CRISpec, hadEmptyCRI bool, saved *conversiondata.HubCRI) 
 		Type:       criTypeFromHub(in.Type),
 		Containerd: containerdFromHub(in.Containerd),
 	}
-	if string(out.Type) != string(in.Type) {
-		saved.Type = in.Type
-	}
 	saved.ContainerdV2 = in.ContainerdV2.DeepCopy()
 	saved.NotManaged = in.NotManaged.DeepCopy()
+	if saved.ContainerdV2 != nil || saved.NotManaged != nil || string(out.Type) != string(in.Type) {
+		saved.Type = in.Type
+	}
 	docker := dockerFromHub(in.Docker)
 	if docker != nil && criEmpty(out) && !hadEmptyCRI {
 		out = nil

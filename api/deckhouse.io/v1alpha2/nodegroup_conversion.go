@@ -147,10 +147,12 @@ func criToHub(in *CRISpec, saved conversiondata.HubCRI) *v1.CRISpec {
 		Docker:     dockerToHub(in.Docker),
 		NotManaged: notManagedToHub(in.NotManaged),
 	}
-	if saved.Type != "" && criTypeFromHub(saved.Type) == in.Type {
+	// The saved settings belong to the saved type: they come back only
+	// while this version still shows that type.
+	if saved != (conversiondata.HubCRI{}) && criTypeFromHub(saved.Type) == in.Type {
 		out.Type = saved.Type
+		out.ContainerdV2 = saved.ContainerdV2
 	}
-	out.ContainerdV2 = saved.ContainerdV2
 	return out
 }
 
@@ -164,10 +166,10 @@ func criFromHub(in *v1.CRISpec, saved *conversiondata.HubCRI) *CRISpec {
 		Docker:     dockerFromHub(in.Docker),
 		NotManaged: notManagedFromHub(in.NotManaged),
 	}
-	if string(out.Type) != string(in.Type) {
+	saved.ContainerdV2 = in.ContainerdV2.DeepCopy()
+	if saved.ContainerdV2 != nil || string(out.Type) != string(in.Type) {
 		saved.Type = in.Type
 	}
-	saved.ContainerdV2 = in.ContainerdV2.DeepCopy()
 	return out
 }
 
