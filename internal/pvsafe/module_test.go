@@ -31,7 +31,7 @@ func TestAStaleCacheNeverDenies(t *testing.T) {
 	claim := pvc("app", "data", "pv1", bound)
 	stale := memLookup{volumes: map[string]*corev1.PersistentVolume{"pv1": pv("pv1", del, corev1.VolumeBound, "app/data")}}
 	fresh := memLookup{volumes: stale.volumes, snapshots: map[string]map[string][]Snapshot{"app": {"data": {readyRetained}}}}
-	m := &Module{opts: Options{ConfirmTimeout: 1}, log: testr.New(t), cached: stale, live: fresh}
+	m := &Module{log: testr.New(t), cached: stale, live: fresh}
 	m.opts.setDefaults()
 
 	before := testutil.ToFloat64(overturned)
