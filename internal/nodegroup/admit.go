@@ -1,0 +1,86 @@
+package nodegroup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
+)
+
+// stateSource gives the cluster state for one group.
+type stateSource interface {
+	snapshot(group string) (ClusterState, error)
+}
+
+// validator admits NodeGroup CREATEs and UPDATEs. The webhook rule names
+// only v1 with matchPolicy Equivalent, so the API server converts every
+// request to v1 first and the checks are written once, against the hub.
+type validator struct {
+	state stateSource
+	log   logr.Logger
+}
+
+// GetLogger returns the request's logger, or the module's when the request
+// carries none.
+func (v *validator) GetLogger(ctx context.Context) logr.Logger {
+	if l, err := logr.FromContext(ctx); err == nil {
+		return l.WithName("nodegroup").WithName("validator")
+	}
+	return v.log.WithName("validator")
+}
+
+// Admit runs the checks and reports every denial of the request at once.
+func (v *validator) Admit(ctx context.Context, req admission.Request) admission.Response {
+	if req.Kind.Group != v1.GroupVersion.Group || req.Kind.Version != v1.GroupVersion.Version || req.Kind.Kind != kind {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf(
+			"expected a %s NodeGroup (the rule names v1 with matchPolicy Equivalent), got %s/%s %s", hubVersion, req.Kind.Group, req.Kind.Version, req.Kind.Kind))
+	}
+	ng := &v1.NodeGroup{}
+	if err := json.Unmarshal(req.Object.Raw, ng); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode NodeGroup: %w", err))
+	}
+	var old *v1.NodeGroup
+	if req.Operation == admissionv1.Update {
+		old = &v1.NodeGroup{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode the old NodeGroup: %w", err))
+		}
+	}
+	state, err := v.state.snapshot(ng.Name)
+	if err != nil {
+		v.GetLogger(ctx).Info("cluster state unavailable; refusing to guess", "nodegroup", ng.Name, "reason", err.Error())
+		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("NodeGroup %q cannot be checked: %w", ng.Name, err))
+	}
+
+	errs, warnings := Validate(Request{Operation: req.Operation, ClientVersion: clientVersion(req), Old: old, New: ng}, state)
+	if len(errs) == 0 {
+		resp := admission.Allowed("")
+		resp.Warnings = warnings
+		return resp
+	}
+	resp := admission.Denied(denialMessage(errs))
+	resp.Warnings = warnings
+	details := &metav1.StatusDetails{Name: ng.Name, Group: v1.GroupVersion.Group, Kind: kind}
+	for _, e := range errs {
+		details.Causes = append(details.Causes, metav1.StatusCause{Type: metav1.CauseType(e.Type), Message: e.Detail, Field: e.Field})
+	}
+	resp.Result.Details = details
+	return resp
+}
+
+// clientVersion is the API version the client wrote: requestKind keeps it
+// when the API server converted the object for this webhook.
+func clientVersion(req admission.Request) string {
+	k := req.Kind
+	if req.RequestKind != nil {
+		k = *req.RequestKind
+	}
+	return metav1.GroupVersion{Group: k.Group, Version: k.Version}.String()
+}

@@ -1,0 +1,102 @@
+package nodegroup
+
+import (
+	"context"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
+	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha2"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// Names and paths of the module's webhooks.
+const (
+	CRDName        = "nodegroups.deckhouse.io"
+	ConversionName = "nodegroup-conversion.gatehouse.dev"
+	ConversionPath = "/convert-nodegroup"
+	ValidationName = "nodegroup-policy.gatehouse.dev"
+	ValidationPath = "/validate-nodegroup"
+)
+
+// The informers list and watch single objects selected by name (RBAC
+// resourceNames apply to such requests) and Nodes by label; nothing is read
+// with GET, so no get verb is granted.
+//
+// +kubebuilder:rbac:groups="",namespace=kube-system,resources=secrets,resourceNames=d8-cluster-configuration;d8-provider-cluster-configuration,verbs=list;watch
+// +kubebuilder:rbac:groups="",namespace=default,resources=endpoints,resourceNames=kubernetes,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
+// +kubebuilder:rbac:groups=deckhouse.io,resources=moduleconfigs,resourceNames=global,verbs=list;watch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=moduleconfigs.deckhouse.io,verbs=list;watch
+
+// Module converts and validates deckhouse.io NodeGroups.
+type Module struct{}
+
+// New returns the nodegroup module.
+func New() *Module { return &Module{} }
+
+// Name is "nodegroup".
+func (*Module) Name() string { return "nodegroup" }
+
+// AddToScheme registers the three served NodeGroup versions.
+func (*Module) AddToScheme(s *runtime.Scheme) error {
+	for _, add := range []func(*runtime.Scheme) error{v1.AddToScheme, v1alpha2.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CacheObjects is empty: the module runs its own field- and label-selected
+// informers, so that no other module's cache scope can widen to all Secrets
+// or all Nodes.
+func (*Module) CacheObjects() map[client.Object]cache.ByObject { return nil }
+
+// Setup starts the informers with the manager and declares the webhooks.
+func (*Module) Setup(_ context.Context, host module.Host) ([]module.Webhook, error) {
+	state, err := newClusterCache(host.Manager.GetConfig(), host.Log)
+	if err != nil {
+		return nil, fmt.Errorf("cluster state informers: %w", err)
+	}
+	for _, r := range state.runnables {
+		if err := host.Manager.Add(r); err != nil {
+			return nil, err
+		}
+		host.AddSyncCheck(r.name, r.synced)
+	}
+	conv := &converter{lookup: state}
+	val := &validator{state: state, log: host.Log}
+	return []module.Webhook{conversionWebhook(conv), validationWebhook(val)}, nil
+}
+
+func conversionWebhook(conv *converter) module.Webhook {
+	return module.Webhook{
+		Name: ConversionName, Path: ConversionPath, Type: module.Conversion,
+		CRDs: []string{CRDName}, Convert: conv.Convert,
+	}
+}
+
+func validationWebhook(val *validator) module.Webhook {
+	return module.Webhook{
+		Name: ValidationName, Path: ValidationPath, Type: module.Validating,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{v1.GroupVersion.Group}, APIVersions: []string{v1.GroupVersion.Version},
+				Resources: []string{"nodegroups"}, Scope: ptr.To(admissionregistrationv1.ClusterScope),
+			},
+		}},
+		FailurePolicy:  admissionregistrationv1.Fail,
+		MatchPolicy:    admissionregistrationv1.Equivalent,
+		SideEffects:    admissionregistrationv1.SideEffectClassNone,
+		TimeoutSeconds: 10,
+		Admit:          val.Admit,
+	}
+}
