@@ -31,7 +31,7 @@ type clusterConfiguration struct {
 	Cloud       struct {
 		Prefix string `json:"prefix"`
 	} `json:"cloud"`
-	DefaultCRI              string       `json:"defaultCRI"`
+	DefaultCRI              string        `json:"defaultCRI"`
 	PodSubnetNodeCIDRPrefix cidrPrefixLen `json:"podSubnetNodeCIDRPrefix"`
 }
 
