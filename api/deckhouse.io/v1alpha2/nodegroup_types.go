@@ -58,7 +58,7 @@ type NodeGroup struct {
 	// +required
 	Spec NodeGroupSpec `json:"spec"`
 	// +optional
-	Status NodeGroupStatus `json:"status,omitempty"`
+	Status NodeGroupStatus `json:"status,omitzero"`
 }
 
 // NodeGroupList is a list of NodeGroups.
