@@ -220,7 +220,9 @@ func TestMissingProviderSecretMeansOnlyMasterIsPermanent(t *testing.T) {
 
 func TestReviewFailures(t *testing.T) {
 	unparsable := providerWith(map[string]string{providerConfigKey: "nodeGroups: [name: {"})
-	notLoaded := lookupFunc(func(string) (bool, error) { return false, fmt.Errorf("Secret kube-system/d8-provider-cluster-configuration: %w", errNotLoaded) })
+	notLoaded := lookupFunc(func(string) (bool, error) {
+		return false, fmt.Errorf("Secret kube-system/d8-provider-cluster-configuration: %w", errNotLoaded)
+	})
 	cases := []struct {
 		name   string
 		lookup v1.CloudPermanentLookup
