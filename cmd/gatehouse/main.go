@@ -42,6 +42,7 @@ func run() error {
 	flag.StringVar(&opts.CertSecret, "cert-secret", "", "namespace/name of a kubernetes.io/tls Secret to serve instead of --cert-dir; followed for rotation.")
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Address for Prometheus metrics; \"0\" disables them.")
 	flag.StringVar(&opts.Namespace, "namespace", envOr("POD_NAMESPACE", "gatehouse-system"), "Namespace Gatehouse runs in; its webhooks never intercept it.")
+	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", "0", "Address for net/http/pprof profiles; \"0\" disables them.")
 	flag.StringVar(&configFile, "config", "", "Optional YAML file with a modules section; flags override it.")
 	flag.StringVar(&moduleList, "modules", "", "Comma-separated modules to enable, e.g. pvsafe,nodegroup.")
 	flag.StringVar(&enforcement, "enforcement", "", "Per-module enforcement, e.g. pvsafe=warn. Modes: enforce (default), warn.")

@@ -51,6 +51,8 @@ type Options struct {
 	MetricsAddr string
 	// Namespace is where Gatehouse runs; its webhooks exclude it.
 	Namespace string
+	// PprofAddr serves net/http/pprof; "" or "0" disables it.
+	PprofAddr string
 
 	// ManageWebhooks, when set, makes Gatehouse write its own webhook
 	// configurations (and CRD conversion stanzas) pointing at this target
@@ -144,6 +146,7 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		Cache:                   cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  "0",
+		PprofBindAddress:        opts.PprofAddr,
 		WebhookServer:           srv,
 		GracefulShutdownTimeout: &shutdown,
 	})

@@ -35,7 +35,7 @@ func (s *Server) guard(path string, next http.Handler) http.Handler {
 			s.refuse(w, path, http.StatusRequestEntityTooLarge, tooLarge(r.ContentLength, limit))
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 		if err != nil {
 			var maxErr *http.MaxBytesError
 			if errors.As(err, &maxErr) {
@@ -68,4 +68,27 @@ func (s *Server) refuse(w http.ResponseWriter, path string, code int, msg string
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
 	_, _ = w.Write([]byte(msg))
+}
+
+// readBody reads the whole body into one buffer sized from Content-Length,
+// instead of io.ReadAll's growing copies.
+func readBody(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, size)
+	n, err := io.ReadFull(r, buf)
+	if err != nil {
+		return nil, err
+	}
+	// Content-Length is a promise, not a limit: read anything beyond it too.
+	var one [1]byte
+	if m, _ := r.Read(one[:]); m > 0 {
+		rest, err := io.ReadAll(r)
+		if err != nil {
+			return nil, err
+		}
+		return append(append(buf[:n], one[0]), rest...), nil
+	}
+	return buf[:n], nil
 }

@@ -26,5 +26,6 @@ func scenarios() []scenario {
 				return []byte(fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-%d","kind":{"group":"","version":"v1","kind":"ConfigMap"},"resource":{"group":"","version":"v1","resource":"configmaps"},"namespace":"default","name":"cm-%d","operation":"CREATE","userInfo":{"username":"bench"},"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default"},"data":{"k":"v"}}}}`, i, i, i))
 			},
 		},
+		pvsafeClaimDelete(),
 	}
 }

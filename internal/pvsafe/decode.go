@@ -1,0 +1,103 @@
+package pvsafe
+
+import (
+	json "github.com/go-json-experiment/json/v1"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The oldObject the API server sends carries managedFields and everything
+// else of the object; decoding all of it into the full type is most of a
+// decision's cost. These shapes hold only what the decisions read.
+
+type liteMeta struct {
+	Name              string            `json:"name"`
+	Namespace         string            `json:"namespace"`
+	Labels            map[string]string `json:"labels"`
+	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
+}
+
+func (m liteMeta) objectMeta() metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels, DeletionTimestamp: m.DeletionTimestamp}
+}
+
+type liteClaim struct {
+	Metadata liteMeta `json:"metadata"`
+	Spec     struct {
+		VolumeName string `json:"volumeName"`
+	} `json:"spec"`
+	Status struct {
+		Phase corev1.PersistentVolumeClaimPhase `json:"phase"`
+	} `json:"status"`
+}
+
+type liteVolume struct {
+	Metadata liteMeta `json:"metadata"`
+	Spec     struct {
+		PersistentVolumeReclaimPolicy corev1.PersistentVolumeReclaimPolicy `json:"persistentVolumeReclaimPolicy"`
+		ClaimRef                      *corev1.ObjectReference              `json:"claimRef"`
+	} `json:"spec"`
+	Status struct {
+		Phase corev1.PersistentVolumePhase `json:"phase"`
+	} `json:"status"`
+}
+
+type liteNamespace struct {
+	Metadata liteMeta `json:"metadata"`
+}
+
+type liteStatefulSet struct {
+	Metadata liteMeta `json:"metadata"`
+	Spec     struct {
+		VolumeClaimTemplates []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		} `json:"volumeClaimTemplates"`
+		PersistentVolumeClaimRetentionPolicy *appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy `json:"persistentVolumeClaimRetentionPolicy"`
+	} `json:"spec"`
+}
+
+// decodeObject decodes raw into a typed object holding the fields the
+// decision for kind reads.
+func decodeObject(kind string, raw []byte) (client.Object, error) {
+	switch kind {
+	case "PersistentVolumeClaim":
+		var l liteClaim
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return nil, err
+		}
+		return &corev1.PersistentVolumeClaim{ObjectMeta: l.Metadata.objectMeta(),
+			Spec:   corev1.PersistentVolumeClaimSpec{VolumeName: l.Spec.VolumeName},
+			Status: corev1.PersistentVolumeClaimStatus{Phase: l.Status.Phase}}, nil
+	case "PersistentVolume":
+		var l liteVolume
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return nil, err
+		}
+		return &corev1.PersistentVolume{ObjectMeta: l.Metadata.objectMeta(),
+			Spec:   corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: l.Spec.PersistentVolumeReclaimPolicy, ClaimRef: l.Spec.ClaimRef},
+			Status: corev1.PersistentVolumeStatus{Phase: l.Status.Phase}}, nil
+	case "Namespace":
+		var l liteNamespace
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return nil, err
+		}
+		return &corev1.Namespace{ObjectMeta: l.Metadata.objectMeta()}, nil
+	case "StatefulSet":
+		var l liteStatefulSet
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return nil, err
+		}
+		sts := &appsv1.StatefulSet{ObjectMeta: l.Metadata.objectMeta()}
+		sts.Spec.PersistentVolumeClaimRetentionPolicy = l.Spec.PersistentVolumeClaimRetentionPolicy
+		for _, t := range l.Spec.VolumeClaimTemplates {
+			sts.Spec.VolumeClaimTemplates = append(sts.Spec.VolumeClaimTemplates, corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: t.Metadata.Name}})
+		}
+		return sts, nil
+	}
+	return nil, nil
+}
