@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
@@ -401,3 +403,98 @@ func counterValue(t *testing.T, name string) float64 {
 	return sum
 }
 
+// BenchmarkPVSafeNamespaceDecision1000 decides the deletion of a namespace of
+// 1,000 bound claims, half of them on Delete volumes, from Gatehouse's real
+// informer cache (filled by the real API server), against the floor of
+// listing the same claims from that cache.
+func BenchmarkPVSafeNamespaceDecision1000(b *testing.B) {
+	ctx := context.Background()
+	c := controlPlane.Client
+	const ns = "pvsafe-bench-1000"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		b.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		name := fmt.Sprintf("claim-%04d", i)
+		policy := corev1.PersistentVolumeReclaimRetain
+		if i%2 == 0 {
+			policy = corev1.PersistentVolumeReclaimDelete
+		}
+		pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Spec: corev1.PersistentVolumeSpec{
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, PersistentVolumeReclaimPolicy: policy,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/x"}},
+			ClaimRef:               &corev1.ObjectReference{Namespace: ns, Name: name}}}
+		if err := c.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatal(err)
+		}
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: pv.Name, StorageClassName: ptr.To(""),
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		if err := c.Create(ctx, pvc); err != nil {
+			if !apierrors.IsAlreadyExists(err) {
+				b.Fatal(err)
+			}
+			continue
+		}
+		pvc.Status.Phase = corev1.ClaimBound
+		if err := c.Status().Update(ctx, pvc); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	catalogue := []module.Module{pvsafe.New(pvsafe.Options{})}
+	g, err := app.New(ctx, app.Options{RestConfig: controlPlane.Config, CertDir: mustCertDir(b), MetricsAddr: "0",
+		Catalogue: catalogue, Modules: map[string]app.ModuleConfig{"pvsafe": {Enabled: true}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = g.Start(runCtx) }()
+	cache := g.Manager.GetCache()
+	if !cache.WaitForCacheSync(runCtx) {
+		b.Fatal("cache did not sync")
+	}
+	for {
+		list := &corev1.PersistentVolumeClaimList{}
+		if err := cache.List(ctx, list, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+		if len(list.Items) == 1000 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	lookup := pvsafe.CacheLookup(cache)
+	b.Run("floor-list-claims", func(b *testing.B) {
+		for b.Loop() {
+			if claims, _ := lookup.Claims(ctx, ns); len(claims) != 1000 {
+				b.Fatal(len(claims))
+			}
+		}
+	})
+	b.Run("decision", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v, err := pvsafe.DecideNamespace(ctx, nsObj, lookup)
+			if err != nil || len(v.Risks) != 500 {
+				b.Fatalf("%v, %d risks", err, len(v.Risks))
+			}
+		}
+	})
+}
+
+func mustCertDir(b *testing.B) string {
+	b.Helper()
+	dir := b.TempDir()
+	bundle, err := certs.SelfSigned([]string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := bundle.WriteDir(dir); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
