@@ -1,15 +1,14 @@
 package nodegroup
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha1"
@@ -33,22 +32,25 @@ type converter struct {
 
 // Convert converts every object of the review. When any object fails, the
 // whole review fails, naming each failing object by its index.
-func (c *converter) Convert(_ context.Context, req *apiextensionsv1.ConversionRequest) ([]runtime.RawExtension, error) {
+func (c *converter) Convert(_ context.Context, req *apiextensionsv1.ConversionRequest) ([]k8sruntime.RawExtension, error) {
 	desired := req.DesiredAPIVersion
 	switch desired {
 	case hubVersion, alpha1Version, alpha2Version:
 	default:
 		return nil, fmt.Errorf("desiredAPIVersion %q is not a served NodeGroup version (%s, %s, %s)", desired, hubVersion, alpha2Version, alpha1Version)
 	}
-	out := make([]runtime.RawExtension, len(req.Objects))
+	out := make([]k8sruntime.RawExtension, len(req.Objects))
+	errs := make([]error, len(req.Objects))
+	forEachChunk(len(req.Objects), func(from, to int) {
+		for i := from; i < to; i++ {
+			out[i].Raw, errs[i] = c.convertObject(req.Objects[i].Raw, desired)
+		}
+	})
 	var failures []string
-	for i := range req.Objects {
-		raw, err := c.convertObject(req.Objects[i].Raw, desired)
+	for i, err := range errs {
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("object %d %v", i, err))
-			continue
 		}
-		out[i].Raw = raw
 	}
 	if len(failures) > 0 {
 		return nil, fmt.Errorf("converting NodeGroups to %s failed for %d of %d objects: %s",
@@ -57,87 +59,103 @@ func (c *converter) Convert(_ context.Context, req *apiextensionsv1.ConversionRe
 	return out, nil
 }
 
-// header is what identifies an object before it is decoded whole.
-type header struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name string `json:"name"`
-	} `json:"metadata"`
+// minObjectsPerWorker keeps small reviews, the common case for writes, on
+// one goroutine; LISTs through an old version send whole collections.
+const minObjectsPerWorker = 32
+
+// forEachChunk splits n objects into contiguous chunks, one per available
+// CPU, and waits for all of them.
+func forEachChunk(n int, do func(from, to int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/minObjectsPerWorker)
+	if workers <= 1 {
+		do(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	size := (n + workers - 1) / workers
+	for from := 0; from < n; from += size {
+		to := min(from+size, n)
+		wg.Go(func() { do(from, to) })
+	}
+	wg.Wait()
 }
 
 func (c *converter) convertObject(raw []byte, desired string) ([]byte, error) {
-	var h header
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return nil, fmt.Errorf("is not a JSON object: %w", err)
+	apiVersion, k, err := peekTypeMeta(raw)
+	if err != nil {
+		h, err := decodeHeader(raw)
+		if err != nil {
+			return nil, fmt.Errorf("is not a JSON object: %w", err)
+		}
+		apiVersion, k = h.APIVersion, h.Kind
 	}
-	if h.Kind != kind {
-		return nil, fmt.Errorf("(%s %q) is not a NodeGroup", h.Kind, h.Metadata.Name)
+	if k != kind {
+		h, _ := decodeHeader(raw)
+		return nil, fmt.Errorf("(%s %q) is not a NodeGroup", k, h.Metadata.Name)
 	}
-	if h.APIVersion == desired {
+	if apiVersion == desired {
 		return raw, nil
 	}
-	hub, err := c.toHub(raw, h.APIVersion)
-	if err == nil {
-		raw, err = fromHub(hub, desired)
-	}
+	converted, err := c.convertDecoded(raw, apiVersion, desired)
 	if err != nil {
-		return nil, fmt.Errorf("(NodeGroup %q, %s): %w", h.Metadata.Name, h.APIVersion, err)
+		h, _ := decodeHeader(raw)
+		return nil, fmt.Errorf("(NodeGroup %q, %s): %w", h.Metadata.Name, apiVersion, err)
 	}
-	return raw, nil
+	return converted, nil
 }
 
-func (c *converter) toHub(raw []byte, apiVersion string) (*v1.NodeGroup, error) {
+// convertDecoded converts raw from one version to another through the hub.
+// Metadata stays raw: only the name and annotations are decoded, and only
+// the annotations are written back when the conversion changed them.
+func (c *converter) convertDecoded(raw []byte, from, to string) ([]byte, error) {
 	hub := &v1.NodeGroup{}
-	switch apiVersion {
+	var metadata []byte
+	var before map[string]string
+	switch from {
 	case hubVersion:
-		return hub, decodeStrict(raw, hub)
+		w, meta, err := decodeWire[v1.NodeGroupSpec, v1.NodeGroupStatus](raw)
+		if err != nil {
+			return nil, err
+		}
+		hub.ObjectMeta, hub.Spec, hub.Status = meta, w.Spec, w.Status
+		metadata, before = w.Metadata, meta.Annotations
 	case alpha2Version:
-		src := &v1alpha2.NodeGroup{}
-		if err := decodeStrict(raw, src); err != nil {
+		w, meta, err := decodeWire[v1alpha2.NodeGroupSpec, v1alpha2.NodeGroupStatus](raw)
+		if err != nil {
 			return nil, err
 		}
-		return hub, src.ConvertToHub(hub, c.lookup)
+		src := &v1alpha2.NodeGroup{ObjectMeta: meta, Spec: w.Spec, Status: w.Status}
+		if err := src.ConvertToHub(hub, c.lookup); err != nil {
+			return nil, err
+		}
+		metadata, before = w.Metadata, meta.Annotations
 	case alpha1Version:
-		src := &v1alpha1.NodeGroup{}
-		if err := decodeStrict(raw, src); err != nil {
+		w, meta, err := decodeWire[v1alpha1.NodeGroupSpec, v1alpha1.NodeGroupStatus](raw)
+		if err != nil {
 			return nil, err
 		}
-		return hub, src.ConvertToHub(hub, c.lookup)
+		src := &v1alpha1.NodeGroup{ObjectMeta: meta, Spec: w.Spec, Status: w.Status}
+		if err := src.ConvertToHub(hub, c.lookup); err != nil {
+			return nil, err
+		}
+		metadata, before = w.Metadata, meta.Annotations
+	default:
+		return nil, fmt.Errorf("apiVersion %q is not a served NodeGroup version", from)
 	}
-	return nil, fmt.Errorf("apiVersion %q is not a served NodeGroup version", apiVersion)
-}
 
-func fromHub(hub *v1.NodeGroup, desired string) ([]byte, error) {
-	var out runtime.Object
-	switch desired {
-	case hubVersion:
-		out = hub
+	switch to {
 	case alpha2Version:
 		dst := &v1alpha2.NodeGroup{}
 		if err := dst.ConvertFrom(hub); err != nil {
 			return nil, err
 		}
-		out = dst
+		return encodeWire(to, metadata, before, dst.Annotations, &dst.Spec, &dst.Status)
 	case alpha1Version:
 		dst := &v1alpha1.NodeGroup{}
 		if err := dst.ConvertFrom(hub); err != nil {
 			return nil, err
 		}
-		out = dst
+		return encodeWire(to, metadata, before, dst.Annotations, &dst.Spec, &dst.Status)
 	}
-	out.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(desired, kind))
-	return json.Marshal(out)
-}
-
-// decodeStrict refuses fields the Go types do not know: the API server
-// prunes objects to the schema generated from these types, so an unknown
-// field means the two disagree, and dropping it would lose data silently.
-func decodeStrict(raw []byte, into any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		return fmt.Errorf("decode: %w", err)
-	}
-	return nil
+	return encodeWire(to, metadata, before, hub.Annotations, &hub.Spec, &hub.Status)
 }
