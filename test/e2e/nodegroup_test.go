@@ -1,0 +1,753 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ngv1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
+	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha2"
+	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/nodegroup"
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
+)
+
+const policyDenied = `admission webhook "nodegroup-policy.gatehouse.dev" denied the request: `
+
+// ngScheme knows the three NodeGroup versions, so that one client can
+// write through any of them: the Go type picks the version.
+var ngScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
+		ngv1.AddToScheme, v1alpha1.AddToScheme, v1alpha2.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}()
+
+// ngWarnings collects the warnings the API server relays.
+type ngWarnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *ngWarnings) HandleWarningHeader(_ int, _, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, text)
+}
+
+func (w *ngWarnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.msgs
+	w.msgs = nil
+	return out
+}
+
+type ngEnv struct {
+	c        client.Client
+	warnings *ngWarnings
+	g        *testenv.Gatehouse
+}
+
+func ngClient(t testing.TB, warnings rest.WarningHandler) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(controlPlane.Config)
+	if warnings != nil {
+		cfg.WarningHandler = warnings
+	}
+	c, err := client.New(cfg, client.Options{Scheme: ngScheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startNodeGroup starts Gatehouse with the nodegroup module and waits until
+// the API server converts and validates through it. On cleanup it removes
+// the webhook configuration and the CRD's conversion stanza, which would
+// otherwise point at a stopped server.
+func startNodeGroup(t *testing.T) *ngEnv {
+	t.Helper()
+	opts := app.Options{
+		Log:       testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
+		Namespace: "gatehouse-e2e",
+		Catalogue: []module.Module{nodegroup.New()},
+		Modules:   map[string]app.ModuleConfig{"nodegroup": {Enabled: true}},
+	}
+	return startNodeGroupWith(t, opts)
+}
+
+func startNodeGroupWith(t testing.TB, opts app.Options) *ngEnv {
+	t.Helper()
+	g, err := testenv.StartGatehouse(context.Background(), controlPlane, t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Stop(); err != nil {
+			t.Errorf("stop gatehouse: %v", err)
+		}
+		ctx := context.Background()
+		_ = controlPlane.Client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: nodegroup.CRDName}, crd); err == nil {
+			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+			if err := controlPlane.Client.Update(ctx, crd); err != nil {
+				t.Errorf("reset the CRD conversion: %v", err)
+			}
+		}
+	})
+	env := &ngEnv{warnings: &ngWarnings{}, g: g}
+	env.c = ngClient(t, env.warnings)
+	env.waitUntilServed(t)
+	return env
+}
+
+// waitUntilServed waits until the API server has picked up the CRD's new
+// conversion webhook and the new validating webhook: both reach it through
+// informers of its own, a moment after Gatehouse wrote them.
+func (e *ngEnv) waitUntilServed(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	probe := &v1alpha2.NodeGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec:       v1alpha2.NodeGroupSpec{NodeType: v1alpha2.NodeTypeStatic, CRI: &v1alpha2.CRISpec{Type: v1alpha2.CRITypeDocker}},
+	}
+	eventually(t, "the API server converts and validates NodeGroups through Gatehouse", func() error {
+		err := e.c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		if err == nil {
+			return errors.New("a Docker group was admitted")
+		}
+		if !strings.Contains(err.Error(), policyDenied+"it is forbidden to set cri type to Docker") {
+			return err
+		}
+		return nil
+	})
+}
+
+// eventually retries check until it passes; the deadline only bounds a
+// failing test and asserts nothing about speed.
+func eventually(t testing.TB, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (e *ngEnv) create(t testing.TB, obj client.Object) {
+	t.Helper()
+	if err := e.c.Create(context.Background(), obj); err != nil {
+		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+	name := obj.GetName()
+	t.Cleanup(func() { deleteNodeGroup(t, name) })
+}
+
+func deleteNodeGroup(t testing.TB, name string) {
+	ctx := context.Background()
+	c := ngClient(t, nil)
+	if err := c.Delete(ctx, &ngv1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete NodeGroup %s: %v", name, err)
+	}
+}
+
+func (e *ngEnv) get(t testing.TB, name string, into client.Object) {
+	t.Helper()
+	if err := e.c.Get(context.Background(), client.ObjectKey{Name: name}, into); err != nil {
+		t.Fatalf("get %T %s: %v", into, name, err)
+	}
+}
+
+// putSecret writes a Secret in kube-system and removes it on cleanup.
+func putSecret(t testing.TB, name string, data map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name}, StringData: data}
+	if err := controlPlane.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := controlPlane.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete Secret %s: %v", name, err)
+		}
+	})
+}
+
+func putNode(t testing.TB, name string, labels map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := controlPlane.Client.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := controlPlane.Client.Delete(ctx, n); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete Node %s: %v", name, err)
+		}
+	})
+}
+
+// installModuleConfigCRD installs a minimal ModuleConfig CRD, as Deckhouse
+// would, and removes it on cleanup.
+func installModuleConfigCRD(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "moduleconfigs.deckhouse.io"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "deckhouse.io",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "moduleconfigs", Singular: "moduleconfig", Kind: "ModuleConfig", ListKind: "ModuleConfigList"},
+			Scope: apiextensionsv1.ClusterScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1alpha1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", XPreserveUnknownFields: ptr.To(true)},
+					},
+				}},
+			}},
+		},
+	}
+	if err := controlPlane.Client.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := controlPlane.Client.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete the ModuleConfig CRD: %v", err)
+		}
+		eventually(t, "the ModuleConfig CRD is gone", func() error {
+			err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+	})
+	eventually(t, "the ModuleConfig CRD is served", func() error {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("deckhouse.io/v1alpha1")
+		list.SetKind("ModuleConfigList")
+		return controlPlane.Client.List(ctx, list)
+	})
+}
+
+func putModuleConfigGlobal(t testing.TB, tolerationKeys ...string) {
+	t.Helper()
+	keys := make([]any, len(tolerationKeys))
+	for i, k := range tolerationKeys {
+		keys[i] = k
+	}
+	mc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleConfig",
+		"metadata": map[string]any{"name": "global"},
+		"spec": map[string]any{"version": int64(1), "settings": map[string]any{
+			"modules": map[string]any{"placement": map[string]any{"customTolerationKeys": keys}},
+		}},
+	}}
+	if err := controlPlane.Client.Create(context.Background(), mc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const openStackProviderConfig = `apiVersion: deckhouse.io/v1
+kind: OpenStackClusterConfiguration
+layout: Standard
+masterNodeGroup:
+  replicas: 1
+nodeGroups:
+- name: front-nm
+  replicas: 2
+`
+
+func classRef() ngv1.ClassReference {
+	return ngv1.ClassReference{Kind: "OpenStackInstanceClass", Name: "worker"}
+}
+
+func TestNodeGroupWrittenThroughV1alpha1IsReadThroughEveryVersion(t *testing.T) {
+	env := startNodeGroup(t)
+	env.create(t, &v1alpha1.NodeGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "alpha1-cloud"},
+		Spec: v1alpha1.NodeGroupSpec{
+			NodeType:          v1alpha1.NodeTypeCloud,
+			KubernetesVersion: "1.33",
+			Static:            &v1alpha1.StaticSpec{InternalNetworkCIDRs: []string{"10.10.0.0/16"}},
+			Docker:            &v1alpha1.DockerSpec{MaxConcurrentDownloads: ptr.To[int32](4)},
+			CloudInstances: &v1alpha1.CloudInstancesSpec{MinPerZone: 1, MaxPerZone: 2,
+				ClassReference: v1alpha1.ClassReference{Kind: "OpenStackInstanceClass", Name: "worker"}},
+		},
+	})
+
+	hub := &ngv1.NodeGroup{}
+	env.get(t, "alpha1-cloud", hub)
+	if hub.Spec.NodeType != ngv1.NodeTypeCloudEphemeral || hub.Spec.CRI == nil || hub.Spec.CRI.Docker == nil || *hub.Spec.CRI.Docker.MaxConcurrentDownloads != 4 {
+		t.Fatalf("through v1: %+v", hub.Spec)
+	}
+	if hub.Spec.Kubelet == nil || hub.Spec.Kubelet.ContainerLogMaxSize != "50Mi" {
+		t.Fatalf("v1 defaults not applied on read: %+v", hub.Spec.Kubelet)
+	}
+	alpha2 := &v1alpha2.NodeGroup{}
+	env.get(t, "alpha1-cloud", alpha2)
+	if alpha2.Spec.NodeType != v1alpha2.NodeTypeCloud || alpha2.Spec.CRI == nil || alpha2.Spec.CRI.Docker == nil {
+		t.Fatalf("through v1alpha2: %+v", alpha2.Spec)
+	}
+	alpha1 := &v1alpha1.NodeGroup{}
+	env.get(t, "alpha1-cloud", alpha1)
+	if alpha1.Spec.KubernetesVersion != "1.33" || alpha1.Spec.Static == nil || alpha1.Spec.Static.InternalNetworkCIDRs[0] != "10.10.0.0/16" ||
+		alpha1.Spec.Docker == nil || *alpha1.Spec.Docker.MaxConcurrentDownloads != 4 {
+		t.Fatalf("through v1alpha1 the v1alpha1-only fields are lost: %+v", alpha1.Spec)
+	}
+}
+
+func TestNodeGroupWrittenThroughV1IsReadThroughOlderVersions(t *testing.T) {
+	env := startNodeGroup(t)
+	env.create(t, &ngv1.NodeGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "v1-groups"},
+		Spec: ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeCloudPermanent, CloudInstances: &ngv1.CloudInstancesSpec{MinPerZone: 1, MaxPerZone: 1, ClassReference: classRef()}},
+	})
+	for _, obj := range []client.Object{&v1alpha1.NodeGroup{}, &v1alpha2.NodeGroup{}} {
+		env.get(t, "v1-groups", obj)
+	}
+	list := &v1alpha2.NodeGroupList{}
+	if err := env.c.List(context.Background(), list); err != nil {
+		t.Fatal(err)
+	}
+	for _, ng := range list.Items {
+		if ng.Name == "v1-groups" && ng.Spec.NodeType != v1alpha2.NodeTypeHybrid {
+			t.Fatalf("CloudPermanent read through v1alpha2 as %s", ng.Spec.NodeType)
+		}
+	}
+}
+
+// A client of an older version that reads, changes what it knows and writes
+// back keeps every v1-only field, status included.
+func TestNodeGroupV1OnlyFieldsSurviveReadModifyWriteThroughOlderVersions(t *testing.T) {
+	env := startNodeGroup(t)
+	ctx := context.Background()
+	original := &ngv1.NodeGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "rich"},
+		Spec: ngv1.NodeGroupSpec{
+			NodeType:               ngv1.NodeTypeCloudStatic,
+			CRI:                    &ngv1.CRISpec{Type: ngv1.CRITypeContainerdV2, ContainerdV2: &ngv1.ContainerdSpec{MaxConcurrentDownloads: ptr.To[int32](6)}},
+			GPU:                    &ngv1.GPUSpec{Sharing: "TimeSlicing", TimeSlicing: &ngv1.GPUTimeSlicing{PartitionCount: ptr.To[int32](4)}},
+			Fencing:                &ngv1.FencingSpec{Mode: "Watchdog"},
+			Update:                 &ngv1.UpdateSpec{MaxConcurrent: ptr.To(intstr.FromString("25%"))},
+			StaticInstances:        &ngv1.StaticInstancesSpec{Count: ptr.To[int32](2), LabelSelector: &ngv1.StaticInstancesLabelSelector{MatchLabels: map[string]string{"pool": "gpu"}}},
+			NodeDrainTimeoutSecond: ptr.To[int32](600),
+			Chaos:                  &ngv1.ChaosSpec{Mode: "DrainAndDelete", Period: "2h30m"},
+			Kubelet: &ngv1.KubeletSpec{
+				MaxPods:             ptr.To[int32](100),
+				ResourceReservation: &ngv1.ResourceReservation{Mode: ngv1.ResourceReservationModeStatic, Static: &ngv1.StaticResourceReservation{CPU: ptr.To(intstr.FromString("500m"))}},
+				TopologyManager:     &ngv1.TopologyManager{Enabled: ptr.To(true), Policy: "SingleNumaNode"},
+			},
+		},
+	}
+	env.create(t, original)
+	original.Status = ngv1.NodeGroupStatus{
+		Ready:      ptr.To[int32](2),
+		Conditions: []ngv1.NodeGroupCondition{{Type: "Ready", Status: "True", LastTransitionTime: "2025-03-04T05:06:07.891Z"}},
+		Deckhouse:  &ngv1.DeckhouseStatus{Synced: "True"},
+	}
+	if err := env.c.Status().Update(ctx, original); err != nil {
+		t.Fatal(err)
+	}
+	stored := &ngv1.NodeGroup{}
+	env.get(t, "rich", stored)
+
+	// Through v1alpha2: a label and the chaos mode change.
+	alpha2 := &v1alpha2.NodeGroup{}
+	env.get(t, "rich", alpha2)
+	if alpha2.Spec.NodeType != v1alpha2.NodeTypeHybrid || alpha2.Spec.CRI.Type != v1alpha2.CRITypeContainerd {
+		t.Fatalf("v1alpha2 view: %+v %+v", alpha2.Spec.NodeType, alpha2.Spec.CRI)
+	}
+	alpha2.Labels = map[string]string{"changed-through": "v1alpha2"}
+	alpha2.Spec.Chaos.Mode = "Disabled"
+	if err := env.c.Update(ctx, alpha2); err != nil {
+		t.Fatalf("write back through v1alpha2: %v", err)
+	}
+	// Through v1alpha1, its status subresource: the ready count changes.
+	alpha1 := &v1alpha1.NodeGroup{}
+	env.get(t, "rich", alpha1)
+	alpha1.Status.Ready = ptr.To[int32](3)
+	if err := env.c.Status().Update(ctx, alpha1); err != nil {
+		t.Fatalf("write status back through v1alpha1: %v", err)
+	}
+	// And a plain spec update through v1alpha1.
+	env.get(t, "rich", alpha1)
+	alpha1.Spec.Kubelet.MaxPods = ptr.To[int32](90)
+	if err := env.c.Update(ctx, alpha1); err != nil {
+		t.Fatalf("write back through v1alpha1: %v", err)
+	}
+
+	after := &ngv1.NodeGroup{}
+	env.get(t, "rich", after)
+	want := stored.DeepCopy()
+	want.Labels = map[string]string{"changed-through": "v1alpha2"}
+	want.Spec.Chaos.Mode = "Disabled"
+	want.Status.Ready = ptr.To[int32](3)
+	want.Spec.Kubelet.MaxPods = ptr.To[int32](90)
+	if _, ok := after.Annotations[ngv1.ConversionDataAnnotation]; ok {
+		t.Errorf("the conversion-data annotation was stored: %s", after.Annotations[ngv1.ConversionDataAnnotation])
+	}
+	after.ObjectMeta, want.ObjectMeta = metav1.ObjectMeta{Labels: after.Labels}, metav1.ObjectMeta{Labels: want.Labels}
+	if got, exp := asJSON(t, after), asJSON(t, want); got != exp {
+		t.Fatalf("after writes through older versions\n got %s\nwant %s", got, exp)
+	}
+}
+
+func asJSON(t testing.TB, v any) string {
+	t.Helper()
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := (&unstructured.Unstructured{Object: u}).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestNodeGroupHybridFollowsTheProviderConfiguration(t *testing.T) {
+	hybrid := func(name string, annotations map[string]string) *v1alpha2.NodeGroup {
+		return &v1alpha2.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Spec: v1alpha2.NodeGroupSpec{NodeType: v1alpha2.NodeTypeHybrid}}
+	}
+	nodeType := func(t *testing.T, env *ngEnv, name string) ngv1.NodeType {
+		ng := &ngv1.NodeGroup{}
+		env.get(t, name, ng)
+		return ng.Spec.NodeType
+	}
+
+	t.Run("secret absent", func(t *testing.T) {
+		env := startNodeGroup(t)
+		env.create(t, hybrid("master", nil))
+		env.create(t, hybrid("front-nm", nil))
+		env.create(t, hybrid("pinned", map[string]string{ngv1.PermanentNodeGroupAnnotation: "true"}))
+		for name, want := range map[string]ngv1.NodeType{"master": ngv1.NodeTypeCloudPermanent, "front-nm": ngv1.NodeTypeCloudStatic, "pinned": ngv1.NodeTypeCloudPermanent} {
+			if got := nodeType(t, env, name); got != want {
+				t.Errorf("%s: %s, want %s", name, got, want)
+			}
+		}
+	})
+
+	t.Run("secret present", func(t *testing.T) {
+		putSecret(t, "d8-provider-cluster-configuration", map[string]string{"cloud-provider-cluster-configuration.yaml": openStackProviderConfig})
+		env := startNodeGroup(t)
+		env.create(t, hybrid("front-nm", nil))
+		env.create(t, hybrid("another", nil))
+		env.create(t, hybrid("unpinned", map[string]string{ngv1.PermanentNodeGroupAnnotation: "false"}))
+		for name, want := range map[string]ngv1.NodeType{"front-nm": ngv1.NodeTypeCloudPermanent, "another": ngv1.NodeTypeCloudStatic, "unpinned": ngv1.NodeTypeCloudStatic} {
+			if got := nodeType(t, env, name); got != want {
+				t.Errorf("%s: %s, want %s", name, got, want)
+			}
+		}
+		// Read and written back through v1alpha2, a group keeps its exact type.
+		read := &v1alpha2.NodeGroup{}
+		env.get(t, "front-nm", read)
+		read.Labels = map[string]string{"touched": "yes"}
+		if err := env.c.Update(context.Background(), read); err != nil {
+			t.Fatal(err)
+		}
+		if got := nodeType(t, env, "front-nm"); got != ngv1.NodeTypeCloudPermanent {
+			t.Fatalf("front-nm became %s", got)
+		}
+	})
+
+	t.Run("secret unparsable", func(t *testing.T) {
+		putSecret(t, "d8-provider-cluster-configuration", map[string]string{"cloud-provider-cluster-configuration.yaml": "nodeGroups: [name: {"})
+		env := startNodeGroup(t)
+		err := env.c.Create(context.Background(), hybrid("edge", nil))
+		want := "Secret kube-system/d8-provider-cluster-configuration key cloud-provider-cluster-configuration.yaml"
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `object 0 (NodeGroup "edge", deckhouse.io/v1alpha2)`) {
+			t.Fatalf("create of a Hybrid group: %v, want a conversion failure naming %q", err, want)
+		}
+		// Groups that need no lookup are unaffected.
+		env.create(t, hybrid("master", nil))
+	})
+}
+
+func TestNodeGroupChecksDenyThroughTheAPI(t *testing.T) {
+	putSecret(t, "d8-cluster-configuration", map[string]string{"cluster-configuration.yaml": "apiVersion: deckhouse.io/v1\nkind: ClusterConfiguration\n" +
+		"clusterType: Cloud\ncloud:\n  provider: OpenStack\n  prefix: " + strings.Repeat("p", 22) + "\ndefaultCRI: Containerd\npodSubnetNodeCIDRPrefix: \"24\"\n"})
+	putSecret(t, "d8-provider-cluster-configuration", map[string]string{
+		"cloud-provider-cluster-configuration.yaml": openStackProviderConfig,
+		"cloud-provider-discovery-data.json":        `{"zones":["nova","az-2"]}`,
+	})
+	installModuleConfigCRD(t)
+	putModuleConfigGlobal(t, "gpu")
+	putNode(t, "w-custom-1", map[string]string{"node.deckhouse.io/group": "custom", "node.deckhouse.io/containerd-config": "custom"})
+	putNode(t, "w-custom-2", map[string]string{"node.deckhouse.io/group": "custom", "node.deckhouse.io/containerd": "custom"})
+	putNode(t, "w-legacy-1", map[string]string{"node.deckhouse.io/group": "legacy", "node.deckhouse.io/containerd-v2-unsupported": ""})
+	env := startNodeGroup(t)
+	ctx := context.Background()
+
+	static := func(name string, mutate ...func(*ngv1.NodeGroup)) *ngv1.NodeGroup {
+		ng := &ngv1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeStatic}}
+		for _, m := range mutate {
+			m(ng)
+		}
+		return ng
+	}
+	ephemeral := func(name string, minPerZone, maxPerZone int32, zones ...string) *ngv1.NodeGroup {
+		return &ngv1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeCloudEphemeral,
+			CloudInstances: &ngv1.CloudInstancesSpec{MinPerZone: minPerZone, MaxPerZone: maxPerZone, Zones: zones, ClassReference: classRef()}}}
+	}
+	withCRI := func(t ngv1.CRIType) func(*ngv1.NodeGroup) {
+		return func(ng *ngv1.NodeGroup) { ng.Spec.CRI = &ngv1.CRISpec{Type: t} }
+	}
+	withTaints := func(keys ...string) func(*ngv1.NodeGroup) {
+		return func(ng *ngv1.NodeGroup) {
+			ng.Spec.NodeTemplate = &ngv1.NodeTemplate{}
+			for _, k := range keys {
+				ng.Spec.NodeTemplate.Taints = append(ng.Spec.NodeTemplate.Taints, ngv1.Taint{Key: k, Effect: "NoSchedule"})
+			}
+		}
+	}
+	withKubelet := func(k ngv1.KubeletSpec) func(*ngv1.NodeGroup) {
+		return func(ng *ngv1.NodeGroup) { ng.Spec.Kubelet = &k }
+	}
+
+	creates := []struct {
+		name string
+		obj  client.Object
+		want []string
+	}{
+		{"1 name too long for the cluster prefix", ephemeral(strings.Repeat("n", 20), 1, 2),
+			[]string{"it is forbidden for this cluster to set (cluster prefix + node group name) longer then 42 symbols"}},
+		{"2 maxPerZone below minPerZone", ephemeral("min-max", 3, 2), []string{"it is forbidden to set maxPerZone lower than minPerZone for NodeGroup"}},
+		{"3 unknown zone", ephemeral("zones", 1, 2, "nova", "mars"), []string{`unknown zone "mars"`}},
+		{"4 Docker", static("docker", withCRI(ngv1.CRITypeDocker)), []string{"it is forbidden to set cri type to Docker"}},
+		{"6 taint not tolerated", static("taints", withTaints("gpu", "other")),
+			[]string{"it is forbidden to create a NodeGroup resource with taints not specified in global.modules.placement.customTolerationKeys in Deckhouse ConfigMap, add: other to customTolerationKeys."}},
+		{"7 v1alpha1 containerd without type Containerd", &v1alpha1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: "alpha1-cri"},
+			Spec: v1alpha1.NodeGroupSpec{NodeType: v1alpha1.NodeTypeStatic, CRI: &v1alpha1.CRISpec{Type: v1alpha1.CRITypeNotManaged, Containerd: &v1alpha1.ContainerdSpec{}}}},
+			[]string{`it is forbidden to create NodeGroup resource with set .spec.cri.containerd and without .spec.cri.type="Containerd"`}},
+		{"8 RollingUpdate on Static", static("rolling", func(ng *ngv1.NodeGroup) {
+			ng.Spec.Disruptions = &ngv1.DisruptionsSpec{ApprovalMode: ngv1.ApprovalModeRollingUpdate}
+		}), []string{`it is forbidden to change NodeGroup resource with set .spec.disruptions.approvalMode to "RollingUpdate" when spec.nodeType is not "CloudEphemeral"`}},
+		{"10 duplicate taints", static("dup-taints", withTaints("gpu", "gpu")), []string{".spec.nodeTemplate.taints must contains only one taint with the same key and effect"}},
+		{"11 topology manager without reservation", static("topology-off", withKubelet(ngv1.KubeletSpec{
+			ResourceReservation: &ngv1.ResourceReservation{Mode: ngv1.ResourceReservationModeOff}, TopologyManager: &ngv1.TopologyManager{Enabled: ptr.To(true)}})),
+			[]string{".spec.kubelet.resourceReservation must be enabled for .spec.kubelet.topologyManager.enabled to work"}},
+		{"12 static reservation without cpu", static("topology-static", withKubelet(ngv1.KubeletSpec{
+			ResourceReservation: &ngv1.ResourceReservation{Mode: ngv1.ResourceReservationModeStatic, Static: &ngv1.StaticResourceReservation{Memory: ptr.To(intstr.FromString("1Gi"))}},
+			TopologyManager:     &ngv1.TopologyManager{Enabled: ptr.To(true)}})),
+			[]string{`.spec.kubelet.resourceReservation.static.cpu must be specified when .spec.kubelet.topologyManager.enabled is true and .spec.kubelet.resourceReservation.mode is "Static"`}},
+		{"every denial of a request at once", static("many", withCRI(ngv1.CRITypeDocker), withTaints("other", "other")),
+			[]string{"it is forbidden to set cri type to Docker\nit is forbidden to create a NodeGroup resource with taints not specified in global.modules.placement.customTolerationKeys in Deckhouse ConfigMap, add: other to customTolerationKeys.\n.spec.nodeTemplate.taints must contains only one taint with the same key and effect"}},
+	}
+	for _, tc := range creates {
+		t.Run(tc.name, func(t *testing.T) {
+			err := env.c.Create(ctx, tc.obj)
+			if err == nil {
+				deleteNodeGroup(t, tc.obj.GetName())
+				t.Fatal("admitted")
+			}
+			for _, want := range append([]string{policyDenied}, tc.want...) {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("denial %q lacks %q", err, want)
+				}
+			}
+		})
+	}
+
+	updates := []struct {
+		name          string
+		before, after *ngv1.NodeGroup
+		want          string
+	}{
+		{"9 nodeType is immutable", static("immutable"), static("immutable", func(ng *ngv1.NodeGroup) { ng.Spec.NodeType = ngv1.NodeTypeCloudStatic }),
+			".spec.nodeType field is immutable"},
+		{"13 runtime change on nodes with custom containerd", static("custom", withCRI(ngv1.CRITypeContainerd)), static("custom", withCRI(ngv1.CRITypeContainerdV2)),
+			"CRI cannot be changed because some nodes are using custom configuration: w-custom-1, w-custom-2"},
+		{"14 ContainerdV2 on nodes that cannot run it", static("legacy"), static("legacy", withCRI(ngv1.CRITypeContainerdV2)),
+			`It is forbidden for NodeGroup "legacy" to use CRI ContainerdV2 because it contains nodes that do not support ContainerdV2. You can list them with: kubectl get node -l node.deckhouse.io/containerd-v2-unsupported,node.deckhouse.io/group=legacy`},
+		{"16 limited swap on nodes without cgroup v2", static("legacy"), static("legacy", withKubelet(ngv1.KubeletSpec{MemorySwap: &ngv1.MemorySwap{
+			SwapBehavior: ngv1.SwapBehaviorLimitedSwap, LimitedSwap: &ngv1.LimitedSwap{Size: "2G"}}})),
+			`memorySwap requires cgroup v2, but NodeGroup "legacy" contains nodes where cgroup v2 is not supported`},
+	}
+	for _, tc := range updates {
+		t.Run(tc.name, func(t *testing.T) {
+			env.create(t, tc.before)
+			current := &ngv1.NodeGroup{}
+			env.get(t, tc.before.Name, current)
+			current.Spec = tc.after.Spec
+			err := env.c.Update(ctx, current)
+			if err == nil || !strings.Contains(err.Error(), policyDenied) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("update: %v, want a denial with %q", err, tc.want)
+			}
+		})
+	}
+
+	t.Run("9 nodeType through v1alpha2", func(t *testing.T) {
+		env.create(t, &v1alpha2.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: "via-alpha2"}, Spec: v1alpha2.NodeGroupSpec{NodeType: v1alpha2.NodeTypeHybrid}})
+		ng := &v1alpha2.NodeGroup{}
+		env.get(t, "via-alpha2", ng)
+		ng.Spec.NodeType = v1alpha2.NodeTypeStatic
+		if err := env.c.Update(ctx, ng); err == nil || !strings.Contains(err.Error(), ".spec.nodeType field is immutable") {
+			t.Fatalf("update: %v", err)
+		}
+	})
+
+	t.Run("5 and 15 warn and admit", func(t *testing.T) {
+		env.warnings.take()
+		env.create(t, static("master", withKubelet(ngv1.KubeletSpec{MaxPods: ptr.To[int32](200)})))
+		got := strings.Join(env.warnings.take(), "\n")
+		if want := ".spec.kubelet.maxPods (200) is too high: each pod may need 2 IPs (one terminating + one starting), but only 253 IPs available in podSubnetNodeCIDRPrefix /24"; !strings.Contains(got, want) {
+			t.Fatalf("warnings %q lack %q", got, want)
+		}
+		master := &ngv1.NodeGroup{}
+		env.get(t, "master", master)
+		master.Spec.CRI = &ngv1.CRISpec{Type: ngv1.CRITypeContainerdV2}
+		if err := env.c.Update(ctx, master); err != nil {
+			t.Fatalf("a warning must not deny: %v", err)
+		}
+		got = strings.Join(env.warnings.take(), "\n")
+		if want := "it is disruptive to change cri.type in master node group for cluster with apiserver endpoints < 3"; !strings.Contains(got, want) {
+			t.Fatalf("warnings %q lack %q", got, want)
+		}
+	})
+
+	t.Run("allowed", func(t *testing.T) {
+		env.create(t, ephemeral("fine", 1, 2, "nova"))
+		env.create(t, static("tolerated", withTaints("gpu", "dedicated")))
+		env.create(t, &v1alpha2.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: "rolling-cloud"}, Spec: v1alpha2.NodeGroupSpec{
+			NodeType:       v1alpha2.NodeTypeCloud,
+			CloudInstances: &v1alpha2.CloudInstancesSpec{MinPerZone: 1, MaxPerZone: 1, ClassReference: v1alpha2.ClassReference{Kind: "OpenStackInstanceClass", Name: "w"}},
+			Disruptions:    &v1alpha2.DisruptionsSpec{ApprovalMode: "RollingUpdate"},
+		}})
+	})
+}
+
+// The ModuleConfig CRD may arrive after Gatehouse: until then no custom
+// toleration keys exist; once it and ModuleConfig global exist, their keys
+// count, without a restart.
+func TestNodeGroupModuleConfigInstalledLater(t *testing.T) {
+	env := startNodeGroup(t)
+	probe := &ngv1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: "gpu-tainted"}, Spec: ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeStatic,
+		NodeTemplate: &ngv1.NodeTemplate{Taints: []ngv1.Taint{{Key: "gpu", Effect: "NoSchedule"}}}}}
+	err := env.c.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)
+	if err == nil || !strings.Contains(err.Error(), "add: gpu to customTolerationKeys.") {
+		t.Fatalf("without ModuleConfig: %v", err)
+	}
+	installModuleConfigCRD(t)
+	putModuleConfigGlobal(t, "gpu")
+	eventually(t, "the taint key of ModuleConfig global is tolerated", func() error {
+		return env.c.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)
+	})
+}
+
+// The listing benchmark stores 1,000 NodeGroups and lists them alternately
+// through v1 (no conversion) and v1alpha1 (every object converted by
+// Gatehouse). It reports both times and their ratio.
+//
+//	go test ./test/e2e -run '^$' -bench NodeGroupList -benchtime 20x
+func BenchmarkNodeGroupList1000(b *testing.B) {
+	env := startNodeGroupBench(b)
+	ctx := context.Background()
+	const groups = 1000
+	for i := range groups {
+		ng := &ngv1.NodeGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%04d", i), Labels: map[string]string{"bench": "list"}},
+			Spec: ngv1.NodeGroupSpec{
+				NodeType:       []ngv1.NodeType{ngv1.NodeTypeCloudEphemeral, ngv1.NodeTypeCloudPermanent}[i%2],
+				CloudInstances: &ngv1.CloudInstancesSpec{MinPerZone: 1, MaxPerZone: 3, Zones: []string{"nova"}, ClassReference: classRef()},
+				CRI:            &ngv1.CRISpec{Type: ngv1.CRITypeContainerd},
+				NodeTemplate:   &ngv1.NodeTemplate{Labels: map[string]string{"role": "worker"}, Taints: []ngv1.Taint{{Key: "dedicated", Value: "worker", Effect: "NoSchedule"}}},
+				Disruptions:    &ngv1.DisruptionsSpec{ApprovalMode: ngv1.ApprovalModeAutomatic},
+			},
+		}
+		if err := env.c.Create(ctx, ng); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Cleanup(func() {
+		if err := ngClient(b, nil).DeleteAllOf(ctx, &ngv1.NodeGroup{}, client.MatchingLabels{"bench": "list"}); err != nil {
+			b.Errorf("delete the benchmark's NodeGroups: %v", err)
+		}
+	})
+	rc, err := rest.RESTClientFor(restConfigForJSON())
+	if err != nil {
+		b.Fatal(err)
+	}
+	list := func(version string) time.Duration {
+		start := time.Now()
+		body, err := rc.Get().AbsPath("/apis/deckhouse.io", version, "nodegroups").Stream(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, body)
+		body.Close()
+		if err != nil || n == 0 {
+			b.Fatalf("list %s: %d bytes, %v", version, n, err)
+		}
+		return time.Since(start)
+	}
+	// One warm-up of each: the first conversion pays for connections.
+	list("v1")
+	list("v1alpha1")
+	var v1Total, alpha1Total time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		v1Total += list("v1")
+		alpha1Total += list("v1alpha1")
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(v1Total.Milliseconds())/n, "v1-ms/list")
+	b.ReportMetric(float64(alpha1Total.Milliseconds())/n, "v1alpha1-ms/list")
+	b.ReportMetric(float64(alpha1Total)/float64(v1Total), "v1alpha1/v1")
+}
+
+func restConfigForJSON() *rest.Config {
+	cfg := rest.CopyConfig(controlPlane.Config)
+	cfg.GroupVersion = &ngv1.GroupVersion
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	cfg.AcceptContentTypes = "application/json"
+	cfg.ContentType = "application/json"
+	return cfg
+}
+
+func startNodeGroupBench(b *testing.B) *ngEnv {
+	b.Helper()
+	opts := app.Options{
+		Namespace: "gatehouse-e2e",
+		Catalogue: []module.Module{nodegroup.New()},
+		Modules:   map[string]app.ModuleConfig{"nodegroup": {Enabled: true}},
+	}
+	return startNodeGroupWith(b, opts)
+}
