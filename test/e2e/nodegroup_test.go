@@ -337,7 +337,7 @@ func TestNodeGroupWrittenThroughV1IsReadThroughOlderVersions(t *testing.T) {
 	env := startNodeGroup(t)
 	env.create(t, &ngv1.NodeGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: "v1-groups"},
-		Spec: ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeCloudPermanent, CloudInstances: &ngv1.CloudInstancesSpec{MinPerZone: 1, MaxPerZone: 1, ClassReference: classRef()}},
+		Spec:       ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeCloudPermanent, CloudInstances: &ngv1.CloudInstancesSpec{MinPerZone: 1, MaxPerZone: 1, ClassReference: classRef()}},
 	})
 	for _, obj := range []client.Object{&v1alpha1.NodeGroup{}, &v1alpha2.NodeGroup{}} {
 		env.get(t, "v1-groups", obj)
@@ -717,7 +717,16 @@ func BenchmarkNodeGroupList1000(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	// One warm-up of each: the first conversion pays for connections.
+	// The list through v1alpha1 must really be converted, or the ratio
+	// measures nothing.
+	converted := &v1alpha1.NodeGroupList{}
+	if err := env.c.List(ctx, converted, client.MatchingLabels{"bench": "list"}); err != nil {
+		b.Fatal(err)
+	}
+	if len(converted.Items) != groups || converted.Items[0].Spec.NodeType != v1alpha1.NodeTypeCloud || converted.Items[1].Spec.NodeType != v1alpha1.NodeTypeHybrid {
+		b.Fatalf("v1alpha1 list: %d items, first types %s %s", len(converted.Items), converted.Items[0].Spec.NodeType, converted.Items[1].Spec.NodeType)
+	}
+	// One warm-up of each: the first requests pay for connections.
 	list("v1")
 	list("v1alpha1")
 	var v1Total, alpha1Total time.Duration
