@@ -24,13 +24,6 @@ type wire[Spec, Status any] struct {
 	Status     Status          `json:"status"`
 }
 
-// identity is the part of metadata a conversion reads: the group name
-// decides Hybrid groups, annotations carry the override and conversion data.
-type identity struct {
-	Name        string            `json:"name"`
-	Annotations map[string]string `json:"annotations"`
-}
-
 var (
 	// strictJSON decodes spec and status refusing unknown fields: the API
 	// server prunes objects to the schema generated from these types, so an
@@ -39,24 +32,59 @@ var (
 	// which matters for LISTs through an old version; encoding stays with
 	// encoding/json, which knows omitzero.
 	strictJSON = jsoniter.Config{CaseSensitive: true, DisallowUnknownFields: true}.Froze()
-	// metadataJSON reads the identity out of full metadata.
+	// metadataJSON decodes annotations.
 	metadataJSON = jsoniter.Config{CaseSensitive: true}.Froze()
 )
 
 // decodeWire decodes raw and returns it with the metadata a conversion
-// needs as an ObjectMeta.
+// needs as an ObjectMeta. The top level is split by members, so metadata
+// is never decoded whole: only its name and annotations are.
 func decodeWire[Spec, Status any](raw []byte) (*wire[Spec, Status], metav1.ObjectMeta, error) {
 	w := &wire[Spec, Status]{}
-	if err := strictJSON.Unmarshal(raw, w); err != nil {
+	err := members(raw, func(key, value []byte) error {
+		switch string(key) {
+		case "apiVersion", "kind":
+		case "metadata":
+			w.Metadata = value
+		case "spec":
+			return strictJSON.Unmarshal(value, &w.Spec)
+		case "status":
+			return strictJSON.Unmarshal(value, &w.Status)
+		default:
+			return fmt.Errorf("unknown field %q", key)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, metav1.ObjectMeta{}, fmt.Errorf("decode: %w", explainDecodeError(raw, w, err))
 	}
-	var id identity
+	var meta metav1.ObjectMeta
 	if len(w.Metadata) > 0 {
-		if err := metadataJSON.Unmarshal(w.Metadata, &id); err != nil {
+		err := members(w.Metadata, func(key, value []byte) error {
+			switch string(key) {
+			case "name":
+				return decodeString(value, &meta.Name)
+			case "annotations":
+				return metadataJSON.Unmarshal(value, &meta.Annotations)
+			}
+			return nil
+		})
+		if err != nil {
 			return nil, metav1.ObjectMeta{}, fmt.Errorf("decode metadata: %w", err)
 		}
 	}
-	return w, metav1.ObjectMeta{Name: id.Name, Annotations: id.Annotations}, nil
+	return w, meta, nil
+}
+
+// decodeString decodes a JSON string, without a decoder when it has no escapes.
+func decodeString(value []byte, into *string) error {
+	if len(value) >= 2 && value[0] == '"' {
+		if s, next, plain := scanString(value, 0); plain && next == len(value) {
+			*into = string(s)
+			return nil
+		}
+	}
+	return json.Unmarshal(value, into)
 }
 
 // explainDecodeError decodes raw again with encoding/json, whose messages
@@ -118,6 +146,65 @@ func encodeWire(apiVersion string, metadata []byte, before, after map[string]str
 }
 
 var errMalformedObject = errors.New("not a well-formed JSON object")
+
+// members calls fn with the key and raw value of each member of the JSON
+// object obj, in order. Values are skipped by structure, not validated:
+// whatever is decoded is validated by its decoder, and what is passed
+// through came from the API server.
+func members(obj []byte, fn func(key, value []byte) error) error {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return errMalformedObject
+	}
+	i = skipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return checkTrailing(obj, i+1)
+	}
+	for {
+		if i >= len(obj) || obj[i] != '"' {
+			return errMalformedObject
+		}
+		k, next, plain := scanString(obj, i)
+		if next < 0 {
+			return errMalformedObject
+		}
+		if !plain {
+			var name string
+			if err := json.Unmarshal(obj[i:next], &name); err != nil {
+				return errMalformedObject
+			}
+			k = []byte(name)
+		}
+		i = skipSpace(obj, next)
+		if i >= len(obj) || obj[i] != ':' {
+			return errMalformedObject
+		}
+		valueStart := skipSpace(obj, i+1)
+		valueEnd := skipValue(obj, valueStart)
+		if valueEnd < 0 {
+			return errMalformedObject
+		}
+		if err := fn(k, obj[valueStart:valueEnd]); err != nil {
+			return err
+		}
+		i = skipSpace(obj, valueEnd)
+		switch {
+		case i < len(obj) && obj[i] == ',':
+			i = skipSpace(obj, i+1)
+		case i < len(obj) && obj[i] == '}':
+			return checkTrailing(obj, i+1)
+		default:
+			return errMalformedObject
+		}
+	}
+}
+
+func checkTrailing(obj []byte, i int) error {
+	if skipSpace(obj, i) != len(obj) {
+		return errMalformedObject
+	}
+	return nil
+}
 
 // setMember returns the JSON object obj with member key set to value, or
 // removed when value is nil. Every other byte of obj is kept.
