@@ -4,6 +4,7 @@ package modules
 
 import (
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/nodegroup"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 )
 
@@ -11,5 +12,6 @@ import (
 func Catalogue() []module.Module {
 	return []module.Module{
 		pvsafe.New(pvsafe.Options{}),
+		nodegroup.New(),
 	}
 }
