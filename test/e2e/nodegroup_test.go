@@ -760,3 +760,69 @@ func startNodeGroupBench(b *testing.B) *ngEnv {
 	}
 	return startNodeGroupWith(b, opts)
 }
+
+// The generated CRD carries the upstream schema rules; the API server
+// enforces them before any webhook runs.
+func TestNodeGroupSchemaRules(t *testing.T) {
+	c := ngClient(t, nil)
+	ctx := context.Background()
+	v1Group := func(name string, spec ngv1.NodeGroupSpec) *ngv1.NodeGroup {
+		return &ngv1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	}
+	cloud := &ngv1.CloudInstancesSpec{MinPerZone: 1, MaxPerZone: 1, ClassReference: classRef()}
+	window := func(from, day string) *ngv1.DisruptionsSpec {
+		return &ngv1.DisruptionsSpec{ApprovalMode: ngv1.ApprovalModeAutomatic, Automatic: &ngv1.AutomaticDisruptions{
+			Windows: []ngv1.DisruptionWindow{{From: from, To: "06:00", Days: []ngv1.Weekday{ngv1.Weekday(day)}}}}}
+	}
+	refused := []struct {
+		name string
+		obj  client.Object
+		want string
+	}{
+		{"name over 42 characters", v1Group(strings.Repeat("a", 43), ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeStatic}), "metadata.name must be at most 42 characters long"},
+		{"name with capitals", v1Group("Workers", ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeStatic}), "metadata.name must consist of lower case alphanumeric characters"},
+		{"CloudEphemeral without cloudInstances", v1Group("eph", ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeCloudEphemeral}), "cloudInstances is required when nodeType is CloudEphemeral"},
+		{"Static with cloudInstances", v1Group("static-cloud", ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeStatic, CloudInstances: cloud}), "cloudInstances is forbidden when nodeType is Static or CloudStatic"},
+		{"CloudPermanent with staticInstances", v1Group("perm-static", ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeCloudPermanent, StaticInstances: &ngv1.StaticInstancesSpec{}}),
+			"staticInstances is forbidden when nodeType is CloudEphemeral or CloudPermanent"},
+		{"containerd block with another type", v1Group("cri-mix", ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeStatic, CRI: &ngv1.CRISpec{Type: ngv1.CRITypeNotManaged, Containerd: &ngv1.ContainerdSpec{}}}),
+			"containerd may be set only when type is Containerd"},
+		{"window at 25:00", v1Group("late", ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeStatic, Disruptions: window("25:00", "Mon")}), "spec.disruptions.automatic.windows[0].from"},
+		{"window on Monday", v1Group("monday", ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeStatic, Disruptions: window("1:00", "Monday")}), `Unsupported value: "Monday"`},
+		{"v1alpha2 has no ContainerdV2", &v1alpha2.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: "v2"}, Spec: v1alpha2.NodeGroupSpec{NodeType: v1alpha2.NodeTypeStatic, CRI: &v1alpha2.CRISpec{Type: "ContainerdV2"}}},
+			`Unsupported value: "ContainerdV2"`},
+		{"v1alpha2 chaos period in hours and minutes", &v1alpha2.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: "chaos"}, Spec: v1alpha2.NodeGroupSpec{NodeType: v1alpha2.NodeTypeStatic, Chaos: &v1alpha2.ChaosSpec{Period: "2h30m"}}},
+			"spec.chaos.period"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.Create(ctx, tc.obj, client.DryRunAll)
+			if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("create: %v, want Invalid with %q", err, tc.want)
+			}
+		})
+	}
+	if err := c.Create(ctx, v1Group("chaos", ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeStatic, Chaos: &ngv1.ChaosSpec{Period: "2h30m"}, Disruptions: window("1:00", "Fri")}), client.DryRunAll); err != nil {
+		t.Fatalf("v1 refused a valid period and window: %v", err)
+	}
+
+	t.Run("staticInstances.labelSelector can be added but not changed or removed", func(t *testing.T) {
+		ng := v1Group("static-selector", ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeCloudStatic, StaticInstances: &ngv1.StaticInstancesSpec{}})
+		if err := c.Create(ctx, ng); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { deleteNodeGroup(t, ng.Name) })
+		ng.Spec.StaticInstances.LabelSelector = &ngv1.StaticInstancesLabelSelector{MatchLabels: map[string]string{"pool": "a"}}
+		if err := c.Update(ctx, ng); err != nil {
+			t.Fatalf("adding a selector: %v", err)
+		}
+		for _, change := range []*ngv1.StaticInstancesLabelSelector{{MatchLabels: map[string]string{"pool": "b"}}, nil} {
+			changed := ng.DeepCopy()
+			changed.Spec.StaticInstances.LabelSelector = change
+			err := c.Update(ctx, changed)
+			if err == nil || !strings.Contains(err.Error(), "spec.staticInstances.labelSelector can be added but cannot be modified once set") {
+				t.Fatalf("changing the selector to %v: %v", change, err)
+			}
+		}
+	})
+}
