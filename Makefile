@@ -43,7 +43,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRDs and RBAC with contro
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=gatehouse paths=./internal/... output:rbac:artifacts:config=config/rbac
-	$(GO) run ./hack/manifests > config/webhook/manifests.yaml
+	$(GO) run ./hack/manifests
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail when generated files are out of date.

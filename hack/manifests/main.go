@@ -1,32 +1,52 @@
-// Command manifests prints config/webhook/manifests.yaml: the webhook
-// configurations rendered from the built-in modules' declarations.
+// Command manifests writes the generated parts of config/: the webhook
+// configurations and the CRD conversion patches, rendered from the built-in
+// modules' declarations.
 //
 // controller-gen's webhook markers cannot express a namespaceSelector, and the
 // generic /validate rules are known only once modules resolve them through
-// discovery, so the manifests come from the declarations the server itself
-// serves. A test in test/e2e fails when the committed file is stale.
+// discovery, so these manifests come from the declarations the server itself
+// serves. A test in test/e2e fails when the committed files are stale.
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/gatehouse-dev/gatehouse/internal/modules"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
 func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "manifests:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
 	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "manifests:", err)
-		os.Exit(1)
+		return err
 	}
-	out, err := testenv.WebhookManifests(context.Background(), cp, modules.Catalogue())
-	_ = cp.Stop()
+	defer cp.Stop()
+	files, err := testenv.WebhookManifests(context.Background(), cp, modules.Catalogue())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "manifests:", err)
-		os.Exit(1)
+		return err
 	}
-	os.Stdout.Write(out)
+	for name, data := range files {
+		path := filepath.Join(root, "config", name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -11,16 +11,18 @@ import (
 )
 
 func TestCommittedWebhookManifestsMatchTheModules(t *testing.T) {
-	got, err := testenv.WebhookManifests(context.Background(), controlPlane, modules.Catalogue())
+	files, err := testenv.WebhookManifests(context.Background(), controlPlane, modules.Catalogue())
 	if err != nil {
 		t.Fatal(err)
 	}
 	root, _ := testenv.RepoRoot()
-	want, err := os.ReadFile(filepath.Join(root, "config/webhook/manifests.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Fatalf("config/webhook/manifests.yaml is stale: run `make generate`\n--- rendered now:\n%s", got)
+	for name, got := range files {
+		want, err := os.ReadFile(filepath.Join(root, "config", name))
+		if err != nil {
+			t.Fatalf("config/%s: %v (run `make generate`)", name, err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("config/%s is stale: run `make generate`\n--- rendered now:\n%s", name, got)
+		}
 	}
 }
