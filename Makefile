@@ -59,7 +59,7 @@ test: tools ## Unit tests (race detector) and integration tests against a real k
 
 .PHONY: bench
 bench: tools build ## Go benchmarks, then the HTTPS load generator against Gatehouse and the bare-TLS floor.
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee bin/bench-go.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./internal/... ./api/... ./test/e2e/ | tee bin/bench-go.txt
 	$(GO) run ./test/bench/loadgen
 
 ##@ Run
