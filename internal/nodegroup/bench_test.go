@@ -210,6 +210,35 @@ func BenchmarkConversionReviewHTTPS500(b *testing.B) {
 	})
 }
 
+// BenchmarkConversionReviewHTTPS1 sends a review of one object, which is
+// what kube-apiserver 1.37 sends: it converts each object to every served
+// version as it is written.
+func BenchmarkConversionReviewHTTPS1(b *testing.B) {
+	conv := &converter{lookup: withOpenStackConfig}
+	echo := module.Webhook{Name: "echo", Path: "/convert-echo", Type: module.Conversion, CRDs: []string{"x"},
+		Convert: func(_ context.Context, req *apiextensionsv1.ConversionRequest) ([]runtime.RawExtension, error) {
+			return req.Objects, nil
+		}}
+	h := startHTTPS(b, func(s *server.Server) {
+		s.Conversion("nodegroup", conversionWebhook(conv))
+		s.Conversion("floor", echo)
+	})
+	defer h.stop()
+	req := benchReview(alpha2Version)
+	req.Objects = req.Objects[1:2]
+	body := conversionReviewBody(b, req)
+	b.Run("floor-echo", func(b *testing.B) {
+		for b.Loop() {
+			h.post(b, echo.Path, body)
+		}
+	})
+	b.Run("v1-to-v1alpha2", func(b *testing.B) {
+		for b.Loop() {
+			h.post(b, ConversionPath, body)
+		}
+	})
+}
+
 type fixedState ClusterState
 
 func (s fixedState) snapshot(string) (ClusterState, error) { return ClusterState(s), nil }
