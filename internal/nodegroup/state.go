@@ -99,7 +99,7 @@ func (cacheRunnable) NeedLeaderElection() bool { return false }
 func newClusterCache(cfg *rest.Config, log logr.Logger) (*clusterCache, error) {
 	cfg = rest.CopyConfig(cfg)
 	// Listing v1 Endpoints draws a deprecation warning on every request.
-	cfg.WarningHandler = warningLogger{log}
+	cfg.WarningHandler, cfg.WarningHandlerWithContext = nil, warningLogger{log}
 	core, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -481,6 +481,6 @@ func parseModuleConfig(obj any) toleranceState {
 // warningLogger logs API warnings at debug level instead of on stderr.
 type warningLogger struct{ log logr.Logger }
 
-func (w warningLogger) HandleWarningHeader(code int, agent, text string) {
+func (w warningLogger) HandleWarningHeaderWithContext(_ context.Context, _ int, _, text string) {
 	w.log.V(1).Info("API server warning", "warning", text)
 }

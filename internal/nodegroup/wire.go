@@ -15,7 +15,9 @@ import (
 // wire is a NodeGroup as the API server sends it, with metadata kept as
 // raw JSON. A conversion changes only annotations; decoding managed fields
 // and encoding them again would cost more than the conversion itself, and
-// passing metadata through byte for byte cannot alter it.
+// passing metadata through byte for byte cannot alter it. decodeWire fills
+// it member by member; the tags serve encoding/json when it decodes an
+// object again to explain a failure.
 type wire[Spec, Status any] struct {
 	APIVersion string          `json:"apiVersion"`
 	Kind       string          `json:"kind"`
