@@ -662,7 +662,7 @@ func TestNodeGroupChecksDenyThroughTheAPI(t *testing.T) {
 
 // The ModuleConfig CRD may arrive after Gatehouse: until then no custom
 // toleration keys exist; once it and ModuleConfig global exist, their keys
-// count, without a restart.
+// count, and once it is gone they no longer do, without a restart.
 func TestNodeGroupModuleConfigInstalledLater(t *testing.T) {
 	env := startNodeGroup(t)
 	probe := &ngv1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: "gpu-tainted"}, Spec: ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeStatic,
@@ -675,6 +675,18 @@ func TestNodeGroupModuleConfigInstalledLater(t *testing.T) {
 	putModuleConfigGlobal(t, "gpu")
 	eventually(t, "the taint key of ModuleConfig global is tolerated", func() error {
 		return env.c.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)
+	})
+
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "moduleconfigs.deckhouse.io"}}
+	if err := controlPlane.Client.Delete(context.Background(), crd); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the taint key is refused again without the CRD", func() error {
+		err := env.c.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "add: gpu to customTolerationKeys.") {
+			return fmt.Errorf("create: %v", err)
+		}
+		return nil
 	})
 }
 
