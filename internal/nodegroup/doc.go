@@ -7,9 +7,9 @@
 // Every version converts through the v1 hub (api/deckhouse.io). docker
 // moves to cri.docker, Cloud is CloudEphemeral, and Hybrid is CloudPermanent
 // for master and for groups listed under nodeGroups of the provider cluster
-// configuration, CloudStatic otherwise; the annotation
-// node.deckhouse.io/permanent-node-group ("true" or "false") overrides the
-// configuration. Whatever the target version cannot hold rides in the
+// configuration, CloudStatic otherwise; on groups other than master the
+// annotation node.deckhouse.io/permanent-node-group ("true" or "false")
+// overrides the configuration. Whatever the target version cannot hold rides in the
 // gatehouse.dev/nodegroup-conversion-data annotation and is restored on the
 // way back, so reading and writing through an old version loses nothing,
 // and a group stored as CloudStatic stays CloudStatic however the

@@ -8,8 +8,9 @@ import (
 
 const (
 	// PermanentNodeGroupAnnotation, set to "true" or "false", decides whether
-	// a group an older version calls Hybrid is CloudPermanent or CloudStatic,
-	// overriding the provider cluster configuration.
+	// a group other than master that an older version calls Hybrid is
+	// CloudPermanent or CloudStatic, overriding the provider cluster
+	// configuration.
 	PermanentNodeGroupAnnotation = "node.deckhouse.io/permanent-node-group"
 
 	// ConversionDataAnnotation carries, as JSON, what one version of a
@@ -43,17 +44,18 @@ type MasterOnly struct{}
 func (MasterOnly) IsCloudPermanent(string) (bool, error) { return false, nil }
 
 // HybridNodeType is the v1 type of a group an older version calls Hybrid:
-// the permanent-node-group annotation decides when set, then master is
-// always CloudPermanent, then the lookup decides.
+// master is always CloudPermanent; for other groups the
+// permanent-node-group annotation decides when it says "true" or "false",
+// and the lookup otherwise.
 func HybridNodeType(obj metav1.Object, lookup CloudPermanentLookup) (NodeType, error) {
+	if obj.GetName() == MasterNodeGroup {
+		return NodeTypeCloudPermanent, nil
+	}
 	switch obj.GetAnnotations()[PermanentNodeGroupAnnotation] {
 	case "true":
 		return NodeTypeCloudPermanent, nil
 	case "false":
 		return NodeTypeCloudStatic, nil
-	}
-	if obj.GetName() == MasterNodeGroup {
-		return NodeTypeCloudPermanent, nil
 	}
 	if lookup == nil {
 		lookup = MasterOnly{}

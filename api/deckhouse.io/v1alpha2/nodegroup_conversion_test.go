@@ -36,6 +36,7 @@ func TestNodeTypeToHub(t *testing.T) {
 		{"another", NodeTypeHybrid, map[string]string{v1.PermanentNodeGroupAnnotation: "true"}, v1.NodeTypeCloudPermanent},
 		{"front-nm", NodeTypeHybrid, map[string]string{v1.PermanentNodeGroupAnnotation: "false"}, v1.NodeTypeCloudStatic},
 		{"front-nm", NodeTypeHybrid, map[string]string{v1.PermanentNodeGroupAnnotation: "yes"}, v1.NodeTypeCloudPermanent},
+		{"master", NodeTypeHybrid, map[string]string{v1.PermanentNodeGroupAnnotation: "false"}, v1.NodeTypeCloudPermanent},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+"/"+string(tc.nodeType), func(t *testing.T) {
