@@ -16,7 +16,6 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
-
 // InClusterTarget is how config/ deploys Gatehouse: Service gatehouse-webhook
 // in gatehouse-system, with cert-manager injecting the CA.
 var InClusterTarget = webhookconfig.Target{
