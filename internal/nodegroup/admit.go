@@ -2,8 +2,8 @@ package nodegroup
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	json "github.com/go-json-experiment/json/v1"
 	"net/http"
 
 	"github.com/go-logr/logr"
