@@ -31,6 +31,14 @@ type loadResult struct {
 	CPU          time.Duration // of the target process
 }
 
+// merge pools two runs; latencies stay sorted.
+func (r loadResult) merge(o loadResult) loadResult {
+	out := loadResult{Sent: r.Sent + o.Sent, Failed: r.Failed + o.Failed, Elapsed: r.Elapsed + o.Elapsed, CPU: r.CPU + o.CPU}
+	out.Latencies = append(append(make([]time.Duration, 0, len(r.Latencies)+len(o.Latencies)), r.Latencies...), o.Latencies...)
+	sort.Slice(out.Latencies, func(i, j int) bool { return out.Latencies[i] < out.Latencies[j] })
+	return out
+}
+
 func (r loadResult) percentile(p float64) time.Duration {
 	if len(r.Latencies) == 0 {
 		return 0

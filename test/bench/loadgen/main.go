@@ -30,12 +30,14 @@ func main() {
 		only     = flag.String("scenario", "", "run only the scenarios whose name contains this")
 		out      = flag.String("out", "bin/bench-loadgen.md", "where to write the results table")
 		extra    = flag.String("gatehouse-args", "", "extra flags for the gatehouse process")
+		pinFlag  = flag.Bool("pin", true, "pin the servers to CPU 1 and the load generator to CPU 0")
 	)
 	flag.IntVar(&cfg.Requests, "requests", 20000, "requests per target and scenario")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 8, "workers, each with one keep-alive connection")
 	flag.Float64Var(&cfg.Rate, "rate", 2000, "requests per second across all workers")
 	flag.DurationVar(&cfg.MaxDuration, "max-duration", 60*time.Second, "upper bound of one target's run")
 	flag.Parse()
+	pinCPUs = pinFlag
 	if *floorDir != "" {
 		if err := serveFloor(*floorDir); err != nil {
 			fmt.Fprintln(os.Stderr, "floor:", err)
@@ -50,6 +52,11 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+var pinCPUs *bool
+
+// rounds splits each target's requests into alternating rounds.
+const rounds = 5
 
 func run(ctx context.Context, cfg loadConfig, only, out string, extraArgs []string) error {
 	dir, err := os.MkdirTemp("", "gatehouse-bench-")
@@ -86,9 +93,19 @@ func run(ctx context.Context, cfg loadConfig, only, out string, extraArgs []stri
 		return fmt.Errorf("floor did not start: %w", err)
 	}
 	floorURL := "https://" + strings.TrimSpace(floorAddr)
+	if *pinCPUs {
+		for _, pid := range []int{floor.Process.Pid, env.Process.Process.Pid} {
+			if err := pin(pid, 1); err != nil {
+				return err
+			}
+		}
+		if err := pin(os.Getpid(), 0); err != nil {
+			return err
+		}
+	}
 
 	table := []string{
-		fmt.Sprintf("requests %d per target, concurrency %d, rate %.0f/s, keep-alive HTTPS on loopback", cfg.Requests, cfg.Concurrency, cfg.Rate),
+		fmt.Sprintf("requests %d per target in %d alternating rounds, concurrency %d, rate %.0f/s, keep-alive HTTPS on loopback, servers pinned to one CPU: %v", cfg.Requests, rounds, cfg.Concurrency, cfg.Rate, *pinCPUs),
 		"",
 		"| scenario | target | p50 | p99 | throughput (req/s) | CPU/request | failed |",
 		"|---|---|---|---|---|---|---|",
@@ -105,19 +122,32 @@ func run(ctx context.Context, cfg loadConfig, only, out string, extraArgs []stri
 		}
 		warm := cfg
 		warm.Requests = min(cfg.Requests/10, 2000)
-		results := map[string]loadResult{}
-		for _, target := range []struct {
+		// Rounds alternate the targets (and which goes first), so that drift
+		// on the machine during the run weighs on both alike.
+		targets := []struct {
 			name, url string
 			pid       int
-		}{{"floor", floorURL + "/", floor.Process.Pid}, {"gatehouse", env.URL + sc.Path, env.Process.Process.Pid}} {
+		}{{"floor", floorURL + "/", floor.Process.Pid}, {"gatehouse", env.URL + sc.Path, env.Process.Process.Pid}}
+		for _, target := range targets {
 			if _, err := runLoad(ctx, target.url, env.CACert, target.pid, warm, sc.Body); err != nil {
 				return err
 			}
-			res, err := runLoad(ctx, target.url, env.CACert, target.pid, cfg, sc.Body)
-			if err != nil {
-				return err
+		}
+		perRound := cfg
+		perRound.Requests = cfg.Requests / rounds
+		results := map[string]loadResult{}
+		for r := 0; r < rounds; r++ {
+			for i := range targets {
+				target := targets[(i+r)%len(targets)]
+				res, err := runLoad(ctx, target.url, env.CACert, target.pid, perRound, sc.Body)
+				if err != nil {
+					return err
+				}
+				results[target.name] = results[target.name].merge(res)
 			}
-			results[target.name] = res
+		}
+		for _, target := range targets {
+			res := results[target.name]
 			table = append(table, fmt.Sprintf("| %s | %s | %s | %s | %.0f | %s | %d |", sc.Name, target.name,
 				round(res.percentile(0.50)), round(res.percentile(0.99)), res.throughput(), round(res.cpuPerRequest()), res.Failed))
 		}
