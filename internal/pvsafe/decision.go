@@ -31,6 +31,9 @@ type Snapshot struct {
 type Lookup interface {
 	// Volume returns the PV, or nil when it does not exist.
 	Volume(ctx context.Context, name string) (*corev1.PersistentVolume, error)
+	// Volumes returns the PVs of the given names that exist, by name. For
+	// many names a live reader lists once instead of asking one by one.
+	Volumes(ctx context.Context, names []string) (map[string]*corev1.PersistentVolume, error)
 	// Claims returns the PVCs of a namespace.
 	Claims(ctx context.Context, namespace string) ([]*corev1.PersistentVolumeClaim, error)
 	// Snapshots returns the namespace's VolumeSnapshots by source PVC name.
@@ -242,16 +245,26 @@ func DecideStatefulSet(ctx context.Context, sts *appsv1.StatefulSet, l Lookup) (
 }
 
 func assessClaims(ctx context.Context, claims []*corev1.PersistentVolumeClaim, l Lookup, namespace string) ([]Risk, error) {
+	var names []string
+	for _, pvc := range claims {
+		if pvc.Spec.VolumeName != "" && pvc.Status.Phase == corev1.ClaimBound {
+			names = append(names, pvc.Spec.VolumeName)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	volumes, err := l.Volumes(ctx, names)
+	if err != nil {
+		return nil, err
+	}
 	var snapshots map[string][]Snapshot
 	var risks []Risk
 	for _, pvc := range claims {
 		if pvc.Spec.VolumeName == "" || pvc.Status.Phase != corev1.ClaimBound {
 			continue
 		}
-		pv, err := l.Volume(ctx, pvc.Spec.VolumeName)
-		if err != nil {
-			return nil, err
-		}
+		pv := volumes[pvc.Spec.VolumeName]
 		if pv != nil && pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain && snapshots == nil {
 			if snapshots, err = l.Snapshots(ctx, namespace); err != nil {
 				return nil, err

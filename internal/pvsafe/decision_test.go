@@ -23,6 +23,15 @@ type memLookup struct {
 func (m memLookup) Volume(_ context.Context, name string) (*corev1.PersistentVolume, error) {
 	return m.volumes[name], nil
 }
+func (m memLookup) Volumes(_ context.Context, names []string) (map[string]*corev1.PersistentVolume, error) {
+	out := map[string]*corev1.PersistentVolume{}
+	for _, n := range names {
+		if v := m.volumes[n]; v != nil {
+			out[n] = v
+		}
+	}
+	return out, nil
+}
 func (m memLookup) Claims(_ context.Context, ns string) ([]*corev1.PersistentVolumeClaim, error) {
 	return m.claims[ns], nil
 }

@@ -18,6 +18,16 @@ func CacheLookup(c client.Reader) Lookup {
 	return readerLookup{reader: c, snapshotsReadable: func() bool { return false }}
 }
 
+// LiveLookup reads the API server the way a denial is confirmed; for
+// benchmarks.
+func LiveLookup(c client.Reader) Lookup {
+	return readerLookup{reader: c, snapshotsReadable: func() bool { return true }, live: true}
+}
+
+// bulkThreshold is the number of volumes above which a live reader lists all
+// PersistentVolumes once rather than asking for each.
+const bulkThreshold = 16
+
 // readerLookup implements Lookup over a client.Reader: the manager's cache on
 // the hot path, the API reader to confirm a denial.
 type readerLookup struct {
@@ -26,6 +36,8 @@ type readerLookup struct {
 	// reader. For the cache that is once their informers run; asking the
 	// cache earlier would start an informer for a CRD that may not exist.
 	snapshotsReadable func() bool
+	// live marks a reader that makes a request per call.
+	live bool
 }
 
 var noCopy = client.UnsafeDisableDeepCopy
@@ -39,6 +51,36 @@ func (l readerLookup) Volume(ctx context.Context, name string) (*corev1.Persiste
 		return nil, fmt.Errorf("read PersistentVolume %s: %w", name, err)
 	}
 	return pv, nil
+}
+
+func (l readerLookup) Volumes(ctx context.Context, names []string) (map[string]*corev1.PersistentVolume, error) {
+	out := make(map[string]*corev1.PersistentVolume, len(names))
+	if l.live && len(names) > bulkThreshold {
+		list := &corev1.PersistentVolumeList{}
+		if err := l.reader.List(ctx, list); err != nil {
+			return nil, fmt.Errorf("list PersistentVolumes: %w", err)
+		}
+		wanted := make(map[string]bool, len(names))
+		for _, n := range names {
+			wanted[n] = true
+		}
+		for i := range list.Items {
+			if wanted[list.Items[i].Name] {
+				out[list.Items[i].Name] = &list.Items[i]
+			}
+		}
+		return out, nil
+	}
+	for _, name := range names {
+		pv, err := l.Volume(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if pv != nil {
+			out[name] = pv
+		}
+	}
+	return out, nil
 }
 
 func (l readerLookup) Claims(ctx context.Context, namespace string) ([]*corev1.PersistentVolumeClaim, error) {

@@ -103,7 +103,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) ([]module.Webhook,
 	}
 	host.AddSyncCheck("snapshot-api", snapshots.Synced)
 	m.cached = readerLookup{reader: mgr.GetCache(), snapshotsReadable: snapshots.Readable}
-	m.live = readerLookup{reader: mgr.GetAPIReader(), snapshotsReadable: func() bool { return true }}
+	m.live = LiveLookup(mgr.GetAPIReader())
 
 	return []module.Webhook{{
 		Name: WebhookName,

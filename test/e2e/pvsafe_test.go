@@ -484,6 +484,17 @@ func BenchmarkPVSafeNamespaceDecision1000(b *testing.B) {
 			}
 		}
 	})
+	// The confirmation a denial pays for: the same decision from the API
+	// server.
+	live := pvsafe.LiveLookup(g.Manager.GetAPIReader())
+	b.Run("live-confirmation", func(b *testing.B) {
+		for b.Loop() {
+			v, err := pvsafe.DecideNamespace(ctx, nsObj, live)
+			if err != nil || len(v.Risks) != 500 {
+				b.Fatalf("%v, %d risks", err, len(v.Risks))
+			}
+		}
+	})
 }
 
 func mustCertDir(b *testing.B) string {
