@@ -10,7 +10,8 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 
 CONTROLLER_GEN := $(BIN)/controller-gen
-TOOLS := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN)
+CONVERSION_GEN := $(BIN)/conversion-gen
+TOOLS := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN)
 
 .PHONY: all
 all: build
@@ -18,7 +19,7 @@ all: build
 ##@ Tools, built once from the pinned module versions in hack/tools/*/go.mod
 
 .PHONY: tools
-tools: $(TOOLS) ## Build kube-apiserver, etcd, kubectl and controller-gen into bin/.
+tools: $(TOOLS) ## Build kube-apiserver, etcd, kubectl, controller-gen and conversion-gen into bin/.
 
 $(BIN)/kube-apiserver: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
@@ -32,6 +33,9 @@ $(BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 $(CONTROLLER_GEN): hack/tools/controller-gen/go.mod hack/tools/controller-gen/go.sum
 	cd hack/tools/controller-gen && $(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
+$(CONVERSION_GEN): hack/tools/conversion-gen/go.mod hack/tools/conversion-gen/go.sum
+	cd hack/tools/conversion-gen && $(GO) build -o $@ k8s.io/code-generator/cmd/conversion-gen
+
 ##@ Build
 
 .PHONY: build
@@ -39,8 +43,9 @@ build: ## Build bin/gatehouse.
 	$(GO) build -o $(BIN)/gatehouse ./cmd/gatehouse
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRDs and RBAC with controller-gen.
+generate: $(CONTROLLER_GEN) $(CONVERSION_GEN) ## Generate deepcopy code, CRDs and RBAC with controller-gen, conversions with conversion-gen.
 	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONVERSION_GEN) --output-file zz_generated.conversion.go --go-header-file /dev/null ./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=gatehouse paths=./internal/... output:rbac:artifacts:config=config/rbac
 	$(GO) run ./hack/manifests

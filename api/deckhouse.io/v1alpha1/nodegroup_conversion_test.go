@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/internal/fuzztest"
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 )
 
@@ -21,15 +22,15 @@ func TestDockerMovesIntoCRIWithoutSettingTheType(t *testing.T) {
 		},
 	}
 	hub := &v1.NodeGroup{}
-	if err := in.ConvertToHub(hub, lookupNotAllowed); err != nil {
+	if err := in.ConvertToHub(hub, fuzztest.LookupNotAllowed); err != nil {
 		t.Fatal(err)
 	}
 	want := &v1.CRISpec{Docker: &v1.DockerSpec{MaxConcurrentDownloads: ptr.To[int32](5), Manage: ptr.To(false)}}
 	if !apiequality.Semantic.DeepEqual(hub.Spec.CRI, want) {
-		t.Fatalf("cri %s, want %s", asJSON(hub.Spec.CRI), asJSON(want))
+		t.Fatalf("cri %s, want %s", fuzztest.AsJSON(hub.Spec.CRI), fuzztest.AsJSON(want))
 	}
 	if hub.Spec.NodeType != v1.NodeTypeCloudEphemeral || *hub.Spec.Kubelet.MaxPods != 80 {
-		t.Fatalf("spec %s", asJSON(hub.Spec))
+		t.Fatalf("spec %s", fuzztest.AsJSON(hub.Spec))
 	}
 	if got := hub.Annotations[v1.ConversionDataAnnotation]; got != `{"v1alpha1":{"kubernetesVersion":"1.33"}}` {
 		t.Fatalf("conversion data %q, want the kubernetesVersion kept", got)
@@ -40,7 +41,7 @@ func TestDockerMovesIntoCRIWithoutSettingTheType(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !apiequality.Semantic.DeepEqual(back, in) {
-		t.Fatalf("round trip\n got %s\nwant %s", asJSON(back), asJSON(in))
+		t.Fatalf("round trip\n got %s\nwant %s", fuzztest.AsJSON(back), fuzztest.AsJSON(in))
 	}
 }
 
@@ -53,14 +54,14 @@ func TestCRIDockerMovesToTheTopLevelAndTypeIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out.Spec.Docker == nil || !*out.Spec.Docker.Manage || out.Spec.CRI == nil || out.Spec.CRI.Type != CRITypeDocker {
-		t.Fatalf("spec %s, want docker at the top level and cri.type Docker", asJSON(out.Spec))
+		t.Fatalf("spec %s, want docker at the top level and cri.type Docker", fuzztest.AsJSON(out.Spec))
 	}
 }
 
 func TestStaticNetworksSurviveTheHub(t *testing.T) {
 	in := &NodeGroup{Spec: NodeGroupSpec{NodeType: NodeTypeStatic, Static: &StaticSpec{InternalNetworkCIDRs: []string{"10.0.0.0/24"}}}}
 	hub := &v1.NodeGroup{}
-	if err := in.ConvertToHub(hub, lookupNotAllowed); err != nil {
+	if err := in.ConvertToHub(hub, fuzztest.LookupNotAllowed); err != nil {
 		t.Fatal(err)
 	}
 	back := &NodeGroup{}
@@ -68,7 +69,7 @@ func TestStaticNetworksSurviveTheHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	if back.Spec.Static == nil || back.Spec.Static.InternalNetworkCIDRs[0] != "10.0.0.0/24" {
-		t.Fatalf("static %s", asJSON(back.Spec.Static))
+		t.Fatalf("static %s", fuzztest.AsJSON(back.Spec.Static))
 	}
 	if _, left := back.Annotations[v1.ConversionDataAnnotation]; left {
 		t.Fatal("the annotation stayed after everything was restored")
@@ -84,17 +85,17 @@ func TestNotManagedSettingsComeBackWithTheirType(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := &v1.NodeGroup{}
-	if err := read.ConvertToHub(back, lookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
 		t.Fatal(err)
 	}
 	if back.Spec.CRI.NotManaged == nil || back.Spec.CRI.NotManaged.CRISocketPath != "/run/crio.sock" {
-		t.Fatalf("cri %s", asJSON(back.Spec.CRI))
+		t.Fatalf("cri %s", fuzztest.AsJSON(back.Spec.CRI))
 	}
 	read.Spec.CRI.Type = CRITypeContainerd
-	if err := read.ConvertToHub(back, lookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
 		t.Fatal(err)
 	}
 	if back.Spec.CRI.NotManaged != nil {
-		t.Fatalf("notManaged settings outlived a switch to Containerd: %s", asJSON(back.Spec.CRI))
+		t.Fatalf("notManaged settings outlived a switch to Containerd: %s", fuzztest.AsJSON(back.Spec.CRI))
 	}
 }

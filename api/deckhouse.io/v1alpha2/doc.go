@@ -2,5 +2,6 @@
 // clients that still use it and converted through the v1 hub.
 //
 // +kubebuilder:object:generate=true
+// +k8s:conversion-gen=github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1
 // +groupName=deckhouse.io
 package v1alpha2

@@ -14,4 +14,8 @@ var (
 
 	// AddToScheme adds the types of this version to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
+
+	// localSchemeBuilder registers the generated conversion functions
+	// (zz_generated.conversion.go) with SchemeBuilder.
+	localSchemeBuilder = &SchemeBuilder.SchemeBuilder
 )

@@ -8,11 +8,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/internal/fuzztest"
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 )
 
 // listed answers like a provider configuration with nodeGroups [front-nm].
-var listed = lookupFunc(func(name string) (bool, error) { return name == "front-nm", nil })
+var listed = fuzztest.LookupFunc(func(name string) (bool, error) { return name == "front-nm", nil })
 
 func spoke(name string, nodeType NodeType, annotations map[string]string) *NodeGroup {
 	return &NodeGroup{
@@ -113,7 +114,7 @@ func TestContainerdV2IsShownAsContainerdAndRestored(t *testing.T) {
 		t.Fatalf("cri %+v, want type Containerd and no containerd block", read.Spec.CRI)
 	}
 	back := &v1.NodeGroup{}
-	if err := read.ConvertToHub(back, lookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
 		t.Fatal(err)
 	}
 	if !apiequality.Semantic.DeepEqual(back.Spec.CRI, stored.Spec.CRI) {
@@ -123,7 +124,7 @@ func TestContainerdV2IsShownAsContainerdAndRestored(t *testing.T) {
 	// A client that picks another runtime through this version gets it,
 	// without the ContainerdV2 settings of the type it left.
 	read.Spec.CRI.Type = CRITypeNotManaged
-	if err := read.ConvertToHub(back, lookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
 		t.Fatal(err)
 	}
 	if back.Spec.CRI.Type != v1.CRITypeNotManaged || back.Spec.CRI.ContainerdV2 != nil {
@@ -141,14 +142,14 @@ func TestChaosPeriodOnlyV1AcceptsIsKeptAside(t *testing.T) {
 		t.Fatalf("period %q would fail this version's pattern on write-back", read.Spec.Chaos.Period)
 	}
 	back := &v1.NodeGroup{}
-	if err := read.ConvertToHub(back, lookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
 		t.Fatal(err)
 	}
 	if back.Spec.Chaos.Period != "2h30m" {
 		t.Fatalf("period %q, want 2h30m", back.Spec.Chaos.Period)
 	}
 	read.Spec.Chaos.Period = "3h"
-	if err := read.ConvertToHub(back, lookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
 		t.Fatal(err)
 	}
 	if back.Spec.Chaos.Period != "3h" {
@@ -187,14 +188,14 @@ func TestV1OnlyFieldsSurviveAReadModifyWrite(t *testing.T) {
 	read.Labels["team"] = "research"
 
 	back := &v1.NodeGroup{}
-	if err := read.ConvertToHub(back, lookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
 		t.Fatal(err)
 	}
 	want := stored.DeepCopy()
 	want.Spec.CloudInstances.MaxPerZone = 5
 	want.Labels["team"] = "research"
 	if !apiequality.Semantic.DeepEqual(back, want) {
-		t.Fatalf("after a write through v1alpha2\n got %s\nwant %s", asJSON(back), asJSON(want))
+		t.Fatalf("after a write through v1alpha2\n got %s\nwant %s", fuzztest.AsJSON(back), fuzztest.AsJSON(want))
 	}
 }
 
@@ -211,7 +212,7 @@ func TestUnreadableConversionDataFailsTheConversion(t *testing.T) {
 }
 
 func TestLookupErrorsNameTheGroup(t *testing.T) {
-	failing := lookupFunc(func(string) (bool, error) { return false, errUnknown })
+	failing := fuzztest.LookupFunc(func(string) (bool, error) { return false, errUnknown })
 	err := spoke("another", NodeTypeHybrid, nil).ConvertToHub(&v1.NodeGroup{}, failing)
 	if err == nil || !strings.Contains(err.Error(), `Hybrid NodeGroup "another"`) || !strings.Contains(err.Error(), errUnknown.Error()) {
 		t.Fatalf("error %v", err)

@@ -67,3 +67,55 @@ type HubStatus struct {
 	Conditions []v1.NodeGroupCondition `json:"conditions,omitempty"`
 	Deckhouse  *v1.DeckhouseStatus     `json:"deckhouse,omitempty"`
 }
+
+// Save records the fields of hub that neither older version has. The node
+// type, the runtime settings and the chaos period depend on what each
+// version can show, so the versions save those themselves. The saved
+// values share memory with hub: Put encodes them at once.
+func (d *HubData) Save(hub *v1.NodeGroup) {
+	in, out := &hub.Spec, &d.Spec
+	out.GPU = in.GPU
+	out.StaticInstances = in.StaticInstances
+	out.Update = in.Update
+	out.Fencing = in.Fencing
+	out.NodeDrainTimeoutSecond = in.NodeDrainTimeoutSecond
+	if ci := in.CloudInstances; ci != nil {
+		out.CloudInstances.Priority = ci.Priority
+		out.CloudInstances.QuickShutdown = ci.QuickShutdown
+		if h := ci.StandbyHolder; h != nil {
+			out.CloudInstances.StandbyHolder.OverprovisioningRate = h.OverprovisioningRate
+		}
+	}
+	if k := in.Kubelet; k != nil {
+		out.Kubelet.ResourceReservation = k.ResourceReservation
+		out.Kubelet.TopologyManager = k.TopologyManager
+		out.Kubelet.MemorySwap = k.MemorySwap
+	}
+	d.Status.Conditions = hub.Status.Conditions
+	d.Status.Deckhouse = hub.Status.Deckhouse
+}
+
+// Restore puts back into hub, just converted from an older version, what
+// Save recorded: the fields only v1 has, where their parent exists.
+func (d *HubData) Restore(hub *v1.NodeGroup) {
+	in, out := &d.Spec, &hub.Spec
+	out.GPU = in.GPU
+	out.StaticInstances = in.StaticInstances
+	out.Update = in.Update
+	out.Fencing = in.Fencing
+	out.NodeDrainTimeoutSecond = in.NodeDrainTimeoutSecond
+	if ci := out.CloudInstances; ci != nil {
+		ci.Priority = in.CloudInstances.Priority
+		ci.QuickShutdown = in.CloudInstances.QuickShutdown
+		if h := ci.StandbyHolder; h != nil {
+			h.OverprovisioningRate = in.CloudInstances.StandbyHolder.OverprovisioningRate
+		}
+	}
+	if k := out.Kubelet; k != nil {
+		k.ResourceReservation = in.Kubelet.ResourceReservation
+		k.TopologyManager = in.Kubelet.TopologyManager
+		k.MemorySwap = in.Kubelet.MemorySwap
+	}
+	hub.Status.Conditions = d.Status.Conditions
+	hub.Status.Deckhouse = d.Status.Deckhouse
+}
