@@ -71,24 +71,15 @@ func (s *Server) refuse(w http.ResponseWriter, path string, code int, msg string
 }
 
 // readBody reads the whole body into one buffer sized from Content-Length,
-// instead of io.ReadAll's growing copies.
+// instead of io.ReadAll's growing copies. net/http already stops the body at
+// Content-Length, and a shorter body is an error.
 func readBody(r io.Reader, size int64) ([]byte, error) {
 	if size <= 0 {
 		return io.ReadAll(r)
 	}
 	buf := make([]byte, size)
-	n, err := io.ReadFull(r, buf)
-	if err != nil {
+	if _, err := io.ReadFull(r, buf); err != nil {
 		return nil, err
 	}
-	// Content-Length is a promise, not a limit: read anything beyond it too.
-	var one [1]byte
-	if m, _ := r.Read(one[:]); m > 0 {
-		rest, err := io.ReadAll(r)
-		if err != nil {
-			return nil, err
-		}
-		return append(append(buf[:n], one[0]), rest...), nil
-	}
-	return buf[:n], nil
+	return buf, nil
 }
