@@ -21,6 +21,9 @@ var admissionReviewGVK = admissionv1.SchemeGroupVersion.WithKind("AdmissionRevie
 func (s *Server) Admission(moduleName string, hook module.Webhook, mode module.Enforcement) {
 	h := &admissionHandler{server: s, module: moduleName, hook: hook, mode: mode}
 	s.Register(hook.Path, h)
+	// A zero series from the start lets alerts use rate() before the first
+	// panic.
+	metrics.Panics.WithLabelValues(hook.Name, moduleName)
 }
 
 type admissionHandler struct {

@@ -21,6 +21,7 @@ var conversionReviewGVK = apiextensionsv1.SchemeGroupVersion.WithKind("Conversio
 // Conversion serves a CRD conversion webhook of moduleName.
 func (s *Server) Conversion(moduleName string, hook module.Webhook) {
 	s.Register(hook.Path, &conversionHandler{server: s, module: moduleName, hook: hook})
+	metrics.Panics.WithLabelValues(hook.Name, moduleName)
 }
 
 type conversionHandler struct {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -284,4 +287,34 @@ func servedCert(t *testing.T, addr string) string {
 	}
 	defer conn.Close()
 	return string(pemEncode(conn.ConnectionState().PeerCertificates[0].Raw))
+}
+
+func TestMetricsAreServedOnTheirOwnPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	startGuard(t, module.Enforce, func(o *app.Options) { o.MetricsAddr = addr })
+	ns := namespace(t, "e2e-metrics")
+	_ = controlPlane.Client.Create(context.Background(), labelled(ns, "counted", true))
+
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`gatehouse_webhook_requests_total{decision="denied",module="labelguard",operation="CREATE",webhook="labelguard.gatehouse.test"}`,
+		`gatehouse_webhook_latency_seconds_bucket{module="labelguard",webhook="labelguard.gatehouse.test",le="10"}`,
+		`gatehouse_cache_synced{cache="informer-cache"} 1`,
+		`gatehouse_certificate_expiry_timestamp_seconds`,
+		`gatehouse_webhook_panics_total{module="labelguard",webhook="labelguard.gatehouse.test"} 0`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
