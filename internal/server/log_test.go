@@ -47,4 +47,3 @@ func TestEachDecisionIsLoggedWithoutTheObject(t *testing.T) {
 		t.Errorf("the decision line carries the object: %s", decision)
 	}
 }
-

@@ -26,7 +26,9 @@ func hooks() []module.Webhook {
 		{Name: "m.test", Path: "/m", Type: module.Mutating, Rules: rule, FailurePolicy: admissionregistrationv1.Ignore,
 			SideEffects: admissionregistrationv1.SideEffectClassNone, TimeoutSeconds: 3, Admit: admit},
 		{Name: "c.test", Path: "/c", Type: module.Conversion, CRDs: []string{"things.example.com"},
-			Convert: func(context.Context, *apiextensionsv1.ConversionRequest) ([]runtime.RawExtension, error) { return nil, nil }},
+			Convert: func(context.Context, *apiextensionsv1.ConversionRequest) ([]runtime.RawExtension, error) {
+				return nil, nil
+			}},
 	}
 }
 
