@@ -11,7 +11,8 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 CONVERSION_GEN := $(BIN)/conversion-gen
-TOOLS := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN)
+HELM           := $(BIN)/helm
+TOOLS := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM)
 
 .PHONY: all
 all: build
@@ -19,7 +20,7 @@ all: build
 ##@ Tools, built once from the pinned module versions in hack/tools/*/go.mod
 
 .PHONY: tools
-tools: $(TOOLS) ## Build kube-apiserver, etcd, kubectl, controller-gen and conversion-gen into bin/.
+tools: $(TOOLS) ## Build kube-apiserver, etcd, kubectl, controller-gen, conversion-gen and helm into bin/.
 
 $(BIN)/kube-apiserver: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
@@ -35,6 +36,9 @@ $(CONTROLLER_GEN): hack/tools/controller-gen/go.mod hack/tools/controller-gen/go
 
 $(CONVERSION_GEN): hack/tools/conversion-gen/go.mod hack/tools/conversion-gen/go.sum
 	cd hack/tools/conversion-gen && $(GO) build -o $@ k8s.io/code-generator/cmd/conversion-gen
+
+$(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
+	cd hack/tools/helm && $(GO) build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3)" -o $@ helm.sh/helm/v3/cmd/helm
 
 ##@ Build
 

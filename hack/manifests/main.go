@@ -1,6 +1,8 @@
-// Command manifests writes the generated parts of config/: the webhook
-// configurations and the CRD conversion patches, rendered from the built-in
-// modules' declarations.
+// Command manifests writes the generated parts of config/ (the webhook
+// configurations and the CRD conversion patches) and the Helm chart's
+// generated inputs under charts/gatehouse/files/generated (each module's
+// webhook entries and conversion stanzas, the CRDs, the RBAC rules), rendered
+// from the built-in modules' declarations and controller-gen's output.
 //
 // controller-gen's webhook markers cannot express a namespaceSelector, and the
 // generic /validate rules are known only once modules resolve them through
@@ -39,8 +41,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The chart's generated directory is rewritten whole, so that a webhook a
+	// module no longer declares leaves no file behind.
+	if err := os.RemoveAll(filepath.Join(root, testenv.ChartGeneratedDir)); err != nil {
+		return err
+	}
 	for name, data := range files {
-		path := filepath.Join(root, "config", name)
+		path := filepath.Join(root, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +11,10 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
+// TestCommittedWebhookManifestsMatchTheModules renders what `make generate`
+// (hack/manifests) writes — config/ and the chart's generated inputs — and
+// compares it with the committed files; the chart's generated directory must
+// hold nothing else.
 func TestCommittedWebhookManifestsMatchTheModules(t *testing.T) {
 	files, err := testenv.WebhookManifests(context.Background(), controlPlane, modules.Catalogue())
 	if err != nil {
@@ -17,12 +22,31 @@ func TestCommittedWebhookManifestsMatchTheModules(t *testing.T) {
 	}
 	root, _ := testenv.RepoRoot()
 	for name, got := range files {
-		want, err := os.ReadFile(filepath.Join(root, "config", name))
+		want, err := os.ReadFile(filepath.Join(root, name))
 		if err != nil {
-			t.Fatalf("config/%s: %v (run `make generate`)", name, err)
+			t.Fatalf("%s: %v (run `make generate`)", name, err)
 		}
 		if string(got) != string(want) {
-			t.Errorf("config/%s is stale: run `make generate`\n--- rendered now:\n%s", name, got)
+			t.Errorf("%s is stale: run `make generate`\n--- rendered now:\n%s", name, got)
 		}
+	}
+	dir := filepath.Join(root, testenv.ChartGeneratedDir)
+	n := 0
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if _, ok := files[filepath.ToSlash(rel)]; !ok {
+			t.Errorf("%s is not generated any more: run `make generate`", rel)
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Errorf("%s is empty: run `make generate`", testenv.ChartGeneratedDir)
 	}
 }

@@ -1,0 +1,493 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+)
+
+// The chart is rendered with the pinned bin/helm (make bin/helm) and what it
+// renders is applied to the test control plane with a server-side dry run.
+
+const helmRelease = "gh"
+
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root, _ := testenv.RepoRoot()
+	bin := filepath.Join(root, "bin/helm")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%v: build it with `make %s`", err, bin)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), errors.New(err.Error() + ": " + stderr.String() + string(out))
+	}
+	return string(out), nil
+}
+
+// renderChart runs helm template in namespace ns and decodes the objects.
+func renderChart(t *testing.T, ns string, set ...string) []*unstructured.Unstructured {
+	t.Helper()
+	args := []string{"template", helmRelease, "charts/gatehouse", "--namespace", ns}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := helm(t, args...)
+	if err != nil {
+		t.Fatalf("helm %v: %v", args, err)
+	}
+	var objs []*unstructured.Unstructured
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := utilyaml.Unmarshal(doc, &obj.Object); err != nil {
+			t.Fatalf("%v\n%s", err, doc)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+	return objs
+}
+
+// dryRunApply applies every object with a server-side dry run; kinds whose
+// API the test control plane lacks (cert-manager) are returned instead.
+func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) (notApplied []*unstructured.Unstructured) {
+	t.Helper()
+	for _, obj := range objs {
+		if obj.GroupVersionKind().Group == "cert-manager.io" {
+			notApplied = append(notApplied, obj)
+			continue
+		}
+		//nolint:staticcheck // unstructured server-side apply
+		err := controlPlane.Client.Patch(context.Background(), obj.DeepCopy(), client.Apply,
+			client.DryRunAll, client.ForceOwnership, client.FieldOwner("gatehouse-helm-test"))
+		if err != nil {
+			t.Errorf("dry-run apply %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+	return notApplied
+}
+
+func findObjects[T any](t *testing.T, objs []*unstructured.Unstructured, kind string) []*T {
+	t.Helper()
+	var out []*T
+	for _, o := range objs {
+		if o.GetKind() != kind {
+			continue
+		}
+		v := new(T)
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, v); err != nil {
+			t.Fatalf("%s %s: %v", kind, o.GetName(), err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func findObject[T any](t *testing.T, objs []*unstructured.Unstructured, kind string) *T {
+	t.Helper()
+	found := findObjects[T](t, objs, kind)
+	if len(found) != 1 {
+		t.Fatalf("want one %s, rendered %d", kind, len(found))
+	}
+	return found[0]
+}
+
+// renderedWebhooks checks what every rendered webhook must carry (the
+// release's Service, a namespaceSelector excluding kube-system,
+// kube-node-lease and the release namespace) and returns their clientConfigs
+// by name.
+func renderedWebhooks(t *testing.T, objs []*unstructured.Unstructured, ns string) map[string]admissionregistrationv1.WebhookClientConfig {
+	t.Helper()
+	out := map[string]admissionregistrationv1.WebhookClientConfig{}
+	check := func(name string, sel *metav1.LabelSelector, cc admissionregistrationv1.WebhookClientConfig) {
+		out[name] = cc
+		if cc.Service == nil || cc.Service.Namespace != ns || cc.Service.Name != helmRelease+"-gatehouse-webhook" || cc.Service.Port == nil || *cc.Service.Port != 443 {
+			t.Errorf("webhook %s: service reference %+v, want %s/%s-gatehouse-webhook:443", name, cc.Service, ns, helmRelease)
+		}
+		var excluded []string
+		if sel != nil {
+			for _, e := range sel.MatchExpressions {
+				if e.Key == "kubernetes.io/metadata.name" && e.Operator == metav1.LabelSelectorOpNotIn {
+					excluded = append(excluded, e.Values...)
+				}
+			}
+		}
+		for _, want := range []string{"kube-system", "kube-node-lease", ns} {
+			if !slices.Contains(excluded, want) {
+				t.Errorf("webhook %s: namespaceSelector %v does not exclude %s", name, sel, want)
+			}
+		}
+	}
+	for _, c := range findObjects[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs, "ValidatingWebhookConfiguration") {
+		for _, w := range c.Webhooks {
+			check(w.Name, w.NamespaceSelector, w.ClientConfig)
+		}
+	}
+	for _, c := range findObjects[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration") {
+		for _, w := range c.Webhooks {
+			check(w.Name, w.NamespaceSelector, w.ClientConfig)
+		}
+	}
+	return out
+}
+
+// committedWebhooks are the webhook names of config/webhook/manifests.yaml,
+// rendered from the modules' declarations.
+func committedWebhooks(t *testing.T) []string {
+	t.Helper()
+	root, _ := testenv.RepoRoot()
+	data, err := os.ReadFile(filepath.Join(root, "config/webhook/manifests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c struct {
+			Webhooks []struct{ Name string } `json:"webhooks"`
+		}
+		if err := utilyaml.Unmarshal(doc, &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.Webhooks {
+			names = append(names, w.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func deploymentArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	d := findObject[appsv1.Deployment](t, objs, "Deployment")
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(d.Spec.Template.Spec.Containers))
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("container securityContext %+v: want non-root, read-only root fs, drop ALL, seccomp RuntimeDefault", sc)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
+		t.Errorf("replicas %v, want 3", d.Spec.Replicas)
+	}
+	return c.Args
+}
+
+func wantArgs(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(args, w) {
+			t.Errorf("Deployment args %q lack %q", args, w)
+		}
+	}
+}
+
+func crdConversion(t *testing.T, objs []*unstructured.Unstructured) (*apiextensionsv1.CustomResourceDefinition, *apiextensionsv1.CustomResourceConversion) {
+	t.Helper()
+	crd := findObject[apiextensionsv1.CustomResourceDefinition](t, objs, "CustomResourceDefinition")
+	if crd.Name != "nodegroups.deckhouse.io" {
+		t.Fatalf("CRD %s, want nodegroups.deckhouse.io", crd.Name)
+	}
+	return crd, crd.Spec.Conversion
+}
+
+func TestHelmLint(t *testing.T) {
+	for _, set := range [][]string{
+		{"certificates.mode=certManager"},
+		{"certificates.mode=selfSigned"},
+		{"certificates.mode=secret", "certificates.secret.name=tls", "certificates.secret.caBundle=" + base64.StdEncoding.EncodeToString([]byte("ca"))},
+		{"modules.nodegroup.enabled=false", "metrics.serviceMonitor.enabled=true"},
+	} {
+		args := []string{"lint", "--strict", "charts/gatehouse"}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		if out, err := helm(t, args...); err != nil {
+			t.Errorf("helm lint %v: %v\n%s", set, err, out)
+		}
+	}
+}
+
+func TestHelmRejectsBadValues(t *testing.T) {
+	for _, set := range [][]string{
+		{"certificates.mode=bogus"},
+		{"certificates.mode=secret"},
+		{"modules.pvsafe.enforcement=audit"},
+		{"modules.pvsafe.enabled=false", "modules.nodegroup.enabled=false"},
+	} {
+		args := []string{"template", helmRelease, "charts/gatehouse"}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		if _, err := helm(t, args...); err == nil {
+			t.Errorf("helm template %v succeeded, want an error", set)
+		}
+	}
+}
+
+func TestHelmCertManager(t *testing.T) {
+	ns := namespace(t, "helm-certmanager")
+	objs := renderChart(t, ns)
+	hooks := renderedWebhooks(t, objs, ns)
+	var names []string
+	for name, cc := range hooks {
+		names = append(names, name)
+		if len(cc.CABundle) != 0 {
+			t.Errorf("webhook %s: caBundle set; cert-manager's cainjector owns it", name)
+		}
+	}
+	slices.Sort(names)
+	if want := committedWebhooks(t); !slices.Equal(names, want) {
+		t.Errorf("chart renders webhooks %v, config/webhook/manifests.yaml has %v", names, want)
+	}
+	inject := ns + "/" + helmRelease + "-gatehouse-serving"
+	for _, kind := range []string{"ValidatingWebhookConfiguration", "CustomResourceDefinition"} {
+		for _, o := range objs {
+			if o.GetKind() == kind && o.GetAnnotations()["cert-manager.io/inject-ca-from"] != inject {
+				t.Errorf("%s %s: cert-manager.io/inject-ca-from %q, want %q", kind, o.GetName(), o.GetAnnotations()["cert-manager.io/inject-ca-from"], inject)
+			}
+		}
+	}
+	_, conv := crdConversion(t, objs)
+	if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook.ClientConfig.Service.Namespace != ns ||
+		conv.Webhook.ClientConfig.Service.Path == nil || *conv.Webhook.ClientConfig.Service.Path != "/convert-nodegroup" || len(conv.Webhook.ClientConfig.CABundle) != 0 {
+		t.Errorf("CRD conversion %+v: want a webhook to %s/.../convert-nodegroup without caBundle", conv, ns)
+	}
+	secret := helmRelease + "-gatehouse-serving-cert"
+	wantArgs(t, deploymentArgs(t, objs), "--modules=nodegroup,pvsafe", "--enforcement=nodegroup=enforce,pvsafe=enforce", "--cert-secret="+ns+"/"+secret)
+
+	notApplied := dryRunApply(t, objs)
+	var kinds []string
+	for _, o := range notApplied {
+		kinds = append(kinds, o.GetKind())
+		if o.GetKind() != "Certificate" {
+			continue
+		}
+		spec, _ := o.Object["spec"].(map[string]any)
+		if spec["secretName"] != secret {
+			t.Errorf("Certificate secretName %v, want %s", spec["secretName"], secret)
+		}
+		dns, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "dnsNames")
+		if !slices.Contains(dns, helmRelease+"-gatehouse-webhook."+ns+".svc") {
+			t.Errorf("Certificate dnsNames %v lack the Service's name", dns)
+		}
+		if name, _, _ := unstructured.NestedString(o.Object, "spec", "issuerRef", "name"); name != helmRelease+"-gatehouse-selfsigned" {
+			t.Errorf("Certificate issuerRef %q, want the rendered Issuer", name)
+		}
+		if o.GetNamespace() != ns || o.GetName() != helmRelease+"-gatehouse-serving" {
+			t.Errorf("Certificate %s/%s, want %s", o.GetNamespace(), o.GetName(), inject)
+		}
+	}
+	slices.Sort(kinds)
+	if !slices.Equal(kinds, []string{"Certificate", "Issuer"}) {
+		t.Errorf("cert-manager objects %v, want Certificate and Issuer", kinds)
+	}
+}
+
+func TestHelmSelfSigned(t *testing.T) {
+	ns := namespace(t, "helm-selfsigned")
+	objs := renderChart(t, ns, "certificates.mode=selfSigned", "modules.pvsafe.enforcement=warn")
+	dryRunApply(t, objs)
+
+	secret := findObject[corev1.Secret](t, objs, "Secret")
+	if secret.Type != corev1.SecretTypeTLS || secret.Name != helmRelease+"-gatehouse-serving-cert" {
+		t.Fatalf("Secret %s of type %s, want %s-gatehouse-serving-cert of type kubernetes.io/tls", secret.Name, secret.Type, helmRelease)
+	}
+	wantArgs(t, deploymentArgs(t, objs), "--enforcement=nodegroup=enforce,pvsafe=warn", "--cert-secret="+ns+"/"+secret.Name)
+
+	block, _ := pem.Decode(secret.Data["tls.crt"])
+	if block == nil {
+		t.Fatal("tls.crt is not PEM")
+	}
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify := func(what string, caBundle []byte) {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caBundle) {
+			t.Errorf("%s: caBundle holds no PEM certificate", what)
+			return
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{
+			Roots: pool, DNSName: helmRelease + "-gatehouse-webhook." + ns + ".svc",
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		}); err != nil {
+			t.Errorf("%s: caBundle does not verify the serving certificate: %v", what, err)
+		}
+	}
+	hooks := renderedWebhooks(t, objs, ns)
+	if len(hooks) == 0 {
+		t.Fatal("no webhooks rendered")
+	}
+	for name, cc := range hooks {
+		verify("webhook "+name, cc.CABundle)
+	}
+	_, conv := crdConversion(t, objs)
+	if conv == nil || conv.Webhook == nil {
+		t.Fatal("CRD has no conversion webhook")
+	}
+	verify("CRD conversion", conv.Webhook.ClientConfig.CABundle)
+	if _, err := tlsPair(secret); err != nil {
+		t.Errorf("Secret: %v", err)
+	}
+}
+
+func TestHelmExistingSecretAndDisabledModule(t *testing.T) {
+	ns := namespace(t, "helm-secret")
+	ca := []byte("-----BEGIN CERTIFICATE-----\nnot checked by the chart\n-----END CERTIFICATE-----\n")
+	objs := renderChart(t, ns, "certificates.mode=secret", "certificates.secret.name=my-tls",
+		"certificates.secret.caBundle="+base64.StdEncoding.EncodeToString(ca), "modules.nodegroup.enabled=false")
+	dryRunApply(t, objs)
+
+	hooks := renderedWebhooks(t, objs, ns)
+	if _, ok := hooks["pvsafe.gatehouse.dev"]; !ok || len(hooks) != 1 {
+		t.Errorf("webhooks %v, want only pvsafe.gatehouse.dev with nodegroup disabled", hooks)
+	}
+	for name, cc := range hooks {
+		if !bytes.Equal(cc.CABundle, ca) {
+			t.Errorf("webhook %s: caBundle %q, want the configured one", name, cc.CABundle)
+		}
+	}
+	if len(findObjects[corev1.Secret](t, objs, "Secret")) != 0 {
+		t.Error("the chart renders a Secret in secret mode")
+	}
+	if _, conv := crdConversion(t, objs); conv != nil && conv.Strategy != apiextensionsv1.NoneConverter {
+		t.Errorf("CRD conversion %+v with nodegroup disabled", conv)
+	}
+	args := deploymentArgs(t, objs)
+	wantArgs(t, args, "--modules=pvsafe", "--enforcement=pvsafe=enforce", "--cert-secret="+ns+"/my-tls")
+	for _, a := range args {
+		if strings.Contains(a, "nodegroup") {
+			t.Errorf("Deployment arg %q names the disabled module", a)
+		}
+	}
+}
+
+// TestHelmRBAC checks that the chart's RBAC is controller-gen's: the rules of
+// config/rbac/role.yaml, gatehouse-system being the release namespace.
+func TestHelmRBAC(t *testing.T) {
+	ns := namespace(t, "helm-rbac")
+	objs := renderChart(t, ns, "certificates.mode=selfSigned")
+	root, _ := testenv.RepoRoot()
+	data, err := os.ReadFile(filepath.Join(root, "config/rbac/role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{} // kind/namespace -> rules YAML
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r rbacv1.Role
+		if err := utilyaml.Unmarshal(doc, &r); err != nil || r.Kind == "" {
+			continue
+		}
+		if r.Namespace == "gatehouse-system" {
+			r.Namespace = ns
+		}
+		want[r.Kind+"/"+r.Namespace] = fmtRules(r.Rules)
+	}
+	got := map[string]string{}
+	for _, r := range findObjects[rbacv1.Role](t, objs, "Role") {
+		got["Role/"+r.Namespace] = fmtRules(r.Rules)
+	}
+	for _, r := range findObjects[rbacv1.ClusterRole](t, objs, "ClusterRole") {
+		got["ClusterRole/"] = fmtRules(r.Rules)
+	}
+	if len(got) != len(want) {
+		t.Errorf("chart renders roles %v, config/rbac/role.yaml has %v", keys(got), keys(want))
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: chart rules\n%s\nwant\n%s", k, got[k], w)
+		}
+	}
+	bindings := findObjects[rbacv1.RoleBinding](t, objs, "RoleBinding")
+	if len(bindings) != len(want)-1 {
+		t.Errorf("%d RoleBindings, want one per Role", len(bindings))
+	}
+	for _, b := range bindings {
+		if len(b.Subjects) != 1 || b.Subjects[0].Namespace != ns || b.Subjects[0].Name != helmRelease+"-gatehouse" {
+			t.Errorf("RoleBinding %s/%s subjects %+v, want the release's ServiceAccount", b.Namespace, b.Name, b.Subjects)
+		}
+	}
+	var rbacObjs []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GroupVersionKind().Group == rbacv1.GroupName || o.GetKind() == "ServiceAccount" {
+			rbacObjs = append(rbacObjs, o)
+		}
+	}
+	dryRunApply(t, rbacObjs)
+}
+
+func fmtRules(rules []rbacv1.PolicyRule) string {
+	b, _ := yaml.Marshal(rules)
+	return string(b)
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func tlsPair(s *corev1.Secret) (tls.Certificate, error) {
+	return tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
+}
