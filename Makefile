@@ -56,7 +56,7 @@ generate: $(CONTROLLER_GEN) $(CONVERSION_GEN) ## Generate deepcopy code, CRDs an
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail when generated files are out of date.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
 
 ##@ Test
 
