@@ -134,10 +134,8 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		return nil, err
 	}
 
-	shutdown := srvOpts.ShutdownTimeout + 5*time.Second
-	if srvOpts.ShutdownTimeout == 0 {
-		shutdown = 35 * time.Second
-	}
+	// The manager must outwait the server's own graceful shutdown.
+	shutdown := srv.ShutdownTimeout() + 5*time.Second
 	mgr, err := manager.New(opts.RestConfig, manager.Options{
 		Scheme: scheme,
 		Logger: log,

@@ -125,6 +125,9 @@ func (s *Server) Addr() net.Addr {
 	return nil
 }
 
+// ShutdownTimeout is how long Start waits for in-flight requests.
+func (s *Server) ShutdownTimeout() time.Duration { return s.opts.ShutdownTimeout }
+
 // Listening is closed once the server has bound its port.
 func (s *Server) Listening() <-chan struct{} { return s.listening }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -130,18 +129,4 @@ func (g *Gatehouse) Stop() error {
 	case <-time.After(time.Minute):
 		return fmt.Errorf("gatehouse did not stop within a minute")
 	}
-}
-
-// selfSignedDir writes a throwaway certificate for a Gatehouse that is built
-// but never serves.
-func selfSignedDir() (string, error) {
-	dir, err := os.MkdirTemp("", "gatehouse-certs-")
-	if err != nil {
-		return "", err
-	}
-	bundle, err := certs.SelfSigned([]string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		return "", err
-	}
-	return dir, bundle.WriteDir(dir)
 }

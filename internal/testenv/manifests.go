@@ -1,27 +1,25 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
@@ -64,18 +62,11 @@ func WebhookManifests(ctx context.Context, cp *ControlPlane, catalogue []module.
 	for _, m := range catalogue {
 		enabled[m.Name()] = app.ModuleConfig{Enabled: true}
 	}
-	bundle, err := selfSignedDir()
+	declared, err := declaredWebhooks(ctx, cp, catalogue, enabled)
 	if err != nil {
 		return nil, err
 	}
-	g, err := app.New(ctx, app.Options{
-		RestConfig: cp.Config, Log: logr.Discard(), CertDir: bundle, MetricsAddr: "0",
-		Catalogue: catalogue, Modules: enabled,
-	})
-	if err != nil {
-		return nil, err
-	}
-	rendered := webhookconfig.Render(g.Webhooks, InClusterTarget)
+	rendered := webhookconfig.Render(declared, InClusterTarget)
 	annotations := map[string]string{"cert-manager.io/inject-ca-from": "gatehouse-system/gatehouse-serving"}
 	rendered.Validating.Annotations = annotations
 	rendered.Mutating.Annotations = annotations
@@ -182,18 +173,11 @@ func chartFiles(ctx context.Context, cp *ControlPlane, catalogue []module.Module
 
 	declared := map[string]bool{}
 	for _, m := range catalogue {
-		bundle, err := selfSignedDir()
-		if err != nil {
-			return err
-		}
-		g, err := app.New(ctx, app.Options{
-			RestConfig: cp.Config, Log: logr.Discard(), CertDir: bundle, MetricsAddr: "0",
-			Catalogue: catalogue, Modules: map[string]app.ModuleConfig{m.Name(): {Enabled: true}},
-		})
+		hooks, err := declaredWebhooks(ctx, cp, catalogue, map[string]app.ModuleConfig{m.Name(): {Enabled: true}})
 		if err != nil {
 			return fmt.Errorf("module %s: %w", m.Name(), err)
 		}
-		r := webhookconfig.Render(g.Webhooks, chartTarget)
+		r := webhookconfig.Render(hooks, chartTarget)
 		dir := ChartGeneratedDir + "/webhooks/" + m.Name() + "/"
 		if len(r.Validating.Webhooks) > 0 {
 			b, err := marshal(r.Validating.Webhooks)
@@ -286,15 +270,11 @@ func chartRBAC(path string) (*chartRules, error) {
 		return nil, err
 	}
 	out := &chartRules{NamespacedRules: map[string][]rbacv1.PolicyRule{}}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	docs, err := YAMLDocuments(data)
+	if err != nil {
+		return nil, err
+	}
+	for _, doc := range docs {
 		if strings.TrimSpace(string(doc)) == "" || strings.TrimSpace(string(doc)) == "---" {
 			continue
 		}
@@ -316,4 +296,29 @@ func chartRBAC(path string) (*chartRules, error) {
 		}
 	}
 	return out, nil
+}
+
+// declaredWebhooks builds, without starting it, a Gatehouse with the given
+// modules on and returns the webhooks it would serve.
+func declaredWebhooks(ctx context.Context, cp *ControlPlane, catalogue []module.Module, enabled map[string]app.ModuleConfig) ([]module.Webhook, error) {
+	dir, err := os.MkdirTemp("", "gatehouse-certs-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bundle, err := certs.SelfSigned([]string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	if err := bundle.WriteDir(dir); err != nil {
+		return nil, err
+	}
+	g, err := app.New(ctx, app.Options{
+		RestConfig: cp.Config, Log: logr.Discard(), CertDir: dir, MetricsAddr: "0",
+		Catalogue: catalogue, Modules: enabled,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g.Webhooks, nil
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -9,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,15 +65,11 @@ func renderChart(t *testing.T, ns string, set ...string) []*unstructured.Unstruc
 		t.Fatalf("helm %v: %v", args, err)
 	}
 	var objs []*unstructured.Unstructured
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	docs, err := testenv.YAMLDocuments([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range docs {
 		obj := &unstructured.Unstructured{}
 		if err := utilyaml.Unmarshal(doc, &obj.Object); err != nil {
 			t.Fatalf("%v\n%s", err, doc)
@@ -180,15 +174,11 @@ func committedWebhooks(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	var names []string
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	docs, err := testenv.YAMLDocuments(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range docs {
 		var c struct {
 			Webhooks []struct{ Name string } `json:"webhooks"`
 		}
@@ -423,15 +413,11 @@ func TestHelmRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{} // kind/namespace -> rules YAML
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	docs, err := testenv.YAMLDocuments(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range docs {
 		var r rbacv1.Role
 		if err := utilyaml.Unmarshal(doc, &r); err != nil || r.Kind == "" {
 			continue

@@ -1,11 +1,18 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
 
+	"github.com/go-logr/logr/testr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
 // controlPlane is shared by the package's tests; each test starts its own
@@ -24,4 +31,28 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: stop control plane:", err)
 	}
 	os.Exit(code)
+}
+
+// startGatehouse starts an in-process Gatehouse on the shared control plane
+// and, when the test ends, stops it and removes its webhook configuration, so
+// that no later test is called into a stopped server.
+func startGatehouse(t testing.TB, opts app.Options) *testenv.Gatehouse {
+	t.Helper()
+	if opts.Log.GetSink() == nil {
+		opts.Log = testr.NewWithInterface(t, testr.Options{Verbosity: 0})
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "gatehouse-e2e"
+	}
+	g, err := testenv.StartGatehouse(context.Background(), controlPlane, t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Stop(); err != nil {
+			t.Errorf("stop gatehouse: %v", err)
+		}
+		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
+	})
+	return g
 }

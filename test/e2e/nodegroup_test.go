@@ -13,7 +13,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,7 +34,6 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/nodegroup"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
-	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
 const policyDenied = `admission webhook "nodegroup-policy.gatehouse.dev" denied the request: `
@@ -102,8 +100,6 @@ func ngClient(t testing.TB, warnings rest.WarningHandler) client.Client {
 func startNodeGroup(t *testing.T) *ngEnv {
 	t.Helper()
 	opts := app.Options{
-		Log:       testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
-		Namespace: "gatehouse-e2e",
 		Catalogue: []module.Module{nodegroup.New()},
 		Modules:   map[string]app.ModuleConfig{"nodegroup": {Enabled: true}},
 	}
@@ -112,16 +108,11 @@ func startNodeGroup(t *testing.T) *ngEnv {
 
 func startNodeGroupWith(t testing.TB, opts app.Options) *ngEnv {
 	t.Helper()
-	g, err := testenv.StartGatehouse(context.Background(), controlPlane, t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := startGatehouse(t, opts)
+	// Registered after startGatehouse's cleanup, so it runs first: the CRD
+	// stops pointing at the server before the server stops.
 	t.Cleanup(func() {
-		if err := g.Stop(); err != nil {
-			t.Errorf("stop gatehouse: %v", err)
-		}
 		ctx := context.Background()
-		_ = controlPlane.Client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: nodegroup.CRDName}, crd); err == nil {
 			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,28 +26,15 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
-	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
 func startPVSafe(t *testing.T, mode module.Enforcement) *testenv.Gatehouse {
 	t.Helper()
 	opts := app.Options{
-		Log:       testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
-		Namespace: "gatehouse-e2e",
 		Catalogue: []module.Module{pvsafe.New(pvsafe.Options{SnapshotPollInterval: 200 * time.Millisecond})},
 		Modules:   map[string]app.ModuleConfig{"pvsafe": {Enabled: true, Enforcement: mode}},
 	}
-	g, err := testenv.StartGatehouse(context.Background(), controlPlane, t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := g.Stop(); err != nil {
-			t.Errorf("stop gatehouse: %v", err)
-		}
-		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
-	})
-	return g
+	return startGatehouse(t, opts)
 }
 
 // volumeFixture creates a PV and a claim bound to each other, with the bound

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,26 +83,13 @@ func startGuard(t *testing.T, mode module.Enforcement, mutate func(*app.Options)
 	t.Helper()
 	guard := &labelGuard{}
 	opts := app.Options{
-		Log:       testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
-		Namespace: "gatehouse-e2e",
 		Catalogue: []module.Module{guard},
 		Modules:   map[string]app.ModuleConfig{"labelguard": {Enabled: true, Enforcement: mode}},
 	}
 	if mutate != nil {
 		mutate(&opts)
 	}
-	g, err := testenv.StartGatehouse(context.Background(), controlPlane, t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := g.Stop(); err != nil {
-			t.Errorf("stop gatehouse: %v", err)
-		}
-		// Leave no webhook behind for the next test.
-		ctx := context.Background()
-		_ = controlPlane.Client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
-	})
+	g := startGatehouse(t, opts)
 	return g, guard
 }
 
