@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,7 +102,7 @@ func mustDeny(t *testing.T, err error, wants ...string) {
 	}
 }
 
-func installSnapshotCRDs(t *testing.T) {
+func snapshotCRDPaths(t *testing.T) []string {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubernetes-csi/external-snapshotter/client/v8").Output()
 	if err != nil {
@@ -112,8 +113,36 @@ func installSnapshotCRDs(t *testing.T) {
 	for _, r := range []string{"volumesnapshotclasses", "volumesnapshotcontents", "volumesnapshots"} {
 		paths = append(paths, filepath.Join(dir, "snapshot.storage.k8s.io_"+r+".yaml"))
 	}
-	if _, err := envtest.InstallCRDs(controlPlane.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
+	return paths
+}
+
+func installSnapshotCRDs(t *testing.T) {
+	t.Helper()
+	if _, err := envtest.InstallCRDs(controlPlane.Config, envtest.CRDInstallOptions{Paths: snapshotCRDPaths(t), ErrorIfPathMissing: true}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// uninstallSnapshotCRDs removes the snapshot CRDs, if an earlier test
+// installed them, and waits until discovery no longer serves them.
+func uninstallSnapshotCRDs(t *testing.T) {
+	t.Helper()
+	if err := envtest.UninstallCRDs(controlPlane.Config, envtest.CRDInstallOptions{Paths: snapshotCRDPaths(t)}); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(controlPlane.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := dc.ServerResourcesForGroupVersion(snapshotv1.SchemeGroupVersion.String()); apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the snapshot API was still served a minute after its CRDs were deleted")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -151,10 +180,11 @@ func snapshotClient(t *testing.T) client.Client {
 	return c
 }
 
-// This test runs first among the pvsafe tests: it sees the cluster before the
-// snapshot CRDs exist, installs them while Gatehouse runs, and checks that
-// Gatehouse picks them up from its cache without a restart.
+// Gatehouse starts before the snapshot CRDs exist (they are removed first if
+// an earlier test installed them); they are installed while it runs, and it
+// must pick them up from its cache without a restart.
 func TestPVSafeSnapshotCRDsInstalledAfterStart(t *testing.T) {
+	uninstallSnapshotCRDs(t)
 	startPVSafe(t, module.Enforce)
 	ns := namespace(t, "pvsafe-late-crds")
 	claim, _ := volumeFixture(t, ns, "data", corev1.PersistentVolumeReclaimDelete)
