@@ -53,7 +53,7 @@ func TestDirServesRotatedFilesAndKeepsTheOldPairOnABrokenWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.poll = 50 * time.Millisecond
+	src.interval = 50 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = src.Start(ctx) }()

@@ -17,11 +17,16 @@ import (
 
 // Secret serves the kubernetes.io/tls keys of one Secret and follows its
 // updates. Its informer is field-selected to that one Secret: Gatehouse never
-// caches the cluster's Secrets.
+// caches the cluster's Secrets. The Secret's ca.crt (written by cert-manager
+// and by the self-managed rotator) is its CA bundle.
 type Secret struct {
 	holder
+	caHolder
 	client          kubernetes.Interface
 	namespace, name string
+	// onEvent, when set before Start, is called after every event on the
+	// Secret; the rotator uses it to act on changes without polling.
+	onEvent func()
 }
 
 // NewSecret reads the Secret once and fails when it is missing or its
@@ -37,11 +42,14 @@ func NewSecret(ctx context.Context, client kubernetes.Interface, namespace, name
 		return nil, err
 	}
 	s.store(pair, nil)
+	s.setCABundle(secret.Data[caCertKey], s.ref()+" key "+caCertKey, log)
 	return s, nil
 }
 
+func (s *Secret) ref() string { return "Secret " + s.namespace + "/" + s.name }
+
 func (s *Secret) parse(secret *corev1.Secret) (*tls.Certificate, error) {
-	ref := "Secret " + s.namespace + "/" + s.name
+	ref := s.ref()
 	return ParseKeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey],
 		ref+" key "+corev1.TLSCertKey, ref+" key "+corev1.TLSPrivateKeyKey)
 }
@@ -63,6 +71,10 @@ func (s *Secret) Start(ctx context.Context) error {
 	onChange := func(obj any) {
 		if secret, ok := obj.(*corev1.Secret); ok {
 			s.store(s.parse(secret))
+			s.setCABundle(secret.Data[caCertKey], s.ref()+" key "+caCertKey, s.log)
+		}
+		if s.onEvent != nil {
+			s.onEvent()
 		}
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -48,10 +48,14 @@ func (h *holder) store(pair *tls.Certificate, err error) {
 		return
 	}
 	h.pair.Store(pair)
-	metrics.CertificateReloads.WithLabelValues(h.source, "success").Inc()
+	recordLoaded(h.source, pair, h.log)
+}
+
+func recordLoaded(source string, pair *tls.Certificate, log logr.Logger) {
+	metrics.CertificateReloads.WithLabelValues(source, "success").Inc()
 	expiry := notAfter(pair)
 	metrics.CertificateExpiry.Set(float64(expiry.Unix()))
-	h.log.Info("serving certificate loaded", "source", h.source, "notAfter", expiry)
+	log.Info("serving certificate loaded", "source", source, "notAfter", expiry)
 }
 
 func sameChain(a, b *tls.Certificate) bool {
