@@ -67,7 +67,9 @@ func (s *Secret) Start(ctx context.Context) error {
 			return s.client.CoreV1().Secrets(s.namespace).Watch(ctx, opts)
 		},
 	}
-	informer := cache.NewSharedIndexInformer(lw, &corev1.Secret{}, 0, cache.Indexers{})
+	// As client-go's generated informers do: a client that cannot stream
+	// the initial list (the fake clientset) falls back to list and watch.
+	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, s.client), &corev1.Secret{}, 0, cache.Indexers{})
 	onChange := func(obj any) {
 		if secret, ok := obj.(*corev1.Secret); ok {
 			s.store(s.parse(secret))
