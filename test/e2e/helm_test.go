@@ -3,10 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"os"
 	"os/exec"
@@ -231,9 +228,11 @@ func crdConversion(t *testing.T, objs []*unstructured.Unstructured) (*apiextensi
 
 func TestHelmLint(t *testing.T) {
 	for _, set := range [][]string{
+		{},
 		{"certificates.mode=certManager"},
-		{"certificates.mode=selfSigned"},
-		{"certificates.mode=secret", "certificates.secret.name=tls", "certificates.secret.caBundle=" + base64.StdEncoding.EncodeToString([]byte("ca"))},
+		{"certificates.mode=certManager", "webhooks.mode=static"},
+		{"certificates.mode=secret", "certificates.secret.name=tls"},
+		{"certificates.mode=secret", "certificates.secret.name=tls", "webhooks.mode=static", "certificates.secret.caBundle=" + base64.StdEncoding.EncodeToString([]byte("ca"))},
 		{"modules.nodegroup.enabled=false", "metrics.serviceMonitor.enabled=true"},
 	} {
 		args := []string{"lint", "--strict", "charts/gatehouse"}
@@ -247,25 +246,119 @@ func TestHelmLint(t *testing.T) {
 }
 
 func TestHelmRejectsBadValues(t *testing.T) {
-	for _, set := range [][]string{
-		{"certificates.mode=bogus"},
-		{"certificates.mode=secret"},
-		{"modules.pvsafe.enforcement=audit"},
-		{"modules.pvsafe.enabled=false", "modules.nodegroup.enabled=false"},
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"certificates.mode=bogus"}, "want selfManaged, certManager or secret"},
+		{[]string{"certificates.mode=selfSigned"}, "use selfManaged"},
+		{[]string{"certificates.mode=secret"}, "certificates.secret.name is required"},
+		{[]string{"certificates.mode=secret", "certificates.secret.name=tls", "webhooks.mode=static"}, "certificates.secret.caBundle"},
+		{[]string{"webhooks.mode=static"}, "selfManaged needs webhooks.mode=managed"},
+		{[]string{"webhooks.mode=bogus"}, "want managed or static"},
+		{[]string{"modules.pvsafe.enforcement=audit"}, "want enforce or warn"},
+		{[]string{"modules.pvsafe.enabled=false", "modules.nodegroup.enabled=false"}, "enable at least one module"},
 	} {
 		args := []string{"template", helmRelease, "charts/gatehouse"}
-		for _, s := range set {
+		for _, s := range tc.set {
 			args = append(args, "--set", s)
 		}
-		if _, err := helm(t, args...); err == nil {
-			t.Errorf("helm template %v succeeded, want an error", set)
+		if _, err := helm(t, args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("helm template %v: error %v, want %q", tc.set, err, tc.want)
 		}
 	}
 }
 
-func TestHelmCertManager(t *testing.T) {
-	ns := namespace(t, "helm-certmanager")
+// noWebhookConfigurations checks managed mode: Gatehouse writes the webhook
+// configurations and the CRD conversion stanza, so the chart renders neither.
+func noWebhookConfigurations(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
+			t.Errorf("%s %s rendered in webhooks.mode=managed", o.GetKind(), o.GetName())
+		}
+		if _, ok := o.GetAnnotations()["cert-manager.io/inject-ca-from"]; ok {
+			t.Errorf("%s %s: cainjector annotation in webhooks.mode=managed", o.GetKind(), o.GetName())
+		}
+	}
+	if _, conv := crdConversion(t, objs); conv != nil && conv.Strategy != apiextensionsv1.NoneConverter {
+		t.Errorf("CRD conversion %+v rendered in webhooks.mode=managed; an upgrade would reset what Gatehouse wrote", conv)
+	}
+}
+
+func runtimeRole(t *testing.T, objs []*unstructured.Unstructured, ns string) *rbacv1.Role {
+	t.Helper()
+	for _, r := range findObjects[rbacv1.Role](t, objs, "Role") {
+		if r.Name == helmRelease+"-gatehouse-runtime" && r.Namespace == ns {
+			return r
+		}
+	}
+	return nil
+}
+
+func allows(r *rbacv1.Role, group, resource, name, verb string) bool {
+	if r == nil {
+		return false
+	}
+	for _, rule := range r.Rules {
+		if slices.Contains(rule.APIGroups, group) && slices.Contains(rule.Resources, resource) && slices.Contains(rule.Verbs, verb) &&
+			(len(rule.ResourceNames) == 0 || slices.Contains(rule.ResourceNames, name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHelmDefaults: self-managed certificates and managed webhooks.
+func TestHelmDefaults(t *testing.T) {
+	ns := namespace(t, "helm-defaults")
 	objs := renderChart(t, ns)
+	dryRunApply(t, objs)
+	noWebhookConfigurations(t, objs)
+	if len(findObjects[corev1.Secret](t, objs, "Secret")) != 0 {
+		t.Error("the chart renders a Secret; Gatehouse creates it in selfManaged mode")
+	}
+	secret := helmRelease + "-gatehouse-serving-cert"
+	args := deploymentArgs(t, objs)
+	wantArgs(t, args, "--modules=nodegroup,pvsafe", "--cert-secret="+ns+"/"+secret, "--self-managed-certs",
+		"--webhook-service="+helmRelease+"-gatehouse-webhook", "--leader-elect")
+	svc := findObjects[corev1.Service](t, objs, "Service")
+	if !slices.ContainsFunc(svc, func(s *corev1.Service) bool {
+		return s.Name == helmRelease+"-gatehouse-webhook" && len(s.Spec.Ports) == 1 && s.Spec.Ports[0].Port == 443
+	}) {
+		t.Error("no webhook Service on port 443")
+	}
+
+	role := runtimeRole(t, objs, ns)
+	for _, verb := range []string{"get", "list", "watch", "update", "create"} {
+		if !allows(role, "", "secrets", secret, verb) {
+			t.Errorf("runtime Role does not allow %s on Secret %s", verb, secret)
+		}
+	}
+	for _, verb := range []string{"get", "list", "watch", "update"} {
+		if allows(role, "", "secrets", "another-secret", verb) {
+			t.Errorf("runtime Role allows %s on every Secret", verb)
+		}
+	}
+	for _, verb := range []string{"get", "create", "update"} {
+		if !allows(role, "coordination.k8s.io", "leases", "", verb) {
+			t.Errorf("runtime Role does not allow %s on leases", verb)
+		}
+	}
+	bound := false
+	for _, b := range findObjects[rbacv1.RoleBinding](t, objs, "RoleBinding") {
+		if b.RoleRef.Name == role.Name && b.Namespace == ns && len(b.Subjects) == 1 && b.Subjects[0].Name == helmRelease+"-gatehouse" {
+			bound = true
+		}
+	}
+	if !bound {
+		t.Error("runtime Role not bound to the ServiceAccount")
+	}
+}
+
+func TestHelmCertManagerStatic(t *testing.T) {
+	ns := namespace(t, "helm-certmanager")
+	objs := renderChart(t, ns, "certificates.mode=certManager", "webhooks.mode=static")
 	hooks := renderedWebhooks(t, objs, ns)
 	var names []string
 	for name, cc := range hooks {
@@ -292,9 +385,40 @@ func TestHelmCertManager(t *testing.T) {
 		t.Errorf("CRD conversion %+v: want a webhook to %s/.../convert-nodegroup without caBundle", conv, ns)
 	}
 	secret := helmRelease + "-gatehouse-serving-cert"
-	wantArgs(t, deploymentArgs(t, objs), "--modules=nodegroup,pvsafe", "--enforcement=nodegroup=enforce,pvsafe=enforce", "--cert-secret="+ns+"/"+secret)
+	args := deploymentArgs(t, objs)
+	wantArgs(t, args, "--modules=nodegroup,pvsafe", "--enforcement=nodegroup=enforce,pvsafe=enforce", "--cert-secret="+ns+"/"+secret)
+	for _, a := range args {
+		if strings.HasPrefix(a, "--webhook-service") || a == "--leader-elect" || a == "--self-managed-certs" {
+			t.Errorf("Deployment arg %q in static cert-manager mode", a)
+		}
+	}
+	if runtimeRole(t, objs, ns) != nil {
+		t.Error("a runtime Role without leader election or self-managed certificates")
+	}
+	certManagerObjects(t, dryRunApply(t, objs), ns, secret)
+}
 
-	notApplied := dryRunApply(t, objs)
+func TestHelmCertManagerManaged(t *testing.T) {
+	ns := namespace(t, "helm-certmanager-managed")
+	objs := renderChart(t, ns, "certificates.mode=certManager", "modules.pvsafe.enforcement=warn")
+	noWebhookConfigurations(t, objs)
+	args := deploymentArgs(t, objs)
+	wantArgs(t, args, "--enforcement=nodegroup=enforce,pvsafe=warn", "--cert-secret="+ns+"/"+helmRelease+"-gatehouse-serving-cert",
+		"--webhook-service="+helmRelease+"-gatehouse-webhook", "--leader-elect")
+	if slices.Contains(args, "--self-managed-certs") {
+		t.Error("--self-managed-certs with cert-manager")
+	}
+	role := runtimeRole(t, objs, ns)
+	if !allows(role, "coordination.k8s.io", "leases", "", "update") || allows(role, "", "secrets", "x", "create") {
+		t.Errorf("runtime Role %+v: want leases, no Secret writes", role)
+	}
+	certManagerObjects(t, dryRunApply(t, objs), ns, helmRelease+"-gatehouse-serving-cert")
+}
+
+// certManagerObjects checks the Issuer and Certificate the test control
+// plane could not apply (it has no cert-manager).
+func certManagerObjects(t *testing.T, notApplied []*unstructured.Unstructured, ns, secret string) {
+	t.Helper()
 	var kinds []string
 	for _, o := range notApplied {
 		kinds = append(kinds, o.GetKind())
@@ -313,7 +437,7 @@ func TestHelmCertManager(t *testing.T) {
 			t.Errorf("Certificate issuerRef %q, want the rendered Issuer", name)
 		}
 		if o.GetNamespace() != ns || o.GetName() != helmRelease+"-gatehouse-serving" {
-			t.Errorf("Certificate %s/%s, want %s", o.GetNamespace(), o.GetName(), inject)
+			t.Errorf("Certificate %s/%s, want %s/%s-gatehouse-serving", o.GetNamespace(), o.GetName(), ns, helmRelease)
 		}
 	}
 	slices.Sort(kinds)
@@ -322,59 +446,10 @@ func TestHelmCertManager(t *testing.T) {
 	}
 }
 
-func TestHelmSelfSigned(t *testing.T) {
-	ns := namespace(t, "helm-selfsigned")
-	objs := renderChart(t, ns, "certificates.mode=selfSigned", "modules.pvsafe.enforcement=warn")
-	dryRunApply(t, objs)
-
-	secret := findObject[corev1.Secret](t, objs, "Secret")
-	if secret.Type != corev1.SecretTypeTLS || secret.Name != helmRelease+"-gatehouse-serving-cert" {
-		t.Fatalf("Secret %s of type %s, want %s-gatehouse-serving-cert of type kubernetes.io/tls", secret.Name, secret.Type, helmRelease)
-	}
-	wantArgs(t, deploymentArgs(t, objs), "--enforcement=nodegroup=enforce,pvsafe=warn", "--cert-secret="+ns+"/"+secret.Name)
-
-	block, _ := pem.Decode(secret.Data["tls.crt"])
-	if block == nil {
-		t.Fatal("tls.crt is not PEM")
-	}
-	leaf, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verify := func(what string, caBundle []byte) {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caBundle) {
-			t.Errorf("%s: caBundle holds no PEM certificate", what)
-			return
-		}
-		if _, err := leaf.Verify(x509.VerifyOptions{
-			Roots: pool, DNSName: helmRelease + "-gatehouse-webhook." + ns + ".svc",
-			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		}); err != nil {
-			t.Errorf("%s: caBundle does not verify the serving certificate: %v", what, err)
-		}
-	}
-	hooks := renderedWebhooks(t, objs, ns)
-	if len(hooks) == 0 {
-		t.Fatal("no webhooks rendered")
-	}
-	for name, cc := range hooks {
-		verify("webhook "+name, cc.CABundle)
-	}
-	_, conv := crdConversion(t, objs)
-	if conv == nil || conv.Webhook == nil {
-		t.Fatal("CRD has no conversion webhook")
-	}
-	verify("CRD conversion", conv.Webhook.ClientConfig.CABundle)
-	if _, err := tlsPair(secret); err != nil {
-		t.Errorf("Secret: %v", err)
-	}
-}
-
 func TestHelmExistingSecretAndDisabledModule(t *testing.T) {
 	ns := namespace(t, "helm-secret")
 	ca := []byte("-----BEGIN CERTIFICATE-----\nnot checked by the chart\n-----END CERTIFICATE-----\n")
-	objs := renderChart(t, ns, "certificates.mode=secret", "certificates.secret.name=my-tls",
+	objs := renderChart(t, ns, "certificates.mode=secret", "certificates.secret.name=my-tls", "webhooks.mode=static",
 		"certificates.secret.caBundle="+base64.StdEncoding.EncodeToString(ca), "modules.nodegroup.enabled=false")
 	dryRunApply(t, objs)
 
@@ -400,13 +475,23 @@ func TestHelmExistingSecretAndDisabledModule(t *testing.T) {
 			t.Errorf("Deployment arg %q names the disabled module", a)
 		}
 	}
+
+	// Managed: the caBundle comes from the Secret's ca.crt, read by Gatehouse.
+	objs = renderChart(t, ns, "certificates.mode=secret", "certificates.secret.name=my-tls")
+	dryRunApply(t, objs)
+	noWebhookConfigurations(t, objs)
+	wantArgs(t, deploymentArgs(t, objs), "--cert-secret="+ns+"/my-tls", "--webhook-service="+helmRelease+"-gatehouse-webhook", "--leader-elect")
+	if allows(runtimeRole(t, objs, ns), "", "secrets", "my-tls", "update") {
+		t.Error("Gatehouse may write a Secret it does not manage")
+	}
 }
 
-// TestHelmRBAC checks that the chart's RBAC is controller-gen's: the rules of
-// config/rbac/role.yaml, gatehouse-system being the release namespace.
+// TestHelmRBAC checks that the chart's generated RBAC is controller-gen's:
+// the rules of config/rbac/role.yaml, gatehouse-system being the release
+// namespace. The runtime Role (TestHelmDefaults) comes on top.
 func TestHelmRBAC(t *testing.T) {
 	ns := namespace(t, "helm-rbac")
-	objs := renderChart(t, ns, "certificates.mode=selfSigned")
+	objs := renderChart(t, ns)
 	root, _ := testenv.RepoRoot()
 	data, err := os.ReadFile(filepath.Join(root, "config/rbac/role.yaml"))
 	if err != nil {
@@ -427,9 +512,12 @@ func TestHelmRBAC(t *testing.T) {
 		}
 		want[r.Kind+"/"+r.Namespace] = fmtRules(r.Rules)
 	}
+	generated := helmRelease + "-gatehouse"
 	got := map[string]string{}
 	for _, r := range findObjects[rbacv1.Role](t, objs, "Role") {
-		got["Role/"+r.Namespace] = fmtRules(r.Rules)
+		if r.Name == generated {
+			got["Role/"+r.Namespace] = fmtRules(r.Rules)
+		}
 	}
 	for _, r := range findObjects[rbacv1.ClusterRole](t, objs, "ClusterRole") {
 		got["ClusterRole/"] = fmtRules(r.Rules)
@@ -442,7 +530,12 @@ func TestHelmRBAC(t *testing.T) {
 			t.Errorf("%s: chart rules\n%s\nwant\n%s", k, got[k], w)
 		}
 	}
-	bindings := findObjects[rbacv1.RoleBinding](t, objs, "RoleBinding")
+	var bindings []*rbacv1.RoleBinding
+	for _, b := range findObjects[rbacv1.RoleBinding](t, objs, "RoleBinding") {
+		if b.Name == generated {
+			bindings = append(bindings, b)
+		}
+	}
 	if len(bindings) != len(want)-1 {
 		t.Errorf("%d RoleBindings, want one per Role", len(bindings))
 	}
@@ -472,8 +565,4 @@ func keys(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func tlsPair(s *corev1.Secret) (tls.Certificate, error) {
-	return tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
 }

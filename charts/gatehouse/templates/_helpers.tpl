@@ -43,6 +43,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $mode := include "gatehouse.certMode" . -}}
 {{- if eq $mode "secret" -}}
 {{- required "certificates.secret.name is required with certificates.mode=secret" .Values.certificates.secret.name -}}
+{{- else if and (eq $mode "selfManaged") .Values.certificates.selfManaged.secretName -}}
+{{- .Values.certificates.selfManaged.secretName -}}
 {{- else -}}
 {{- printf "%s-serving-cert" (include "gatehouse.fullname" .) -}}
 {{- end -}}
@@ -50,10 +52,31 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{- define "gatehouse.certMode" -}}
 {{- $mode := .Values.certificates.mode -}}
-{{- if not (has $mode (list "certManager" "selfSigned" "secret")) -}}
-{{- fail (printf "certificates.mode %q: want certManager, selfSigned or secret" $mode) -}}
+{{- if eq $mode "selfSigned" -}}
+{{- fail "certificates.mode selfSigned was removed (its CA was renewed only by hand): use selfManaged, where Gatehouse rotates the CA itself" -}}
+{{- end -}}
+{{- if not (has $mode (list "selfManaged" "certManager" "secret")) -}}
+{{- fail (printf "certificates.mode %q: want selfManaged, certManager or secret" $mode) -}}
+{{- end -}}
+{{- if and (eq $mode "selfManaged") (eq (include "gatehouse.webhooksMode" .) "static") -}}
+{{- fail "certificates.mode=selfManaged needs webhooks.mode=managed: its CA exists only at run time, so only Gatehouse can write the caBundle" -}}
 {{- end -}}
 {{- $mode -}}
+{{- end -}}
+
+{{- define "gatehouse.webhooksMode" -}}
+{{- $mode := .Values.webhooks.mode -}}
+{{- if not (has $mode (list "managed" "static")) -}}
+{{- fail (printf "webhooks.mode %q: want managed or static" $mode) -}}
+{{- end -}}
+{{- $mode -}}
+{{- end -}}
+
+{{/* Whether Gatehouse elects a leader: it rotates certificates or writes webhook configurations. */}}
+{{- define "gatehouse.leaderElect" -}}
+{{- if or (eq (include "gatehouse.webhooksMode" .) "managed") (eq (include "gatehouse.certMode" .) "selfManaged") -}}
+true
+{{- end -}}
 {{- end -}}
 
 {{/* The enabled modules, comma-separated; fails on a bad enforcement mode or when none is enabled. */}}
@@ -84,45 +107,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- join "," $items -}}
 {{- end -}}
 
-{{/*
-The self-signed CA and serving certificate (selfSigned mode) as JSON
-{ca, crt, key}, base64-encoded. An existing Secret is reused (lookup), so an
-upgrade keeps the certificate; otherwise they are generated once per render
-and memoized, so the Secret and every caBundle agree.
-*/}}
-{{- define "gatehouse.selfSignedCerts" -}}
-{{- if not (hasKey .Values "gatehouseGeneratedCerts") -}}
-{{- $secretName := include "gatehouse.certSecretName" . -}}
-{{- $existing := lookup "v1" "Secret" .Release.Namespace $secretName -}}
-{{- $certs := dict -}}
-{{- if and $existing $existing.data (index $existing.data "ca.crt") (index $existing.data "tls.crt") (index $existing.data "tls.key") -}}
-{{- $certs = dict "ca" (index $existing.data "ca.crt") "crt" (index $existing.data "tls.crt") "key" (index $existing.data "tls.key") -}}
-{{- else -}}
-{{- $svc := include "gatehouse.serviceName" . -}}
-{{- $days := int .Values.certificates.selfSigned.validityDays -}}
-{{- $ca := genCA (printf "%s-ca" (include "gatehouse.fullname" .)) $days -}}
-{{- $dns := list (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) -}}
-{{- $cert := genSignedCert (first $dns) nil $dns $days $ca -}}
-{{- $certs = dict "ca" ($ca.Cert | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc) -}}
-{{- end -}}
-{{- $_ := set .Values "gatehouseGeneratedCerts" $certs -}}
-{{- end -}}
-{{- toJson .Values.gatehouseGeneratedCerts -}}
-{{- end -}}
-
-{{/* The base64 CA bundle for caBundle fields; empty with cert-manager (its cainjector writes it). */}}
+{{/* The base64 CA bundle for caBundle fields (webhooks.mode=static): the configured one in secret mode, empty with cert-manager (its cainjector writes it). */}}
 {{- define "gatehouse.caBundle" -}}
-{{- $mode := include "gatehouse.certMode" . -}}
-{{- if eq $mode "selfSigned" -}}
-{{- (include "gatehouse.selfSignedCerts" . | fromJson).ca -}}
-{{- else if eq $mode "secret" -}}
-{{- required "certificates.secret.caBundle (base64 PEM CA) is required with certificates.mode=secret" .Values.certificates.secret.caBundle -}}
+{{- if and (eq (include "gatehouse.certMode" .) "secret") (eq (include "gatehouse.webhooksMode" .) "static") -}}
+{{- required "certificates.secret.caBundle (base64 PEM CA) is required with certificates.mode=secret and webhooks.mode=static" .Values.certificates.secret.caBundle -}}
 {{- end -}}
 {{- end -}}
 
-{{/* The cainjector annotation, certManager mode only. */}}
+{{/* The cainjector annotation: cert-manager with webhooks.mode=static only (in managed mode Gatehouse writes the caBundle). */}}
 {{- define "gatehouse.caInjectAnnotation" -}}
-{{- if eq (include "gatehouse.certMode" .) "certManager" -}}
+{{- if and (eq (include "gatehouse.certMode" .) "certManager") (eq (include "gatehouse.webhooksMode" .) "static") -}}
 cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "gatehouse.certificateName" .) }}
 {{- end -}}
 {{- end -}}
