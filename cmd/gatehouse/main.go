@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
-	"github.com/gatehouse-dev/gatehouse/internal/modules"
+	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
@@ -35,6 +36,8 @@ func run() error {
 		enforcement string
 		webhookURL  string
 		webhookCA   string
+		serviceName string
+		servicePort int
 	)
 	flag.StringVar(&opts.Server.Addr, "webhook-bind-address", ":9443", "Address the HTTPS webhook server listens on.")
 	flag.BoolVar(&opts.Server.EnableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server (off by default, see CVE-2023-44487).")
@@ -47,7 +50,10 @@ func run() error {
 	flag.StringVar(&moduleList, "modules", "", "Comma-separated modules to enable, e.g. pvsafe,nodegroup.")
 	flag.StringVar(&enforcement, "enforcement", "", "Per-module enforcement, e.g. pvsafe=warn. Modes: enforce (default), warn.")
 	flag.StringVar(&webhookURL, "manage-webhooks-url", "", "When set (e.g. https://127.0.0.1:9443), Gatehouse writes its own webhook configurations pointing at this base URL.")
-	flag.StringVar(&webhookCA, "manage-webhooks-ca-file", "", "PEM CA bundle written into self-managed webhook configurations.")
+	flag.StringVar(&webhookCA, "manage-webhooks-ca-file", "", "PEM CA bundle written into managed webhook configurations (default: the certificate source's CA).")
+	flag.StringVar(&serviceName, "webhook-service", "", "In-cluster managed mode: Gatehouse keeps its webhook configurations pointing at this Service in --namespace.")
+	flag.IntVar(&servicePort, "webhook-service-port", 443, "Port of --webhook-service.")
+	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect one replica to write the webhook configurations (every replica serves).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -88,14 +94,12 @@ func run() error {
 		c.Enforcement = mode
 		opts.Modules[name] = c
 	}
-	opts.Catalogue = modules.Catalogue()
-	if webhookURL != "" {
-		ca, err := os.ReadFile(webhookCA)
-		if err != nil {
-			return fmt.Errorf("--manage-webhooks-ca-file: %w", err)
-		}
-		opts.ManageWebhooks = &webhookconfig.Target{URL: strings.TrimSuffix(webhookURL, "/"), CABundle: ca}
+	opts.Catalogue = catalogue.All()
+	target, err := webhookTarget(webhookURL, serviceName, int32(servicePort), opts.Namespace, webhookCA)
+	if err != nil {
+		return err
 	}
+	opts.ManageWebhooks = target
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -112,6 +116,33 @@ func run() error {
 		return err
 	}
 	return nil
+}
+
+// webhookTarget is nil (static mode) unless a URL or a Service is given.
+func webhookTarget(url, service string, port int32, namespace, caFile string) (*webhookconfig.Target, error) {
+	if url != "" && service != "" {
+		return nil, errors.New("--manage-webhooks-url and --webhook-service exclude each other")
+	}
+	if url == "" && service == "" {
+		if caFile != "" {
+			return nil, errors.New("--manage-webhooks-ca-file needs --manage-webhooks-url or --webhook-service")
+		}
+		return nil, nil
+	}
+	t := &webhookconfig.Target{Namespace: namespace}
+	if caFile != "" {
+		ca, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--manage-webhooks-ca-file: %w", err)
+		}
+		t.CABundle = ca
+	}
+	if url != "" {
+		t.URL = strings.TrimSuffix(url, "/")
+		return t, nil
+	}
+	t.Service = &admissionregistrationv1.ServiceReference{Namespace: namespace, Name: service, Port: &port}
+	return t, nil
 }
 
 func envOr(key, fallback string) string {

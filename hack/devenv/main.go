@@ -10,8 +10,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/devenv"
-	"github.com/gatehouse-dev/gatehouse/internal/modules"
 )
 
 func main() {
@@ -19,7 +19,7 @@ func main() {
 	defer stop()
 
 	var names []string
-	for _, m := range modules.Catalogue() {
+	for _, m := range catalogue.All() {
 		names = append(names, m.Name())
 	}
 	extra := strings.Fields(os.Getenv("GATEHOUSE_ARGS"))

@@ -1,23 +1,16 @@
-// Command manifests writes the generated parts of config/ (the webhook
-// configurations and the CRD conversion patches) and the Helm chart's
-// generated inputs under charts/gatehouse/files/generated (each module's
-// webhook entries and conversion stanzas, the CRDs, the RBAC rules), rendered
-// from the built-in modules' declarations and controller-gen's output.
-//
-// controller-gen's webhook markers cannot express a namespaceSelector, and the
-// generic /validate rules are known only once modules resolve them through
-// discovery, so these manifests come from the declarations the server itself
-// serves. A test in test/e2e fails when the committed files are stale.
+// Command manifests writes the generated parts of config/ and the Helm
+// chart's generated inputs (see internal/manifests) from the built-in
+// modules' static declarations. It runs from the repository root, without
+// an API server.
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 
-	"github.com/gatehouse-dev/gatehouse/internal/modules"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
+	"github.com/gatehouse-dev/gatehouse/internal/manifests"
 )
 
 func main() {
@@ -28,22 +21,17 @@ func main() {
 }
 
 func run() error {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return err
+	root := "."
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return fmt.Errorf("run from the repository root: %w", err)
 	}
-	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{})
-	if err != nil {
-		return err
-	}
-	defer cp.Stop()
-	files, err := testenv.WebhookManifests(context.Background(), cp, modules.Catalogue())
+	files, err := manifests.Render(root, catalogue.All())
 	if err != nil {
 		return err
 	}
 	// The chart's generated directory is rewritten whole, so that a webhook a
 	// module no longer declares leaves no file behind.
-	if err := os.RemoveAll(filepath.Join(root, testenv.ChartGeneratedDir)); err != nil {
+	if err := os.RemoveAll(filepath.Join(root, manifests.ChartGeneratedDir)); err != nil {
 		return err
 	}
 	for name, data := range files {

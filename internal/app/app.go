@@ -4,36 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
+	"github.com/gatehouse-dev/gatehouse/internal/kinds"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
-
-// GenericValidatePath is the path that dispatches by GVK to validators that
-// modules register at run time.
-const GenericValidatePath = "/validate"
 
 // Options configures a Gatehouse process. Defaults are set in setDefaults.
 type Options struct {
@@ -49,15 +42,22 @@ type Options struct {
 	CertSecret string
 	// MetricsAddr serves Prometheus metrics; "0" disables it.
 	MetricsAddr string
-	// Namespace is where Gatehouse runs; its webhooks exclude it.
+	// Namespace is where Gatehouse runs; its webhooks exclude it, and the
+	// leader election lease lives there.
 	Namespace string
 	// PprofAddr serves net/http/pprof; "" or "0" disables it.
 	PprofAddr string
+	// LeaderElection elects the one replica that writes the webhook
+	// configurations. Every replica serves webhooks either way.
+	LeaderElection bool
 
-	// ManageWebhooks, when set, makes Gatehouse write its own webhook
-	// configurations (and CRD conversion stanzas) pointing at this target
-	// once it serves. A target with neither URL nor Service points at the
-	// server's bound address. Without it, they come from config/ or the Helm chart.
+	// ManageWebhooks, when set, makes Gatehouse keep its own webhook
+	// configurations (and CRD conversion stanzas) in the declared state,
+	// pointing at this target. A target with neither URL nor Service points
+	// at the server's bound address; a target without a CA bundle takes the
+	// certificate source's. Without it (static mode), config/ or the Helm
+	// chart own the configurations, and webhooks registered at run time are
+	// served but named by no configuration.
 	ManageWebhooks *webhookconfig.Target
 
 	// Catalogue is every module the binary ships; Modules says which are on.
@@ -81,15 +81,21 @@ func (o *Options) setDefaults() {
 	o.Server.Log = o.Log.WithName("server")
 }
 
+// LeaderElectionID names the lease in Gatehouse's namespace.
+const LeaderElectionID = "gatehouse-leader"
+
 // Gatehouse is an assembled, not yet started process.
 type Gatehouse struct {
 	Manager manager.Manager
 	Server  *server.Server
-	// Webhooks are all webhooks served, for rendering configurations.
+	// Webhooks are the static webhooks served, for rendering configurations.
 	Webhooks []module.Webhook
 
-	validators *module.ValidatorRegistry
-	opts       Options
+	opts           Options
+	writer         client.Client
+	kinds          *kinds.Tracker
+	reconciler     *webhookconfig.Reconciler
+	staticModeOnce sync.Once
 }
 
 // New builds the manager, the server and the enabled modules.
@@ -100,27 +106,9 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	if err != nil {
 		return nil, err
 	}
-
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
-	}
-	byObject := map[client.Object]cache.ByObject{}
-	owner := map[reflect.Type]string{}
-	for _, m := range enabled {
-		if err := m.AddToScheme(scheme); err != nil {
-			return nil, fmt.Errorf("module %s: add types: %w", m.Name(), err)
-		}
-		for obj, scope := range m.CacheObjects() {
-			t := reflect.TypeOf(obj)
-			if other, dup := owner[t]; dup {
-				return nil, fmt.Errorf("modules %s and %s both scope the cache for %s; one must read it another way", other, m.Name(), t)
-			}
-			owner[t] = m.Name()
-			byObject[obj] = scope
-		}
+	scheme, err := newScheme(enabled)
+	if err != nil {
+		return nil, err
 	}
 
 	certSource, err := newCertSource(ctx, opts)
@@ -139,124 +127,158 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	mgr, err := manager.New(opts.RestConfig, manager.Options{
 		Scheme: scheme,
 		Logger: log,
-		// No decision reads managedFields; dropping them roughly halves
-		// what the cache holds.
-		Cache:                   cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:  "0",
-		PprofBindAddress:        opts.PprofAddr,
-		WebhookServer:           srv,
-		GracefulShutdownTimeout: &shutdown,
+		// Every read goes through a module's own scoped cache or the
+		// platform cache; the manager's cache must never start an informer
+		// by accident.
+		Cache:                         cache.Options{ReaderFailOnMissingInformer: true},
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        "0",
+		PprofBindAddress:              opts.PprofAddr,
+		WebhookServer:                 srv,
+		GracefulShutdownTimeout:       &shutdown,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       opts.Namespace,
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-
+	writer, err := client.New(opts.RestConfig, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
+	if err != nil {
+		return nil, err
+	}
 	// The manager adds its webhook server to the runnables when first asked
 	// for it; it then starts it before the caches.
 	_ = mgr.GetWebhookServer()
-	g := &Gatehouse{Manager: mgr, Server: srv, opts: opts, validators: module.NewValidatorRegistry(mgr.GetRESTMapper())}
-	for _, m := range enabled {
-		mode := modes[m.Name()]
-		host := module.Host{
-			Manager:     mgr,
-			Log:         log.WithName(m.Name()),
-			Enforcement: mode,
-			Namespace:   opts.Namespace,
-			Validators:  g.validators,
-			AddSyncCheck: func(name string, synced func() bool) {
-				g.addSyncCheck(m.Name()+"/"+name, synced)
-			},
+	g := &Gatehouse{Manager: mgr, Server: srv, opts: opts, writer: writer}
+
+	platformScope := map[client.Object]cache.ByObject{&apiextensionsv1.CustomResourceDefinition{}: {}}
+	if opts.ManageWebhooks != nil {
+		platformScope = webhookconfig.CacheByObject()
+	}
+	platform, err := g.newCache(ctx, "platform", cache.Options{ByObject: platformScope, DefaultTransform: kinds.StripSchemas})
+	if err != nil {
+		return nil, err
+	}
+	if g.kinds, err = kinds.New(ctx, platform, scheme, log.WithName("kinds")); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(g.kinds); err != nil {
+		return nil, err
+	}
+	srv.AddReadyCheck("optional-kinds", func() error {
+		if !g.kinds.Ready() {
+			return errors.New("optional kinds not decided yet")
 		}
-		hooks, err := m.Setup(ctx, host)
-		if err != nil {
+		return nil
+	})
+
+	for _, m := range enabled {
+		hooks := m.Webhooks()
+		mode := modes[m.Name()]
+		mlog := log.WithName(m.Name())
+		h := &host{
+			g: g, name: m.Name(), mode: mode, log: mlog, caches: map[string]bool{},
+			ctx:    logf.IntoContext(ctx, mlog),
+			events: mgr.GetEventRecorderFor("gatehouse-" + m.Name()),
+		}
+		if err := m.Setup(h.ctx, h); err != nil {
 			return nil, fmt.Errorf("module %s: %w", m.Name(), err)
 		}
-		for _, h := range hooks {
-			if err := h.Validate(); err != nil {
+		for _, hook := range hooks {
+			if err := hook.Validate(); err != nil {
 				return nil, fmt.Errorf("module %s: %w", m.Name(), err)
 			}
-			if h.Type == module.Conversion {
-				srv.Conversion(m.Name(), h)
-			} else {
-				srv.Admission(m.Name(), h, mode)
+			if strings.HasPrefix(hook.Path, "/validate/") {
+				return nil, fmt.Errorf("module %s: webhook %s: /validate/ is reserved for run-time webhooks", m.Name(), hook.Name)
 			}
-			g.Webhooks = append(g.Webhooks, h)
+			if hook.Type == module.Conversion {
+				srv.Conversion(m.Name(), hook)
+			} else {
+				srv.Admission(m.Name(), hook, mode)
+			}
+			g.Webhooks = append(g.Webhooks, hook)
 		}
 		log.Info("module enabled", "module", m.Name(), "enforcement", mode, "webhooks", len(hooks))
 	}
-	generic := g.genericWebhook()
-	srv.Admission("gatehouse", generic, module.Enforce)
-	g.Webhooks = append(g.Webhooks, generic)
 
-	var managerCacheSynced atomic.Bool
-	g.addSyncCheck("informer-cache", managerCacheSynced.Load)
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		if mgr.GetCache().WaitForCacheSync(ctx) {
-			managerCacheSynced.Store(true)
-			metrics.CacheSynced.WithLabelValues("informer-cache").Set(1)
-			log.Info("informer caches synced")
-		}
-		return nil
-	})); err != nil {
-		return nil, err
-	}
 	if opts.ManageWebhooks != nil {
-		if err := g.manageWebhooks(*opts.ManageWebhooks); err != nil {
+		if err := g.manageWebhooks(ctx, *opts.ManageWebhooks, platform, certSource); err != nil {
 			return nil, err
 		}
 	}
 	return g, nil
 }
 
-// manageWebhooks applies the rendered configurations once the server
-// listens, retrying until it succeeds; /readyz waits for it.
-func (g *Gatehouse) manageWebhooks(target webhookconfig.Target) error {
+func newScheme(enabled []module.Module) (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range enabled {
+		if err := m.AddToScheme(scheme); err != nil {
+			return nil, fmt.Errorf("module %s: add types: %w", m.Name(), err)
+		}
+	}
+	return scheme, nil
+}
+
+// manageWebhooks runs the leader-elected reconciler of the webhook
+// configurations; /readyz on every replica waits until this replica sees
+// the static webhooks written.
+func (g *Gatehouse) manageWebhooks(ctx context.Context, target webhookconfig.Target, platform cache.Cache, certSource certs.Source) error {
 	if target.Namespace == "" {
 		target.Namespace = g.opts.Namespace
 	}
-	var applied atomic.Bool
-	g.Server.AddReadyCheck("webhook-configuration", func() error {
-		if !applied.Load() {
-			return errors.New("webhook configurations not applied yet")
-		}
-		return nil
+	caBundle := func() []byte { return target.CABundle }
+	if bundler, ok := certSource.(certs.CABundler); ok && len(target.CABundle) == 0 {
+		caBundle = bundler.CABundle
+	}
+	rec, err := webhookconfig.NewReconciler(ctx, webhookconfig.ReconcilerOptions{
+		Target: func() webhookconfig.Target {
+			t := target
+			if t.URL == "" && t.Service == nil {
+				// Out-of-cluster runs on a port chosen at bind time.
+				t.URL = "https://" + g.Server.Addr().String()
+			}
+			return t
+		},
+		CABundle: caBundle,
+		Static:   g.Webhooks,
+		Client:   g.writer,
+		Cache:    platform,
+		Log:      g.opts.Log.WithName("webhookconfig"),
 	})
-	log := g.opts.Log.WithName("webhookconfig")
-	return g.Manager.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	if err != nil {
+		return err
+	}
+	if bundler, ok := certSource.(certs.CABundler); ok {
+		bundler.OnCABundleChange(rec.Trigger)
+	}
+	g.reconciler = rec
+	g.Server.AddReadyCheck("webhook-configuration", rec.Written)
+	// The configurations may only point at a server that listens.
+	return g.Manager.Add(leaderOnly(func(ctx context.Context) error {
 		select {
 		case <-g.Server.Listening():
 		case <-ctx.Done():
 			return nil
 		}
-		// An uncached client: these are writes and one-off reads, and must not
-		// start informers on every webhook configuration and CRD.
-		c, err := client.New(g.Manager.GetConfig(), client.Options{Scheme: g.Manager.GetScheme()})
-		if err != nil {
-			return err
-		}
-		if target.URL == "" && target.Service == nil {
-			// Out-of-cluster runs on a port chosen at bind time.
-			target.URL = "https://" + g.Server.Addr().String()
-		}
-		rendered := webhookconfig.Render(g.Webhooks, target)
-		backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 10 * time.Second}
-		err = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-			if err := webhookconfig.Apply(ctx, c, rendered); err != nil {
-				log.Error(err, "applying webhook configurations; will retry")
-				return false, nil
-			}
-			return true, nil
-		})
-		if err != nil {
-			return nil
-		}
-		applied.Store(true)
-		log.Info("webhook configurations applied", "validating", len(rendered.Validating.Webhooks),
-			"mutating", len(rendered.Mutating.Webhooks), "conversions", len(rendered.Conversions))
-		return nil
+		return rec.Start(ctx)
 	}))
 }
+
+// Reconciler is the webhook configuration reconciler, nil in static mode.
+func (g *Gatehouse) Reconciler() *webhookconfig.Reconciler { return g.reconciler }
+
+// leaderOnly is a runnable that runs on the elected leader only.
+type leaderOnly func(ctx context.Context) error
+
+func (f leaderOnly) Start(ctx context.Context) error { return f(ctx) }
+func (leaderOnly) NeedLeaderElection() bool          { return true }
 
 func (g *Gatehouse) addSyncCheck(name string, synced func() bool) {
 	metrics.CacheSynced.WithLabelValues(name).Set(0)
@@ -264,40 +286,8 @@ func (g *Gatehouse) addSyncCheck(name string, synced func() bool) {
 		if !synced() {
 			return errors.New("cache not synced")
 		}
-		metrics.CacheSynced.WithLabelValues(name).Set(1)
 		return nil
 	})
-}
-
-// genericWebhook dispatches /validate by the request's GVK. A GVK without a
-// validator is allowed: the path only carries rules for registered resources,
-// and anything else reaching it is not Gatehouse's to judge.
-func (g *Gatehouse) genericWebhook() module.Webhook {
-	hook := module.Webhook{
-		Name:           "validate.gatehouse.dev",
-		Path:           GenericValidatePath,
-		Type:           module.Validating,
-		FailurePolicy:  admissionregistrationv1.Fail,
-		SideEffects:    admissionregistrationv1.SideEffectClassNone,
-		TimeoutSeconds: 10,
-		Admit: func(ctx context.Context, req admission.Request) admission.Response {
-			key := module.GVKString(schema.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind})
-			fn, ok := g.validators.Lookup(key)
-			if !ok {
-				return admission.Allowed("no validator registered for " + key)
-			}
-			return fn(ctx, req)
-		},
-	}
-	for _, gvr := range g.validators.Resources() {
-		hook.Rules = append(hook.Rules, admissionregistrationv1.RuleWithOperations{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-			Rule: admissionregistrationv1.Rule{
-				APIGroups: []string{gvr.Group}, APIVersions: []string{gvr.Version}, Resources: []string{gvr.Resource},
-			},
-		})
-	}
-	return hook
 }
 
 // Start runs until ctx ends.

@@ -8,18 +8,16 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 type named string
 
-func (n named) Name() string                                               { return string(n) }
-func (named) AddToScheme(*runtime.Scheme) error                            { return nil }
-func (named) CacheObjects() map[client.Object]cache.ByObject               { return nil }
-func (named) Setup(context.Context, module.Host) ([]module.Webhook, error) { return nil, nil }
+func (n named) Name() string                           { return string(n) }
+func (named) AddToScheme(*runtime.Scheme) error        { return nil }
+func (named) Webhooks() []module.Webhook               { return nil }
+func (named) Setup(context.Context, module.Host) error { return nil }
 
 func TestModuleSelection(t *testing.T) {
 	catalogue := []module.Module{named("pvsafe"), named("nodegroup")}

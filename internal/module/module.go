@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -20,29 +17,12 @@ type Module interface {
 	Name() string
 	// AddToScheme registers the API types the module reads or serves.
 	AddToScheme(s *runtime.Scheme) error
-	// CacheObjects scopes the shared informer cache for the types this module
-	// reads. It is consulted before the manager is built, because the cache is
-	// configured once. Two modules asking for the same type must agree.
-	CacheObjects() map[client.Object]cache.ByObject
-	// Setup wires the module to a manager that has not started yet and returns
-	// the webhooks it serves.
-	Setup(ctx context.Context, host Host) ([]Webhook, error)
-}
-
-// Host is what the server offers a module during Setup.
-type Host struct {
-	Manager manager.Manager
-	Log     logr.Logger
-	// Enforcement is the mode configured for this module. The server applies
-	// it to validating webhooks; a module only needs it to word its messages.
-	Enforcement Enforcement
-	// Namespace is the namespace Gatehouse runs in.
-	Namespace string
-	// Validators is the GVK dispatch table behind the generic /validate path.
-	Validators *ValidatorRegistry
-	// AddSyncCheck registers a check that /readyz requires to pass. Caches a
-	// module starts outside the manager's cache report their sync state here.
-	AddSyncCheck func(name string, synced func() bool)
+	// Webhooks declares the module's static webhooks. It is called without
+	// an API server (manifest generation) and before Setup; the declared
+	// Admit and Convert functions are called only after Setup returned.
+	Webhooks() []Webhook
+	// Setup wires the module to its host before the host starts.
+	Setup(ctx context.Context, host Host) error
 }
 
 // Type is the kind of webhook.
@@ -54,7 +34,8 @@ const (
 	Conversion Type = "Conversion"
 )
 
-// AdmitFunc decides one admission request. It must be safe for concurrent use.
+// AdmitFunc decides one admission request. It must be safe for concurrent
+// use. The context carries the request's logger (log.FromContext).
 type AdmitFunc func(ctx context.Context, req admission.Request) admission.Response
 
 // ConvertFunc converts the objects of one ConversionReview to the desired
@@ -63,7 +44,9 @@ type AdmitFunc func(ctx context.Context, req admission.Request) admission.Respon
 type ConvertFunc func(ctx context.Context, req *apiextensionsv1.ConversionRequest) ([]runtime.RawExtension, error)
 
 // Webhook declares one webhook a module serves and how the API server should
-// call it.
+// call it. Everything the rendered webhook configuration says comes from
+// here; the host adds only the client configuration and the namespaces no
+// webhook may ever intercept.
 type Webhook struct {
 	// Name is the webhook's fully qualified name in the webhook configuration,
 	// for example "pvsafe.gatehouse.dev".
@@ -77,7 +60,18 @@ type Webhook struct {
 	MatchPolicy    admissionregistrationv1.MatchPolicyType
 	SideEffects    admissionregistrationv1.SideEffectClass
 	TimeoutSeconds int32
-	Admit          AdmitFunc
+	// NamespaceSelector narrows the namespaces the webhook sees. Rendering
+	// always adds the exclusion of kube-system, kube-node-lease and
+	// Gatehouse's own namespace to it.
+	NamespaceSelector *metav1.LabelSelector
+	// ObjectSelector narrows the objects by their labels.
+	ObjectSelector *metav1.LabelSelector
+	// MatchConditions are CEL pre-filters the API server evaluates, so that
+	// requests the module would allow anyway never reach Gatehouse.
+	MatchConditions []admissionregistrationv1.MatchCondition
+	// ReinvocationPolicy, for mutating webhooks only. Default Never.
+	ReinvocationPolicy admissionregistrationv1.ReinvocationPolicyType
+	Admit              AdmitFunc
 
 	// Conversion webhooks.
 	CRDs    []string
@@ -100,9 +94,18 @@ func (w Webhook) Validate() error {
 		if w.TimeoutSeconds < 1 || w.TimeoutSeconds > 30 {
 			return fmt.Errorf("webhook %q: timeoutSeconds %d is outside 1..30", w.Name, w.TimeoutSeconds)
 		}
+		if w.ReinvocationPolicy != "" && w.Type != Mutating {
+			return fmt.Errorf("webhook %q: reinvocationPolicy applies to mutating webhooks only", w.Name)
+		}
+		if w.CRDs != nil || w.Convert != nil {
+			return fmt.Errorf("webhook %q: an admission webhook converts no CRDs", w.Name)
+		}
 	case Conversion:
 		if w.Convert == nil || len(w.CRDs) == 0 {
 			return fmt.Errorf("webhook %q: conversion webhook needs a Convert function and CRDs", w.Name)
+		}
+		if len(w.Rules) > 0 || w.Admit != nil {
+			return fmt.Errorf("webhook %q: a conversion webhook has no admission rules", w.Name)
 		}
 	default:
 		return fmt.Errorf("webhook %q: unknown type %q", w.Name, w.Type)

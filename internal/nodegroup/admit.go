@@ -5,6 +5,7 @@ import (
 	"fmt"
 	json "github.com/go-json-experiment/json/v1"
 	"net/http"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -24,16 +25,11 @@ type stateSource interface {
 // request to v1 first and the checks are written once, against the hub.
 type validator struct {
 	state stateSource
-	log   logr.Logger
 }
 
-// GetLogger returns the request's logger, or the module's when the request
-// carries none.
+// GetLogger returns the request's logger, which the server put in ctx.
 func (v *validator) GetLogger(ctx context.Context) logr.Logger {
-	if l, err := logr.FromContext(ctx); err == nil {
-		return l.WithName("nodegroup").WithName("validator")
-	}
-	return v.log.WithName("validator")
+	return logf.FromContext(ctx).WithName("validator")
 }
 
 // Admit runs the checks and reports every denial of the request at once.

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,7 +42,7 @@ func admissionRequest(t *testing.T, op admissionv1.Operation, requestVersion str
 }
 
 func TestAdmitReportsEveryDenialWithItsField(t *testing.T) {
-	v := &validator{state: fixedState{}, log: logr.Discard()}
+	v := &validator{state: fixedState{}}
 	ng := group("w", v1.NodeTypeStatic, criType(v1.CRITypeNotManaged), containerdBlock, taints("dedicated:NoSchedule", "dedicated:NoSchedule"),
 		kubelet(v1.KubeletSpec{MaxPods: ptr.To[int32](300)}))
 	resp := v.Admit(context.Background(), admissionRequest(t, admissionv1.Create, "v1alpha1", ng, nil))
@@ -66,7 +65,7 @@ func TestAdmitReportsEveryDenialWithItsField(t *testing.T) {
 }
 
 func TestAdmitUsesTheClientVersionForCheck7(t *testing.T) {
-	v := &validator{state: fixedState{}, log: logr.Discard()}
+	v := &validator{state: fixedState{}}
 	ng := group("w", v1.NodeTypeStatic, criType(v1.CRITypeNotManaged), containerdBlock)
 	if resp := v.Admit(context.Background(), admissionRequest(t, admissionv1.Create, "v1alpha2", ng, nil)); !resp.Allowed {
 		t.Fatalf("a v1alpha2 request was judged by the v1alpha1 rule: %v", resp.Result)
@@ -74,7 +73,7 @@ func TestAdmitUsesTheClientVersionForCheck7(t *testing.T) {
 }
 
 func TestAdmitRefusesToGuessWithoutClusterState(t *testing.T) {
-	v := &validator{state: failingState{fmt.Errorf("Secret kube-system/d8-cluster-configuration: %w", errNotLoaded)}, log: logr.Discard()}
+	v := &validator{state: failingState{fmt.Errorf("Secret kube-system/d8-cluster-configuration: %w", errNotLoaded)}}
 	resp := v.Admit(context.Background(), admissionRequest(t, admissionv1.Create, "v1", group("w", v1.NodeTypeStatic), nil))
 	if resp.Allowed || resp.Result.Code != http.StatusServiceUnavailable ||
 		!strings.Contains(resp.Result.Message, `NodeGroup "w" cannot be checked: Secret kube-system/d8-cluster-configuration: not loaded yet`) {
@@ -83,7 +82,7 @@ func TestAdmitRefusesToGuessWithoutClusterState(t *testing.T) {
 }
 
 func TestAdmitComparesUpdatesWithTheOldObject(t *testing.T) {
-	v := &validator{state: fixedState{}, log: logr.Discard()}
+	v := &validator{state: fixedState{}}
 	resp := v.Admit(context.Background(), admissionRequest(t, admissionv1.Update, "v1",
 		group("w", v1.NodeTypeStatic), group("w", v1.NodeTypeCloudStatic)))
 	if resp.Allowed || resp.Result.Message != msgNodeTypeImmutable {
@@ -92,7 +91,7 @@ func TestAdmitComparesUpdatesWithTheOldObject(t *testing.T) {
 }
 
 func TestAdmitRejectsOtherKinds(t *testing.T) {
-	v := &validator{state: fixedState{}, log: logr.Discard()}
+	v := &validator{state: fixedState{}}
 	req := admissionRequest(t, admissionv1.Create, "v1alpha2", group("w", v1.NodeTypeStatic), nil)
 	req.Kind.Version = "v1alpha2"
 	resp := v.Admit(context.Background(), req)

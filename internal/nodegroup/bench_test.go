@@ -251,7 +251,7 @@ func BenchmarkValidationHTTPS(b *testing.B) {
 		ClusterType: "Cloud", ClusterPrefix: "demo", Zones: []string{"nova", "az-2"}, APIServerEndpoints: 3,
 		CustomTolerationKeys:      []string{"dedicated"},
 		NodesWithCustomContainerd: map[string][]string{}, NodesWithoutContainerdV2: map[string][]string{},
-	}, log: logr.Discard()}
+	}}
 	allow := module.Webhook{Name: "allow", Path: "/validate-allow", Type: module.Validating,
 		FailurePolicy: admissionregistrationv1.Fail, SideEffects: admissionregistrationv1.SideEffectClassNone, TimeoutSeconds: 10,
 		Admit: func(context.Context, admission.Request) admission.Response { return admission.Allowed("") }}

@@ -1,13 +1,16 @@
 package nodegroup
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/module/moduletest"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/go-logr/logr"
 )
@@ -80,10 +83,15 @@ func TestCountEndpointAddresses(t *testing.T) {
 	}
 }
 
-// Before the informers list, nothing is guessed: the conversion of a group
+// Before the caches list, nothing is guessed: the conversion of a group
 // that needs the provider configuration and every check say what is missing.
-func TestNothingIsGuessedBeforeTheInformersList(t *testing.T) {
-	c, err := newClusterCache(&rest.Config{Host: "https://127.0.0.1:1"}, logr.Discard())
+func TestNothingIsGuessedBeforeTheCachesList(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	host := moduletest.New(scheme, "Node")
+	c, err := newClusterCache(context.Background(), host, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,14 +100,16 @@ func TestNothingIsGuessedBeforeTheInformersList(t *testing.T) {
 	}
 	_, err = c.snapshot("edge")
 	for _, want := range []string{"Secret kube-system/d8-cluster-configuration", "Secret kube-system/d8-provider-cluster-configuration",
-		"Endpoints default/kubernetes", "CustomResourceDefinition moduleconfigs.deckhouse.io", "Nodes"} {
+		"Endpoints default/kubernetes", "Nodes"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("snapshot error %v does not name %s", err, want)
 		}
 	}
-	for _, r := range c.runnables {
-		if r.synced() {
-			t.Errorf("%s reports synced before it ran", r.name)
-		}
+	// ModuleConfig is optional: its kind is followed, never cached blindly.
+	if len(host.Followed) != 1 || host.Followed[0].GetObjectKind().GroupVersionKind() != moduleConfigGVK {
+		t.Errorf("followed kinds %v, want ModuleConfig only", host.Followed)
+	}
+	if keys, err := c.tolerations.get(); err != nil || keys != nil {
+		t.Errorf("ModuleConfig while its CRD is not served: %v %v, want no keys", keys, err)
 	}
 }

@@ -7,8 +7,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha1"
@@ -25,18 +24,22 @@ const (
 	ValidationPath = "/validate-nodegroup"
 )
 
-// The informers list and watch single objects selected by name (RBAC
+// The caches list and watch single objects selected by name (RBAC
 // resourceNames apply to such requests) and Nodes by label; nothing is read
-// with GET, so no get verb is granted.
+// with GET, so no get verb is granted. The conversion stanza of the CRD is
+// written by Gatehouse's webhook configuration reconciler.
 //
 // +kubebuilder:rbac:groups="",namespace=kube-system,resources=secrets,resourceNames=d8-cluster-configuration;d8-provider-cluster-configuration,verbs=list;watch
 // +kubebuilder:rbac:groups="",namespace=default,resources=endpoints,resourceNames=kubernetes,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // +kubebuilder:rbac:groups=deckhouse.io,resources=moduleconfigs,resourceNames=global,verbs=list;watch
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=moduleconfigs.deckhouse.io,verbs=list;watch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=nodegroups.deckhouse.io,verbs=get;patch
 
 // Module converts and validates deckhouse.io NodeGroups.
-type Module struct{}
+type Module struct {
+	conv converter
+	val  validator
+}
 
 // New returns the nodegroup module.
 func New() *Module { return &Module{} }
@@ -54,28 +57,21 @@ func (*Module) AddToScheme(s *runtime.Scheme) error {
 	return nil
 }
 
-// CacheObjects is empty: the module runs its own field- and label-selected
-// informers, so that no other module's cache scope can widen to all Secrets
-// or all Nodes.
-func (*Module) CacheObjects() map[client.Object]cache.ByObject { return nil }
-
-// Setup starts the informers with the manager and declares the webhooks.
-func (*Module) Setup(_ context.Context, host module.Host) ([]module.Webhook, error) {
-	state, err := newClusterCache(host.Manager.GetConfig(), host.Log)
+// Setup builds the caches the checks and the Hybrid conversion read.
+func (m *Module) Setup(ctx context.Context, host module.Host) error {
+	state, err := newClusterCache(ctx, host, logf.FromContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("cluster state informers: %w", err)
+		return fmt.Errorf("cluster state caches: %w", err)
 	}
-	for _, r := range state.runnables {
-		if err := host.Manager.Add(r); err != nil {
-			return nil, err
-		}
-		host.AddSyncCheck(r.name, r.synced)
-	}
-	conv := &converter{lookup: state}
-	val := &validator{state: state, log: host.Log}
-	return []module.Webhook{conversionWebhook(conv), validationWebhook(val)}, nil
+	m.conv.lookup = state
+	m.val.state = state
+	return nil
 }
 
+// Webhooks declares the conversion webhook and the policy validator.
+func (m *Module) Webhooks() []module.Webhook {
+	return []module.Webhook{conversionWebhook(&m.conv), validationWebhook(&m.val)}
+}
 func conversionWebhook(conv *converter) module.Webhook {
 	return module.Webhook{
 		Name: ConversionName, Path: ConversionPath, Type: module.Conversion,

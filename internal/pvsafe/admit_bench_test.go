@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +25,7 @@ func BenchmarkAdmitClaimDelete(b *testing.B) {
 	}
 	raw, _ := json.Marshal(claim)
 	l := memLookup{volumes: map[string]*corev1.PersistentVolume{"pv1": pv("pv1", retain, corev1.VolumeBound, "app/data")}}
-	m := &Module{log: logr.Discard(), cached: l, live: l}
+	m := &Module{cached: l, live: l}
 	m.opts.setDefaults()
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "u", Operation: admissionv1.Delete,
 		Namespace: "app", Name: "data", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"},

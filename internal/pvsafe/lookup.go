@@ -2,6 +2,7 @@ package pvsafe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -106,9 +108,11 @@ func (l readerLookup) Namespace(ctx context.Context, name string) (*corev1.Names
 	return ns, nil
 }
 
-// absentAPI tells "the snapshot CRDs are not installed" from a real failure.
+// absentAPI tells "the snapshot CRDs are not installed" (or were removed
+// since the kind was last readable) from a real failure.
 func absentAPI(err error) bool {
-	return meta.IsNoMatchError(err) || apierrors.IsNotFound(err)
+	var notCached *cache.ErrResourceNotCached
+	return meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || errors.As(err, &notCached)
 }
 
 func (l readerLookup) Snapshots(ctx context.Context, namespace string) (map[string][]Snapshot, error) {

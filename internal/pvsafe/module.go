@@ -6,17 +6,16 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-logr/logr"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -36,24 +35,17 @@ type Options struct {
 	// ConfirmTimeout bounds the live confirmation of a denial; it stays
 	// under the webhook's 10 s timeout. Default 6 s.
 	ConfirmTimeout time.Duration
-	// SnapshotPollInterval is how often discovery is asked whether the
-	// snapshot CRDs appeared. Default 5 s.
-	SnapshotPollInterval time.Duration
 }
 
 func (o *Options) setDefaults() {
 	if o.ConfirmTimeout == 0 {
 		o.ConfirmTimeout = 6 * time.Second
 	}
-	if o.SnapshotPollInterval == 0 {
-		o.SnapshotPollInterval = 5 * time.Second
-	}
 }
 
 // Module is pvsafe.
 type Module struct {
 	opts   Options
-	log    logr.Logger
 	cached Lookup
 	live   Lookup
 }
@@ -68,43 +60,46 @@ func (m *Module) Name() string { return "pvsafe" }
 
 func (m *Module) AddToScheme(s *runtime.Scheme) error { return snapshotv1.AddToScheme(s) }
 
-// CacheObjects: the decision reads these objects but never modifies them, so
-// the cache hands them out without copies. The snapshot types cannot be
-// listed here: their CRDs may not exist when the cache is built, and the
-// cache resolves every listed type at construction. Their lists are read
-// without copies per call instead.
-func (m *Module) CacheObjects() map[client.Object]cache.ByObject {
-	readOnly := cache.ByObject{Transform: cache.TransformStripManagedFields(), UnsafeDisableDeepCopy: ptr.To(true)}
-	return map[client.Object]cache.ByObject{
+// snapshotKinds are optional: their CRDs may be installed or removed at any
+// time. Until they are served no snapshot qualifies a deletion.
+var snapshotKinds = []client.Object{&snapshotv1.VolumeSnapshotClass{}, &snapshotv1.VolumeSnapshotContent{}, &snapshotv1.VolumeSnapshot{}}
+
+// Setup builds the module's cache. The decision reads these objects but
+// never modifies them, so the cache hands them out without copies.
+func (m *Module) Setup(ctx context.Context, host module.Host) error {
+	readOnly := cache.ByObject{UnsafeDisableDeepCopy: ptr.To(true)}
+	volumes, err := host.NewCache("volumes", cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.PersistentVolumeClaim{}: readOnly,
 		&corev1.PersistentVolume{}:      readOnly,
 		&corev1.Namespace{}:             readOnly,
+	}})
+	if err != nil {
+		return err
 	}
+	var followed []module.Kind
+	for _, obj := range snapshotKinds {
+		k, err := host.FollowKind(volumes, obj, nil)
+		if err != nil {
+			return err
+		}
+		followed = append(followed, k)
+	}
+	snapshotsReadable := func() bool {
+		for _, k := range followed {
+			if !k.Readable() {
+				return false
+			}
+		}
+		return true
+	}
+	m.cached = readerLookup{reader: volumes, snapshotsReadable: snapshotsReadable}
+	m.live = LiveLookup(host.APIReader())
+	return nil
 }
 
-// Setup starts the informers and returns the webhook.
-func (m *Module) Setup(ctx context.Context, host module.Host) ([]module.Webhook, error) {
-	mgr := host.Manager
-	m.log = host.Log
-	// Registering the informers now makes the manager wait for their sync
-	// before it reports its cache ready.
-	for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}, &corev1.Namespace{}} {
-		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			return nil, fmt.Errorf("informer for %T: %w", obj, err)
-		}
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return nil, err
-	}
-	snapshots := &snapshotInformers{cache: mgr.GetCache(), discovery: dc, log: host.Log, interval: m.opts.SnapshotPollInterval}
-	if err := mgr.Add(snapshots); err != nil {
-		return nil, err
-	}
-	host.AddSyncCheck("snapshot-api", snapshots.Synced)
-	m.cached = readerLookup{reader: mgr.GetCache(), snapshotsReadable: snapshots.Readable}
-	m.live = LiveLookup(mgr.GetAPIReader())
-
+// Webhooks declares the DELETE webhook. failurePolicy Fail: an outage must
+// not let data be destroyed unchecked (docs/pvsafe.md gives the break-glass).
+func (m *Module) Webhooks() []module.Webhook {
 	return []module.Webhook{{
 		Name: WebhookName,
 		Path: WebhookPath,
@@ -130,14 +125,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) ([]module.Webhook,
 		SideEffects:    admissionregistrationv1.SideEffectClassNone,
 		TimeoutSeconds: 10,
 		Admit:          m.Admit,
-	}}, nil
-}
-
-// GetLogger returns the module's logger with the request's identity. It is
-// called only where a line is written: binding values costs allocations the
-// allow path should not pay.
-func (m *Module) GetLogger(req admission.Request) logr.Logger {
-	return m.log.WithValues("uid", req.UID, "user", req.UserInfo.Username)
+	}}
 }
 
 // Admit decides one DELETE.
@@ -159,8 +147,8 @@ func (m *Module) Admit(ctx context.Context, req admission.Request) admission.Res
 	dryRun := req.DryRun != nil && *req.DryRun
 
 	if obj.GetLabels()[BypassLabel] == "true" {
-		m.GetLogger(req).Info("BYPASS: deletion allowed by label", "label", BypassLabel+"=true", "kind", kind,
-			"namespace", obj.GetNamespace(), "name", obj.GetName(), "groups", req.UserInfo.Groups, "dryRun", dryRun)
+		logf.FromContext(ctx).Info("BYPASS: deletion allowed by label", "label", BypassLabel+"=true", "kind", kind,
+			"namespace", obj.GetNamespace(), "name", obj.GetName(), "user", req.UserInfo.Username, "groups", req.UserInfo.Groups, "dryRun", dryRun)
 		bypasses.WithLabelValues(kind, "object").Inc()
 		decisions.WithLabelValues(kind, "bypassed").Inc()
 		return admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel))
@@ -178,18 +166,18 @@ func (m *Module) Admit(ctx context.Context, req admission.Request) admission.Res
 		cancel()
 		switch {
 		case err != nil:
-			m.GetLogger(req).Error(err, "could not confirm the denial against the API server; denying from the cache")
+			logf.FromContext(ctx).Error(err, "could not confirm the denial against the API server; denying from the cache")
 		case live.Allowed:
 			overturned.Inc()
-			m.GetLogger(req).Info("the cache was stale; the API server's state allows the deletion", "kind", kind, "name", t.name)
+			logf.FromContext(ctx).Info("the cache was stale; the API server's state allows the deletion", "kind", kind, "name", t.name)
 			verdict = live
 		default:
 			verdict = live
 		}
 	}
 	if verdict.CascadeBypass {
-		m.GetLogger(req).Info("BYPASS: deletion allowed by the namespace's label", "label", BypassLabel+"=true", "kind", kind,
-			"namespace", obj.GetNamespace(), "name", obj.GetName(), "groups", req.UserInfo.Groups, "dryRun", dryRun)
+		logf.FromContext(ctx).Info("BYPASS: deletion allowed by the namespace's label", "label", BypassLabel+"=true", "kind", kind,
+			"namespace", obj.GetNamespace(), "name", obj.GetName(), "user", req.UserInfo.Username, "groups", req.UserInfo.Groups, "dryRun", dryRun)
 		bypasses.WithLabelValues(kind, "namespace").Inc()
 		decisions.WithLabelValues(kind, "bypassed").Inc()
 		return admission.Allowed(verdict.Reason)

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -31,11 +32,11 @@ func TestAStaleCacheNeverDenies(t *testing.T) {
 	claim := pvc("app", "data", "pv1", bound)
 	stale := memLookup{volumes: map[string]*corev1.PersistentVolume{"pv1": pv("pv1", del, corev1.VolumeBound, "app/data")}}
 	fresh := memLookup{volumes: stale.volumes, snapshots: map[string]map[string][]Snapshot{"app": {"data": {readyRetained}}}}
-	m := &Module{log: testr.New(t), cached: stale, live: fresh}
+	m := &Module{cached: stale, live: fresh}
 	m.opts.setDefaults()
 
 	before := testutil.ToFloat64(overturned)
-	resp := m.Admit(context.Background(), deleteRequest(t, claim))
+	resp := m.Admit(logf.IntoContext(context.Background(), testr.New(t)), deleteRequest(t, claim))
 	if !resp.Allowed {
 		t.Fatalf("denied from a stale cache: %s", resp.Result.Message)
 	}

@@ -6,6 +6,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"net/http"
 	"runtime/debug"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -19,11 +20,14 @@ var admissionReviewGVK = admissionv1.SchemeGroupVersion.WithKind("AdmissionRevie
 
 // Admission serves an admission webhook of moduleName in the given mode.
 func (s *Server) Admission(moduleName string, hook module.Webhook, mode module.Enforcement) {
-	h := &admissionHandler{server: s, module: moduleName, hook: hook, mode: mode}
-	s.Register(hook.Path, h)
+	s.Register(hook.Path, s.admissionHandler(moduleName, hook, mode))
+}
+
+func (s *Server) admissionHandler(moduleName string, hook module.Webhook, mode module.Enforcement) *admissionHandler {
 	// A zero series from the start lets alerts use rate() before the first
 	// panic.
 	metrics.Panics.WithLabelValues(hook.Name, moduleName)
+	return &admissionHandler{server: s, module: moduleName, hook: hook, mode: mode}
 }
 
 type admissionHandler struct {
@@ -84,6 +88,9 @@ func (h *admissionHandler) admit(ctx context.Context, req admission.Request) (re
 			panicked = true
 		}
 	}()
+	// Modules log through log.FromContext: the request's identity is bound
+	// once, here.
+	ctx = logf.IntoContext(ctx, h.server.opts.Log.WithValues("webhook", h.hook.Name, "module", h.module, "uid", req.UID))
 	resp = h.hook.Admit(ctx, req)
 	if err := resp.Complete(req); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode patch: %w", err)), false

@@ -6,6 +6,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"net/http"
 	"runtime/debug"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -78,6 +79,7 @@ func (h *conversionHandler) convert(ctx context.Context, req *apiextensionsv1.Co
 			objs, err, panicked = nil, fmt.Errorf("internal error in conversion webhook %s", h.hook.Name), true
 		}
 	}()
+	ctx = logf.IntoContext(ctx, h.server.opts.Log.WithValues("webhook", h.hook.Name, "module", h.module, "uid", req.UID))
 	objs, err = h.hook.Convert(ctx, req)
 	if err == nil && len(objs) != len(req.Objects) {
 		err = fmt.Errorf("conversion returned %d objects for %d", len(objs), len(req.Objects))

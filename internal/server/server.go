@@ -26,6 +26,7 @@ type Server struct {
 	mu      sync.Mutex
 	paths   map[string]bool
 	checks  map[string]func() error
+	routes  *runtimeRoutes
 	started atomic.Bool
 	addr    atomic.Pointer[net.Addr]
 	// listening is closed once the listener is bound.
@@ -52,6 +53,7 @@ func New(opts Options) (*Server, error) {
 		_, _ = w.Write([]byte("ok"))
 	})
 	s.mux.HandleFunc("/readyz", s.serveReadyz)
+	s.runtime()
 	return s, nil
 }
 
@@ -84,7 +86,7 @@ func (s *Server) StartedChecker() healthz.Checker {
 	}
 }
 
-// AddReadyCheck adds a condition to /readyz. It must be called before Start.
+// AddReadyCheck adds a condition to /readyz.
 func (s *Server) AddReadyCheck(name string, check func() error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

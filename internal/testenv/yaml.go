@@ -1,29 +1,6 @@
 package testenv
 
-import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
+import "github.com/gatehouse-dev/gatehouse/internal/manifests"
 
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-)
-
-// YAMLDocuments splits a multi-document YAML stream into its non-empty
-// documents.
-func YAMLDocuments(data []byte) ([][]byte, error) {
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var docs [][]byte
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if trimmed := bytes.TrimSpace(doc); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("---")) {
-			docs = append(docs, doc)
-		}
-	}
-}
+// YAMLDocuments splits a multi-document YAML stream; see manifests.YAMLDocuments.
+var YAMLDocuments = manifests.YAMLDocuments

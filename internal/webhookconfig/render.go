@@ -1,16 +1,12 @@
 package webhookconfig
 
 import (
-	"context"
-	"fmt"
 	"sort"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
@@ -45,6 +41,9 @@ func (t Target) clientConfig(path string) admissionregistrationv1.WebhookClientC
 	}
 	svc := *t.Service
 	svc.Path = ptr.To(path)
+	if svc.Port == nil {
+		svc.Port = ptr.To[int32](443)
+	}
 	cc.Service = &svc
 	return cc
 }
@@ -69,8 +68,11 @@ type Rendered struct {
 	Conversions map[string]*apiextensionsv1.CustomResourceConversion
 }
 
-// Render builds the configurations for hooks. Webhooks without rules (the
-// generic /validate path with nothing registered) are left out.
+// Render builds the configurations for hooks. Admission webhooks without
+// rules are left out. Everything but the client configuration and the
+// always-excluded namespaces comes from the declaration; the fields the API
+// server would default are set explicitly, so that a rendered entry equals
+// what the API server stores.
 func Render(hooks []module.Webhook, t Target) *Rendered {
 	out := &Rendered{
 		Validating:  &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ValidatingName, Labels: ownedLabels()}},
@@ -78,10 +80,6 @@ func Render(hooks []module.Webhook, t Target) *Rendered {
 		Conversions: map[string]*apiextensionsv1.CustomResourceConversion{},
 	}
 	for _, h := range hooks {
-		matchPolicy := h.MatchPolicy
-		if matchPolicy == "" {
-			matchPolicy = admissionregistrationv1.Equivalent
-		}
 		switch h.Type {
 		case module.Validating:
 			if len(h.Rules) == 0 {
@@ -90,31 +88,37 @@ func Render(hooks []module.Webhook, t Target) *Rendered {
 			out.Validating.Webhooks = append(out.Validating.Webhooks, admissionregistrationv1.ValidatingWebhook{
 				Name:                    h.Name,
 				ClientConfig:            t.clientConfig(h.Path),
-				Rules:                   h.Rules,
+				Rules:                   rules(h.Rules),
 				FailurePolicy:           ptr.To(h.FailurePolicy),
-				MatchPolicy:             ptr.To(matchPolicy),
-				NamespaceSelector:       NamespaceSelector(t.Namespace),
-				ObjectSelector:          &metav1.LabelSelector{},
+				MatchPolicy:             ptr.To(matchPolicy(h)),
+				NamespaceSelector:       namespaceSelector(h.NamespaceSelector, t.Namespace),
+				ObjectSelector:          objectSelector(h.ObjectSelector),
 				SideEffects:             ptr.To(h.SideEffects),
 				TimeoutSeconds:          ptr.To(h.TimeoutSeconds),
 				AdmissionReviewVersions: []string{"v1"},
+				MatchConditions:         h.MatchConditions,
 			})
 		case module.Mutating:
 			if len(h.Rules) == 0 {
 				continue
 			}
+			reinvocation := h.ReinvocationPolicy
+			if reinvocation == "" {
+				reinvocation = admissionregistrationv1.NeverReinvocationPolicy
+			}
 			out.Mutating.Webhooks = append(out.Mutating.Webhooks, admissionregistrationv1.MutatingWebhook{
 				Name:                    h.Name,
 				ClientConfig:            t.clientConfig(h.Path),
-				Rules:                   h.Rules,
+				Rules:                   rules(h.Rules),
 				FailurePolicy:           ptr.To(h.FailurePolicy),
-				MatchPolicy:             ptr.To(matchPolicy),
-				NamespaceSelector:       NamespaceSelector(t.Namespace),
-				ObjectSelector:          &metav1.LabelSelector{},
+				MatchPolicy:             ptr.To(matchPolicy(h)),
+				NamespaceSelector:       namespaceSelector(h.NamespaceSelector, t.Namespace),
+				ObjectSelector:          objectSelector(h.ObjectSelector),
 				SideEffects:             ptr.To(h.SideEffects),
 				TimeoutSeconds:          ptr.To(h.TimeoutSeconds),
 				AdmissionReviewVersions: []string{"v1"},
-				ReinvocationPolicy:      ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+				ReinvocationPolicy:      ptr.To(reinvocation),
+				MatchConditions:         h.MatchConditions,
 			})
 		case module.Conversion:
 			cc := t.clientConfig(h.Path)
@@ -138,48 +142,44 @@ func Render(hooks []module.Webhook, t Target) *Rendered {
 	return out
 }
 
+func matchPolicy(h module.Webhook) admissionregistrationv1.MatchPolicyType {
+	if h.MatchPolicy == "" {
+		return admissionregistrationv1.Equivalent
+	}
+	return h.MatchPolicy
+}
+
+// rules copies the declared rules with the scope the API server defaults.
+func rules(in []admissionregistrationv1.RuleWithOperations) []admissionregistrationv1.RuleWithOperations {
+	out := make([]admissionregistrationv1.RuleWithOperations, len(in))
+	for i, r := range in {
+		out[i] = *r.DeepCopy()
+		if out[i].Scope == nil {
+			out[i].Scope = ptr.To(admissionregistrationv1.AllScopes)
+		}
+	}
+	return out
+}
+
+// namespaceSelector adds the exclusion of the always-excluded namespaces and
+// own to what the module declared. Both must match, so a module can narrow
+// its scope but never widen it to the excluded namespaces.
+func namespaceSelector(declared *metav1.LabelSelector, own string) *metav1.LabelSelector {
+	out := &metav1.LabelSelector{}
+	if declared != nil {
+		out = declared.DeepCopy()
+	}
+	out.MatchExpressions = append(out.MatchExpressions, NamespaceSelector(own).MatchExpressions...)
+	return out
+}
+
+func objectSelector(declared *metav1.LabelSelector) *metav1.LabelSelector {
+	if declared == nil {
+		return &metav1.LabelSelector{}
+	}
+	return declared.DeepCopy()
+}
+
 func ownedLabels() map[string]string {
 	return map[string]string{"app.kubernetes.io/managed-by": "gatehouse"}
-}
-
-// Apply creates or replaces the rendered configurations and patches the CRDs'
-// conversion stanzas. An empty configuration is deleted rather than left
-// behind with stale webhooks.
-func Apply(ctx context.Context, c client.Client, r *Rendered) error {
-	if err := upsert(ctx, c, r.Validating, len(r.Validating.Webhooks) == 0); err != nil {
-		return err
-	}
-	if err := upsert(ctx, c, r.Mutating, len(r.Mutating.Webhooks) == 0); err != nil {
-		return err
-	}
-	for name, conv := range r.Conversions {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-			return fmt.Errorf("conversion webhook for CRD %s: %w", name, err)
-		}
-		patch := client.MergeFrom(crd.DeepCopy())
-		crd.Spec.Conversion = conv
-		if err := c.Patch(ctx, crd, patch); err != nil {
-			return fmt.Errorf("set conversion webhook on CRD %s: %w", name, err)
-		}
-	}
-	return nil
-}
-
-func upsert(ctx context.Context, c client.Client, desired client.Object, empty bool) error {
-	existing := desired.DeepCopyObject().(client.Object)
-	err := c.Get(ctx, client.ObjectKeyFromObject(desired), existing)
-	switch {
-	case apierrors.IsNotFound(err):
-		if empty {
-			return nil
-		}
-		return c.Create(ctx, desired)
-	case err != nil:
-		return err
-	case empty:
-		return client.IgnoreNotFound(c.Delete(ctx, existing))
-	}
-	desired.SetResourceVersion(existing.GetResourceVersion())
-	return c.Update(ctx, desired)
 }

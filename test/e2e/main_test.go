@@ -53,6 +53,7 @@ func startGatehouse(t testing.TB, opts app.Options) *testenv.Gatehouse {
 			t.Errorf("stop gatehouse: %v", err)
 		}
 		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
+		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.MutatingName}})
 	})
 	return g
 }

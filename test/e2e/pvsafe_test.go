@@ -32,7 +32,7 @@ import (
 func startPVSafe(t *testing.T, mode module.Enforcement) *testenv.Gatehouse {
 	t.Helper()
 	opts := app.Options{
-		Catalogue: []module.Module{pvsafe.New(pvsafe.Options{SnapshotPollInterval: 200 * time.Millisecond})},
+		Catalogue: []module.Module{pvsafe.New(pvsafe.Options{})},
 		Modules:   map[string]app.ModuleConfig{"pvsafe": {Enabled: true, Enforcement: mode}},
 	}
 	return startGatehouse(t, opts)

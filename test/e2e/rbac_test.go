@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
-	"github.com/gatehouse-dev/gatehouse/internal/modules"
+	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
@@ -69,13 +69,13 @@ func TestGeneratedRBACIsEnough(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := map[string]app.ModuleConfig{}
-	for _, m := range modules.Catalogue() {
+	for _, m := range catalogue.All() {
 		names[m.Name()] = app.ModuleConfig{Enabled: true}
 	}
 	cp := *controlPlane
 	cp.Config = restricted.Config()
 	g, err := testenv.StartGatehouse(ctx, &cp, t.TempDir(), app.Options{
-		Log: testr.New(t), Namespace: "gatehouse-system", Catalogue: modules.Catalogue(), Modules: names,
+		Log: testr.New(t), Namespace: "gatehouse-system", Catalogue: catalogue.All(), Modules: names,
 	})
 	if err != nil {
 		t.Fatalf("gatehouse with only the generated RBAC: %v", err)

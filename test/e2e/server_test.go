@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -31,18 +32,17 @@ import (
 )
 
 // labelGuard is a test module (a fixture, not a fake of a real part): it
-// denies ConfigMaps labelled gatehouse.test/deny=true, and registers generic
-// validators that deny Services and Ingresses labelled the same way.
+// denies ConfigMaps labelled gatehouse.test/deny=true through a static
+// webhook, and, at run time, Services and Ingresses labelled the same way
+// through a webhook it registers with the host.
 type labelGuard struct {
-	mu       sync.Mutex
-	resolved []string
+	host module.Host
 }
 
 const denyLabel = "gatehouse.test/deny"
 
-func (*labelGuard) Name() string                                   { return "labelguard" }
-func (*labelGuard) AddToScheme(*runtime.Scheme) error              { return nil }
-func (*labelGuard) CacheObjects() map[client.Object]cache.ByObject { return nil }
+func (*labelGuard) Name() string                      { return "labelguard" }
+func (*labelGuard) AddToScheme(*runtime.Scheme) error { return nil }
 
 func denyLabelled(ctx context.Context, req admission.Request) admission.Response {
 	var obj metav1.PartialObjectMetadata
@@ -55,19 +55,34 @@ func denyLabelled(ctx context.Context, req admission.Request) admission.Response
 	return admission.Allowed("")
 }
 
-func (g *labelGuard) Setup(ctx context.Context, host module.Host) ([]module.Webhook, error) {
-	for _, gvr := range []schema.GroupVersionResource{
-		{Version: "v1", Resource: "services"},
-		{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"},
-	} {
-		key, err := host.Validators.RegisterResource(gvr, denyLabelled)
-		if err != nil {
-			return nil, err
-		}
-		g.mu.Lock()
-		g.resolved = append(g.resolved, key)
-		g.mu.Unlock()
+func (g *labelGuard) Setup(_ context.Context, host module.Host) error {
+	g.host = host
+	return nil
+}
+
+// guardKinds registers (or, with no kinds, withdraws) the run-time webhook
+// judging the given kinds.
+func (g *labelGuard) guardKinds(kinds ...string) error {
+	if len(kinds) == 0 {
+		return g.host.SetWebhooks(nil)
 	}
+	var validators []module.KindValidator
+	for _, k := range kinds {
+		validators = append(validators, module.KindValidator{Kind: k, Admit: denyLabelled,
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}})
+	}
+	rules, admit, err := module.DispatchByKind(g.host.RESTMapper(), validators)
+	if err != nil {
+		return err
+	}
+	return g.host.SetWebhooks([]module.Webhook{{
+		Name: "labelguard-runtime.gatehouse.test", Path: module.RuntimePath("labelguard") + "kinds", Type: module.Validating,
+		Rules: rules, FailurePolicy: admissionregistrationv1.Fail, SideEffects: admissionregistrationv1.SideEffectClassNone,
+		TimeoutSeconds: 5, Admit: admit,
+	}})
+}
+
+func (*labelGuard) Webhooks() []module.Webhook {
 	return []module.Webhook{{
 		Name: "labelguard.gatehouse.test", Path: "/validate-labelguard", Type: module.Validating,
 		Rules: []admissionregistrationv1.RuleWithOperations{{
@@ -76,7 +91,7 @@ func (g *labelGuard) Setup(ctx context.Context, host module.Host) ([]module.Webh
 		}},
 		FailurePolicy: admissionregistrationv1.Fail, SideEffects: admissionregistrationv1.SideEffectClassNone,
 		TimeoutSeconds: 5, Admit: denyLabelled,
-	}}, nil
+	}}
 }
 
 func startGuard(t *testing.T, mode module.Enforcement, mutate func(*app.Options)) (*testenv.Gatehouse, *labelGuard) {
@@ -175,26 +190,174 @@ func TestWarnModeAdmitsAndRelaysTheDenialAsWarnings(t *testing.T) {
 	}
 }
 
-func TestGenericValidatePathDispatchesByDiscoveredGVK(t *testing.T) {
-	_, guard := startGuard(t, module.Enforce, nil)
-	want := "v1.Service networking.k8s.io/v1.Ingress"
-	if got := strings.Join(guard.resolved, " "); got != want {
-		t.Fatalf("resolved GVKs %q, want %q", got, want)
-	}
+func TestRuntimeWebhooksAreAddedAndRemovedWithoutRestart(t *testing.T) {
+	g, guard := startGuard(t, module.Enforce, nil)
 	ctx := context.Background()
-	ns := namespace(t, "e2e-generic")
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "guarded", Labels: map[string]string{denyLabel: "true"}},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	ns := namespace(t, "e2e-runtime")
+	svc := func(name string) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{denyLabel: "true"}},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+		}
 	}
-	err := controlPlane.Client.Create(ctx, svc)
-	if err == nil || !strings.Contains(err.Error(), `"validate.gatehouse.dev" denied the request: Service e2e-generic/guarded carries`) {
-		t.Fatalf("labelled Service: %v", err)
+	if err := guard.guardKinds("v1.Service", "networking.k8s.io/v1.Ingress"); err != nil {
+		t.Fatal(err)
 	}
-	svc.Name, svc.Labels = "plain", nil
-	if err := controlPlane.Client.Create(ctx, svc); err != nil {
+	// The leader writes the entry; the API server then calls the new path.
+	eventually(t, "the run-time webhook refuses a labelled Service", func() error {
+		err := controlPlane.Client.Create(ctx, svc("guarded-"+randSuffix()))
+		if err == nil {
+			return errors.New("a labelled Service was admitted: the run-time webhook is not in force yet")
+		}
+		if !strings.Contains(err.Error(), `"labelguard-runtime.gatehouse.test" denied the request: Service e2e-runtime/guarded-`) {
+			return fmt.Errorf("unexpected refusal: %v", err)
+		}
+		return nil
+	})
+	rendered := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: webhookconfig.ValidatingName}, rendered); err != nil {
+		t.Fatal(err)
+	}
+	var resources []string
+	for _, w := range rendered.Webhooks {
+		if w.Name == "labelguard-runtime.gatehouse.test" {
+			for _, r := range w.Rules {
+				resources = append(resources, r.Resources...)
+			}
+			if *w.ClientConfig.URL != g.URL+"/validate/labelguard/kinds" {
+				t.Errorf("run-time webhook URL %s", *w.ClientConfig.URL)
+			}
+		}
+	}
+	if strings.Join(resources, ",") != "services,ingresses" {
+		t.Fatalf("run-time webhook rules name %v, want the resources discovery resolves", resources)
+	}
+	plain := svc("plain-" + randSuffix())
+	plain.Labels = nil
+	if err := controlPlane.Client.Create(ctx, plain); err != nil {
 		t.Fatalf("plain Service refused: %v", err)
 	}
+
+	if err := guard.guardKinds(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the withdrawn webhook leaves the configuration", func() error {
+		if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: webhookconfig.ValidatingName}, rendered); err != nil {
+			return err
+		}
+		for _, w := range rendered.Webhooks {
+			if w.Name == "labelguard-runtime.gatehouse.test" {
+				return errors.New("the withdrawn webhook is still configured")
+			}
+		}
+		return nil
+	})
+	if err := controlPlane.Client.Create(ctx, svc("after-"+randSuffix())); err != nil {
+		t.Fatalf("labelled Service refused after its webhook was withdrawn: %v", err)
+	}
+}
+
+func TestWebhookConfigurationDriftIsRepaired(t *testing.T) {
+	startGuard(t, module.Enforce, nil)
+	ctx := context.Background()
+	key := client.ObjectKey{Name: webhookconfig.ValidatingName}
+
+	// Another owner's entry in the same configuration is never touched.
+	foreign := admissionregistrationv1.ValidatingWebhook{
+		Name: "foreign.example.com", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/foreign")},
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"example.com"}, APIVersions: []string{"v1"}, Resources: []string{"nothings"}},
+		}},
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+		FailurePolicy: ptr.To(admissionregistrationv1.Ignore),
+	}
+	live := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := controlPlane.Client.Get(ctx, key, live); err != nil {
+		t.Fatal(err)
+	}
+	live.Webhooks = append(live.Webhooks, foreign)
+	if err := controlPlane.Client.Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+
+	// An entry of Gatehouse's edited by hand comes back as declared.
+	if err := controlPlane.Client.Get(ctx, key, live); err != nil {
+		t.Fatal(err)
+	}
+	for i := range live.Webhooks {
+		if live.Webhooks[i].Name == "labelguard.gatehouse.test" {
+			live.Webhooks[i].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+		}
+	}
+	if err := controlPlane.Client.Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	entry := func() (*admissionregistrationv1.ValidatingWebhook, bool, error) {
+		got := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := controlPlane.Client.Get(ctx, key, got); err != nil {
+			return nil, false, err
+		}
+		var ours *admissionregistrationv1.ValidatingWebhook
+		keptForeign := false
+		for i := range got.Webhooks {
+			switch got.Webhooks[i].Name {
+			case "labelguard.gatehouse.test":
+				ours = &got.Webhooks[i]
+			case foreign.Name:
+				keptForeign = true
+			}
+		}
+		return ours, keptForeign, nil
+	}
+	eventually(t, "the edited entry is restored", func() error {
+		ours, keptForeign, err := entry()
+		switch {
+		case err != nil:
+			return err
+		case !keptForeign:
+			return errors.New("the other owner's entry was removed")
+		case ours == nil || *ours.FailurePolicy != admissionregistrationv1.Fail:
+			return errors.New("the edited entry is not restored yet")
+		}
+		return nil
+	})
+
+	// An entry deleted by hand comes back.
+	if err := controlPlane.Client.Get(ctx, key, live); err != nil {
+		t.Fatal(err)
+	}
+	live.Webhooks = slices.DeleteFunc(live.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return w.Name == "labelguard.gatehouse.test"
+	})
+	if err := controlPlane.Client.Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deleted entry is restored", func() error {
+		ours, keptForeign, err := entry()
+		switch {
+		case err != nil:
+			return err
+		case !keptForeign:
+			return errors.New("the other owner's entry was removed")
+		case ours == nil:
+			return errors.New("the deleted entry is not restored yet")
+		}
+		return nil
+	})
+
+	// The whole configuration deleted comes back, and is enforced again.
+	if err := controlPlane.Client.Delete(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	ns := namespace(t, "e2e-drift")
+	eventually(t, "the deleted configuration is restored and enforced", func() error {
+		err := controlPlane.Client.Create(ctx, labelled(ns, "denied-"+randSuffix(), true))
+		if err == nil || !strings.Contains(err.Error(), "carries gatehouse.test/deny=true") {
+			return fmt.Errorf("labelled ConfigMap not refused yet: %v", err)
+		}
+		return nil
+	})
 }
 
 func TestCertificateFromSecretIsServedAndRotatedWithoutRestart(t *testing.T) {
@@ -295,7 +458,7 @@ func TestMetricsAreServedOnTheirOwnPort(t *testing.T) {
 	for _, want := range []string{
 		`gatehouse_webhook_requests_total{decision="denied",module="labelguard",operation="CREATE",webhook="labelguard.gatehouse.test"}`,
 		`gatehouse_webhook_latency_seconds_bucket{module="labelguard",webhook="labelguard.gatehouse.test",le="10"}`,
-		`gatehouse_cache_synced{cache="informer-cache"} 1`,
+		`gatehouse_cache_synced{cache="platform"} 1`,
 		`gatehouse_certificate_expiry_timestamp_seconds`,
 		`gatehouse_webhook_panics_total{module="labelguard",webhook="labelguard.gatehouse.test"} 0`,
 	} {

@@ -19,8 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/devenv"
-	"github.com/gatehouse-dev/gatehouse/internal/modules"
 )
 
 func main() {
@@ -65,7 +65,7 @@ func run(ctx context.Context, cfg loadConfig, only, out string, extraArgs []stri
 	}
 	defer os.RemoveAll(dir)
 	var names []string
-	for _, m := range modules.Catalogue() {
+	for _, m := range catalogue.All() {
 		names = append(names, m.Name())
 	}
 	fmt.Println("loadgen: starting control plane and gatehouse (modules:", strings.Join(names, ","), ")")

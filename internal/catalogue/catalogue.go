@@ -1,6 +1,6 @@
-// Package modules is the catalogue of modules built into Gatehouse. It is the
-// only package that imports every module.
-package modules
+// Package catalogue lists the modules built into Gatehouse. It is the only
+// package that imports every module.
+package catalogue
 
 import (
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -8,8 +8,8 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 )
 
-// Catalogue returns a fresh instance of every built-in module.
-func Catalogue() []module.Module {
+// All returns a fresh instance of every built-in module.
+func All() []module.Module {
 	return []module.Module{
 		pvsafe.New(pvsafe.Options{}),
 		nodegroup.New(),

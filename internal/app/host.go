@@ -1,0 +1,129 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// host is what one module is given; see module.Host.
+type host struct {
+	g      *Gatehouse
+	ctx    context.Context
+	name   string
+	mode   module.Enforcement
+	log    logr.Logger
+	events record.EventRecorder
+
+	mu     sync.Mutex
+	caches map[string]bool
+}
+
+var _ module.Host = (*host)(nil)
+
+func (h *host) Enforcement() module.Enforcement     { return h.mode }
+func (h *host) Namespace() string                   { return h.g.opts.Namespace }
+func (h *host) Scheme() *runtime.Scheme             { return h.g.Manager.GetScheme() }
+func (h *host) RESTMapper() meta.RESTMapper         { return h.g.Manager.GetRESTMapper() }
+func (h *host) Client() client.Client               { return h.g.writer }
+func (h *host) APIReader() client.Reader            { return h.g.Manager.GetAPIReader() }
+func (h *host) EventRecorder() record.EventRecorder { return h.events }
+func (h *host) Add(r manager.Runnable) error        { return h.g.Manager.Add(r) }
+
+func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
+	h.mu.Lock()
+	if h.caches[name] {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("module %s: cache %q created twice", h.name, name)
+	}
+	h.caches[name] = true
+	h.mu.Unlock()
+	c, err := h.g.newCache(h.ctx, h.name+"/"+name, opts)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: cache %s: %w", h.name, name, err)
+	}
+	return c, nil
+}
+
+func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (module.Kind, error) {
+	k, err := h.g.kinds.Follow(c, obj, onChange)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: follow %T: %w", h.name, obj, err)
+	}
+	return k, nil
+}
+
+func (h *host) SetWebhooks(hooks []module.Webhook) error {
+	if err := h.g.Server.SetRuntimeWebhooks(h.name, hooks, h.mode); err != nil {
+		return fmt.Errorf("module %s: %w", h.name, err)
+	}
+	if h.g.reconciler != nil {
+		h.g.reconciler.SetDynamic(h.name, hooks)
+	} else if len(hooks) > 0 {
+		h.g.staticModeOnce.Do(func() {
+			h.log.Info("webhooks registered at run time are served, but no webhook configuration names them: Gatehouse does not manage its webhook configurations (static mode)")
+		})
+	}
+	return nil
+}
+
+// newCache builds a scoped cache, registers the informers of the types it
+// names (so that its sync covers them), and wires its readiness and
+// gatehouse_cache_synced series.
+func (g *Gatehouse) newCache(ctx context.Context, name string, opts cache.Options) (cache.Cache, error) {
+	opts.Scheme = g.Manager.GetScheme()
+	opts.Mapper = g.Manager.GetRESTMapper()
+	opts.HTTPClient = g.Manager.GetHTTPClient()
+	if opts.DefaultTransform == nil {
+		// No decision reads managedFields; dropping them roughly halves
+		// what a cache holds.
+		opts.DefaultTransform = cache.TransformStripManagedFields()
+	}
+	opts.ReaderFailOnMissingInformer = true
+	c, err := cache.New(g.Manager.GetConfig(), opts)
+	if err != nil {
+		return nil, err
+	}
+	for obj := range opts.ByObject {
+		// Before the cache starts this only registers the informer.
+		if _, err := c.GetInformer(ctx, obj); err != nil {
+			return nil, fmt.Errorf("informer for %T: %w", obj, err)
+		}
+	}
+	if err := g.Manager.Add(ownedCache{c}); err != nil {
+		return nil, err
+	}
+	var synced atomic.Bool
+	g.addSyncCheck(name, synced.Load)
+	return c, g.Manager.Add(everyReplica(func(ctx context.Context) error {
+		if c.WaitForCacheSync(ctx) {
+			synced.Store(true)
+			metrics.CacheSynced.WithLabelValues(name).Set(1)
+		}
+		return nil
+	}))
+}
+
+// ownedCache makes the manager start a cache with its other caches (before
+// any other runnable, on every replica) and wait for its sync.
+type ownedCache struct{ cache.Cache }
+
+func (c ownedCache) GetCache() cache.Cache { return c.Cache }
+
+// everyReplica is a runnable that runs on every replica, leader or not.
+type everyReplica func(ctx context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+func (everyReplica) NeedLeaderElection() bool          { return false }

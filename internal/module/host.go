@@ -1,0 +1,70 @@
+package module
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// Host is what the process provides a module during Setup.
+type Host interface {
+	// Enforcement is the mode configured for this module. The server applies
+	// it to the module's validating webhooks; a module needs it only to word
+	// its messages.
+	Enforcement() Enforcement
+	// Namespace is the namespace Gatehouse runs in.
+	Namespace() string
+	Scheme() *runtime.Scheme
+	// RESTMapper resolves kinds and resources through discovery.
+	RESTMapper() meta.RESTMapper
+	// Client writes to the API server. Its reads are live: decisions read
+	// the module's caches instead.
+	Client() client.Client
+	// APIReader reads the API server directly, for the documented cases
+	// that need a live read (confirming a denial).
+	APIReader() client.Reader
+	// EventRecorder records Events in the module's name.
+	EventRecorder() record.EventRecorder
+
+	// NewCache returns a cache of the module's own, scoped by opts, started
+	// with the host and required by /readyz and gatehouse_cache_synced
+	// (labelled "<module>/<name>"). The types in opts.ByObject get their
+	// informers at once. A cache resolves its ByObject kinds when it is
+	// built, so a kind whose CRD may be absent is not listed there: give it a
+	// cache of its own scoped by the Default* options, and FollowKind it.
+	// Reading a type without an informer fails rather than starting a
+	// cluster-wide informer by accident. managedFields are stripped unless
+	// opts.DefaultTransform says otherwise.
+	NewCache(name string, opts cache.Options) (cache.Cache, error)
+	// FollowKind follows a kind whose CRD may be installed or removed at any
+	// time: obj's informer runs in c while the CRD is served and is removed
+	// when it goes. Built-in kinds are always served. onChange, if not nil,
+	// is called after the kind became readable or stopped being readable.
+	// /readyz waits until the kind's state is known (and, when served, its
+	// informer has synced).
+	FollowKind(c cache.Cache, obj client.Object, onChange func()) (Kind, error)
+	// SetWebhooks replaces the module's run-time webhooks (those its
+	// configuration objects ask for). They are served with the module's
+	// enforcement, metrics and logs, and the leader writes them into the
+	// webhook configurations. Paths must start with the module's RuntimePath.
+	SetWebhooks(hooks []Webhook) error
+	// Add runs r with the host: on every replica, unless r needs leader
+	// election.
+	Add(r manager.Runnable) error
+}
+
+// Kind is an optional kind a module follows.
+type Kind interface {
+	// Readable says whether the kind's informer runs and has synced; the
+	// cache may be read for it only then.
+	Readable() bool
+	// Release stops following the kind for this caller. The informer stops
+	// when its last follower released it.
+	Release()
+}
+
+// RuntimePath is the path prefix of module's run-time webhooks.
+func RuntimePath(module string) string { return "/validate/" + module + "/" }

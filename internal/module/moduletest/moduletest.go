@@ -1,0 +1,115 @@
+// Package moduletest provides a module.Host for unit tests of a module's
+// Setup: its caches are real controller-runtime caches built against an API
+// server that is never reached (they are not started), and its optional
+// kinds are never served. Tests that need a serving API server use
+// internal/testenv instead.
+package moduletest
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// Host records what a module asks of its host.
+type Host struct {
+	Mode      module.Enforcement
+	Own       string
+	Types     *runtime.Scheme
+	Mapper    meta.RESTMapper
+	Recorder  *record.FakeRecorder
+	Runnables []manager.Runnable
+
+	mu       sync.Mutex
+	Caches   map[string]cache.Cache
+	Followed []client.Object
+	Runtime  []module.Webhook
+}
+
+var _ module.Host = (*Host)(nil)
+
+// New returns a Host whose RESTMapper knows every kind of scheme, each
+// namespaced unless listed in clusterScoped.
+func New(scheme *runtime.Scheme, clusterScoped ...string) *Host {
+	mapper := meta.NewDefaultRESTMapper(scheme.PrioritizedVersionsAllGroups())
+	root := map[string]bool{}
+	for _, k := range clusterScoped {
+		root[k] = true
+	}
+	for gvk := range scheme.AllKnownTypes() {
+		scope := meta.RESTScopeNamespace
+		if root[gvk.Kind] {
+			scope = meta.RESTScopeRoot
+		}
+		mapper.Add(gvk, scope)
+	}
+	return &Host{Mode: module.Enforce, Own: "gatehouse-test", Types: scheme, Mapper: mapper,
+		Recorder: record.NewFakeRecorder(100), Caches: map[string]cache.Cache{}}
+}
+
+func (h *Host) Enforcement() module.Enforcement     { return h.Mode }
+func (h *Host) Namespace() string                   { return h.Own }
+func (h *Host) Scheme() *runtime.Scheme             { return h.Types }
+func (h *Host) RESTMapper() meta.RESTMapper         { return h.Mapper }
+func (h *Host) Client() client.Client               { return nil }
+func (h *Host) APIReader() client.Reader            { return nil }
+func (h *Host) EventRecorder() record.EventRecorder { return h.Recorder }
+
+func (h *Host) Add(r manager.Runnable) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Runnables = append(h.Runnables, r)
+	return nil
+}
+
+// NewCache builds an unstarted cache against an unreachable API server.
+func (h *Host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, dup := h.Caches[name]; dup {
+		return nil, fmt.Errorf("cache %q created twice", name)
+	}
+	opts.Scheme, opts.Mapper = h.Types, h.Mapper
+	opts.ReaderFailOnMissingInformer = true
+	c, err := cache.New(&rest.Config{Host: "https://127.0.0.1:1"}, opts)
+	if err != nil {
+		return nil, err
+	}
+	h.Caches[name] = c
+	return c, nil
+}
+
+// FollowKind records obj; the kind is never readable.
+func (h *Host) FollowKind(_ cache.Cache, obj client.Object, _ func()) (module.Kind, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Followed = append(h.Followed, obj)
+	return absentKind{}, nil
+}
+
+// SetWebhooks records the module's run-time webhooks.
+func (h *Host) SetWebhooks(hooks []module.Webhook) error {
+	for _, w := range hooks {
+		if err := w.Validate(); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Runtime = hooks
+	return nil
+}
+
+type absentKind struct{}
+
+func (absentKind) Readable() bool { return false }
+func (absentKind) Release()       {}

@@ -1,0 +1,78 @@
+package nodegroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+var moduleConfigGVK = schema.GroupVersionKind{Group: "deckhouse.io", Version: "v1alpha1", Kind: "ModuleConfig"}
+
+const globalModuleName = "global"
+
+// moduleConfigReader reads ModuleConfig global, whose CRD may be installed
+// or removed while Gatehouse runs: the host's optional-kind helper runs its
+// informer only while the CRD serves it, so a missing CRD means no custom
+// toleration keys, and a CRD installed later is picked up without a restart.
+type moduleConfigReader struct {
+	cache cache.Cache
+	kind  module.Kind
+}
+
+func moduleConfigObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(moduleConfigGVK)
+	return u
+}
+
+func newModuleConfigReader(_ context.Context, host module.Host, log logr.Logger) (*moduleConfigReader, error) {
+	// A cache resolves the kinds of ByObject when it is built, and the CRD
+	// may be absent then: this cache's only kind is scoped by its default.
+	c, err := host.NewCache("moduleconfig", cache.Options{DefaultFieldSelector: fields.OneTermEqualSelector("metadata.name", globalModuleName)})
+	if err != nil {
+		return nil, err
+	}
+	k, err := host.FollowKind(c, moduleConfigObject(), func() {
+		log.Info("ModuleConfig API changed; custom toleration keys follow it")
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &moduleConfigReader{cache: c, kind: k}, nil
+}
+
+// get returns the custom toleration keys: none while the CRD is not served.
+func (m *moduleConfigReader) get() ([]string, error) {
+	if !m.kind.Readable() {
+		return nil, nil
+	}
+	u := moduleConfigObject()
+	err := m.cache.Get(context.Background(), client.ObjectKey{Name: globalModuleName}, u)
+	var notCached *cache.ErrResourceNotCached
+	switch {
+	case apierrors.IsNotFound(err), errors.As(err, &notCached):
+		// No ModuleConfig global, or its CRD removed since the check.
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("ModuleConfig %s: %w", globalModuleName, err)
+	}
+	return parseModuleConfig(u)
+}
+
+func parseModuleConfig(u *unstructured.Unstructured) ([]string, error) {
+	keys, _, err := unstructured.NestedStringSlice(u.Object, "spec", "settings", "modules", "placement", "customTolerationKeys")
+	if err != nil {
+		return nil, fmt.Errorf("ModuleConfig %s: .spec.settings.modules.placement.customTolerationKeys: %w", globalModuleName, err)
+	}
+	return keys, nil
+}

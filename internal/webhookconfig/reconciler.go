@@ -1,0 +1,351 @@
+package webhookconfig
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// FieldOwner is Gatehouse's server-side apply field manager. Entries of the
+// webhook configurations owned by another manager are never touched.
+const FieldOwner = "gatehouse"
+
+// CacheByObject scopes a cache to what the reconciler reads: Gatehouse's two
+// webhook configurations by name, and CustomResourceDefinitions (the caller
+// strips their schemas).
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&admissionregistrationv1.ValidatingWebhookConfiguration{}: {Field: fields.OneTermEqualSelector("metadata.name", ValidatingName)},
+		&admissionregistrationv1.MutatingWebhookConfiguration{}:   {Field: fields.OneTermEqualSelector("metadata.name", MutatingName)},
+		&apiextensionsv1.CustomResourceDefinition{}:               {},
+	}
+}
+
+// Reconciler keeps Gatehouse's webhook configurations and CRD conversion
+// stanzas in the declared state: the static webhooks of the enabled modules
+// and the webhooks modules register at run time. It applies them with
+// server-side apply whenever they drift (an entry edited or deleted by hand,
+// a configuration deleted), whenever the declared set or the CA bundle
+// changes, and every Resync. Start runs on the leader only; Written is the
+// readiness check every replica runs against its own cache.
+type Reconciler struct {
+	opts ReconcilerOptions
+
+	trigger chan struct{}
+
+	mu      sync.Mutex
+	dynamic map[string][]module.Webhook
+
+	applied atomic.Int64
+}
+
+// ReconcilerOptions configures a Reconciler; zero values are defaulted in
+// NewReconciler.
+type ReconcilerOptions struct {
+	// Target says how the API server reaches Gatehouse; it is asked at
+	// every reconciliation, after the server listens. Its CABundle is
+	// ignored when CABundle is set.
+	Target func() Target
+	// CABundle returns the current CA bundle.
+	CABundle func() []byte
+	// Static are the webhooks of the enabled modules.
+	Static []module.Webhook
+	// Client writes; it must not read through a cache.
+	Client client.Client
+	// Cache holds what CacheByObject scopes.
+	Cache cache.Cache
+	Log   logr.Logger
+	// Resync re-applies even without a change. Default one minute.
+	Resync time.Duration
+}
+
+// NewReconciler registers the reconciler's event handlers on opts.Cache; the
+// cache must not have started yet.
+func NewReconciler(ctx context.Context, opts ReconcilerOptions) (*Reconciler, error) {
+	if opts.Resync == 0 {
+		opts.Resync = time.Minute
+	}
+	if opts.CABundle == nil {
+		opts.CABundle = func() []byte { return opts.Target().CABundle }
+	}
+	r := &Reconciler{opts: opts, trigger: make(chan struct{}, 1), dynamic: map[string][]module.Webhook{}}
+	converted := map[string]bool{}
+	for _, h := range opts.Static {
+		for _, crd := range h.CRDs {
+			converted[crd] = true
+		}
+	}
+	poke := func(any) { r.Trigger() }
+	for obj, relevant := range map[client.Object]func(any) bool{
+		&admissionregistrationv1.ValidatingWebhookConfiguration{}: func(any) bool { return true },
+		&admissionregistrationv1.MutatingWebhookConfiguration{}:   func(any) bool { return true },
+		&apiextensionsv1.CustomResourceDefinition{}: func(o any) bool {
+			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			crd, ok := o.(client.Object)
+			return ok && converted[crd.GetName()]
+		},
+	} {
+		inf, err := opts.Cache.GetInformer(ctx, obj)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := inf.AddEventHandler(toolscache.FilteringResourceEventHandler{
+			FilterFunc: relevant,
+			Handler:    toolscache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, o any) { poke(o) }, DeleteFunc: poke},
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Trigger asks for a reconciliation soon. Safe from any goroutine.
+func (r *Reconciler) Trigger() {
+	select {
+	case r.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// SetDynamic replaces the run-time webhooks of a module.
+func (r *Reconciler) SetDynamic(moduleName string, hooks []module.Webhook) {
+	r.mu.Lock()
+	r.dynamic[moduleName] = slices.Clone(hooks)
+	r.mu.Unlock()
+	r.Trigger()
+}
+
+// Applied counts successful reconciliations, for tests and logs.
+func (r *Reconciler) Applied() int64 { return r.applied.Load() }
+
+// Desired renders the declared state now.
+func (r *Reconciler) Desired() *Rendered {
+	r.mu.Lock()
+	hooks := slices.Clone(r.opts.Static)
+	names := make([]string, 0, len(r.dynamic))
+	for name := range r.dynamic {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		hooks = append(hooks, r.dynamic[name]...)
+	}
+	r.mu.Unlock()
+	t := r.opts.Target()
+	t.CABundle = r.opts.CABundle()
+	return Render(hooks, t)
+}
+
+// NeedLeaderElection is true: one writer.
+func (r *Reconciler) NeedLeaderElection() bool { return true }
+
+// Start reconciles until ctx ends.
+func (r *Reconciler) Start(ctx context.Context) error {
+	log := r.opts.Log
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second)
+	resync := time.NewTimer(0)
+	defer resync.Stop()
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.trigger:
+		case <-resync.C:
+		case <-retry:
+		}
+		// Coalesce the burst of events one apply causes.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+		if !r.opts.Cache.WaitForCacheSync(ctx) {
+			return nil
+		}
+		if err := r.reconcile(ctx); err != nil {
+			delay := limiter.When("apply")
+			log.Error(err, "reconciling webhook configurations; will retry", "in", delay)
+			retry = time.After(delay)
+			continue
+		}
+		limiter.Forget("apply")
+		retry = nil
+		resync.Reset(r.opts.Resync)
+	}
+}
+
+func (r *Reconciler) reconcile(ctx context.Context) error {
+	desired := r.Desired()
+	var errs []error
+	if err := r.applyConfiguration(ctx, desired.Validating, &admissionregistrationv1.ValidatingWebhookConfiguration{}, len(desired.Validating.Webhooks)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.applyConfiguration(ctx, desired.Mutating, &admissionregistrationv1.MutatingWebhookConfiguration{}, len(desired.Mutating.Webhooks)); err != nil {
+		errs = append(errs, err)
+	}
+	crds := make([]string, 0, len(desired.Conversions))
+	for name := range desired.Conversions {
+		crds = append(crds, name)
+	}
+	sort.Strings(crds)
+	for _, name := range crds {
+		if err := r.applyConversion(ctx, name, desired.Conversions[name]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		r.applied.Add(1)
+	}
+	return errors.Join(errs...)
+}
+
+// applyConfiguration applies Gatehouse's entries of one configuration. With
+// no entries, it only withdraws Gatehouse's entries from an existing object.
+func (r *Reconciler) applyConfiguration(ctx context.Context, desired, existing client.Object, entries int) error {
+	err := r.opts.Cache.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	if apierrors.IsNotFound(err) && entries == 0 {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	gvk := admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingWebhookConfiguration")
+	if _, ok := desired.(*admissionregistrationv1.MutatingWebhookConfiguration); ok {
+		gvk.Kind = "MutatingWebhookConfiguration"
+	}
+	u, err := toApply(desired, gvk.GroupVersion().String(), gvk.Kind)
+	if err != nil {
+		return err
+	}
+	if entries == 0 {
+		// An empty list (not an absent one) releases what Gatehouse owned.
+		u.Object["webhooks"] = []any{}
+	}
+	if err := r.opts.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply %s %s: %w", gvk.Kind, desired.GetName(), err)
+	}
+	return nil
+}
+
+// applyConversion sets a CRD's conversion stanza. A CRD that is not
+// installed is left alone: the next CRD event brings the reconciler back.
+func (r *Reconciler) applyConversion(ctx context.Context, name string, conv *apiextensionsv1.CustomResourceConversion) error {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	raw, err := json.Marshal(conv)
+	if err != nil {
+		return err
+	}
+	var conversion map[string]any
+	if err := json.Unmarshal(raw, &conversion); err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": apiextensionsv1.SchemeGroupVersion.String(),
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"conversion": conversion},
+	}}
+	if err := r.opts.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply the conversion stanza of CRD %s: %w", name, err)
+	}
+	return nil
+}
+
+func toApply(obj client.Object, apiVersion, kind string) (*unstructured.Unstructured, error) {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &u.Object); err != nil {
+		return nil, err
+	}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	return u, nil
+}
+
+// Written is the readiness check: this replica's cache shows every static
+// webhook in its configuration and every converted CRD pointing at a
+// webhook. The leader writes them; the other replicas see them.
+func (r *Reconciler) Written() error {
+	ctx := context.Background()
+	// Only the names matter here: the target may not be known yet.
+	desired := Render(r.opts.Static, Target{URL: "https://unknown"})
+	var missing []string
+	if len(desired.Validating.Webhooks) > 0 {
+		live := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		names := map[string]bool{}
+		if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: ValidatingName}, live); err == nil {
+			for _, w := range live.Webhooks {
+				names[w.Name] = true
+			}
+		}
+		for _, w := range desired.Validating.Webhooks {
+			if !names[w.Name] {
+				missing = append(missing, ValidatingName+"/"+w.Name)
+			}
+		}
+	}
+	if len(desired.Mutating.Webhooks) > 0 {
+		live := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		names := map[string]bool{}
+		if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: MutatingName}, live); err == nil {
+			for _, w := range live.Webhooks {
+				names[w.Name] = true
+			}
+		}
+		for _, w := range desired.Mutating.Webhooks {
+			if !names[w.Name] {
+				missing = append(missing, MutatingName+"/"+w.Name)
+			}
+		}
+	}
+	for name := range desired.Conversions {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // nothing to convert until it is installed
+			}
+			missing = append(missing, "crd/"+name)
+			continue
+		}
+		if crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
+			missing = append(missing, "crd/"+name+" conversion")
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("not written yet: %v", missing)
+	}
+	return nil
+}
