@@ -55,8 +55,9 @@ generate: $(CONTROLLER_GEN) $(CONVERSION_GEN) ## Generate deepcopy code, CRDs an
 	$(GO) run ./hack/manifests
 
 .PHONY: verify-generated
-verify-generated: generate ## Fail when generated files are out of date.
-	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
+verify-generated: generate ## Fail when generated files or go.mod are out of date.
+	$(GO) mod tidy
+	@git diff --exit-code -- api config charts go.mod go.sum || { echo "generated files or go.mod are stale: run make generate and go mod tidy, and commit"; exit 1; }
 
 ##@ Test
 
@@ -64,7 +65,7 @@ verify-generated: generate ## Fail when generated files are out of date.
 test: tools ## Unit tests (race detector) and integration tests against a real kube-apiserver.
 	$(GO) vet ./...
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
-	$(GO) test -count=1 -timeout 30m ./test/...
+	$(GO) test -count=1 -shuffle=on -timeout 30m ./test/...
 
 .PHONY: bench
 bench: tools build ## Go benchmarks, then the HTTPS load generator against Gatehouse and the bare-TLS floor.
