@@ -18,6 +18,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
+	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
@@ -38,6 +39,7 @@ func run() error {
 		webhookCA   string
 		serviceName string
 		servicePort int
+		selfManaged bool
 	)
 	flag.StringVar(&opts.Server.Addr, "webhook-bind-address", ":9443", "Address the HTTPS webhook server listens on.")
 	flag.BoolVar(&opts.Server.EnableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server (off by default, see CVE-2023-44487).")
@@ -53,6 +55,7 @@ func run() error {
 	flag.StringVar(&webhookCA, "manage-webhooks-ca-file", "", "PEM CA bundle written into managed webhook configurations (default: the certificate source's CA).")
 	flag.StringVar(&serviceName, "webhook-service", "", "In-cluster managed mode: Gatehouse keeps its webhook configurations pointing at this Service in --namespace.")
 	flag.IntVar(&servicePort, "webhook-service-port", 443, "Port of --webhook-service.")
+	flag.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect one replica to write the webhook configurations (every replica serves).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -100,6 +103,12 @@ func run() error {
 		return err
 	}
 	opts.ManageWebhooks = target
+	if selfManaged {
+		if opts.CertSecret == "" {
+			return errors.New("--self-managed-certs needs --cert-secret namespace/name")
+		}
+		opts.SelfManagedCerts = &certs.SelfManagedOptions{}
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

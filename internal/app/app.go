@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,12 @@ type Options struct {
 	CertDir string
 	// CertSecret is "namespace/name" of a kubernetes.io/tls Secret.
 	CertSecret string
+	// SelfManagedCerts, when set, makes Gatehouse create the CertSecret
+	// Secret and rotate its CA and serving certificate (on the leader); the
+	// CA bundle in the webhook configurations follows it. Namespace and Name
+	// come from CertSecret; empty DNSNames are the webhook Service's names,
+	// or the host of the managed webhook URL.
+	SelfManagedCerts *certs.SelfManagedOptions
 	// MetricsAddr serves Prometheus metrics; "0" disables it.
 	MetricsAddr string
 	// Namespace is where Gatehouse runs; its webhooks exclude it, and the
@@ -95,6 +102,7 @@ type Gatehouse struct {
 	writer         client.Client
 	kinds          *kinds.Tracker
 	reconciler     *webhookconfig.Reconciler
+	certs          certs.Source
 	staticModeOnce sync.Once
 }
 
@@ -151,7 +159,13 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	// The manager adds its webhook server to the runnables when first asked
 	// for it; it then starts it before the caches.
 	_ = mgr.GetWebhookServer()
-	g := &Gatehouse{Manager: mgr, Server: srv, opts: opts, writer: writer}
+	g := &Gatehouse{Manager: mgr, Server: srv, opts: opts, writer: writer, certs: certSource}
+	if rotating, ok := certSource.(*certs.SelfManaged); ok {
+		// Every replica serves the Secret; only the leader rotates it.
+		if err := mgr.Add(rotating.Rotator()); err != nil {
+			return nil, err
+		}
+	}
 
 	platformScope := map[client.Object]cache.ByObject{&apiextensionsv1.CustomResourceDefinition{}: {}}
 	if opts.ManageWebhooks != nil {
@@ -308,6 +322,18 @@ func newCertSource(ctx context.Context, opts Options) (certs.Source, error) {
 	if !ok || ns == "" || name == "" {
 		return nil, fmt.Errorf("--cert-secret %q: want namespace/name", opts.CertSecret)
 	}
+	if opts.SelfManagedCerts != nil {
+		sm := *opts.SelfManagedCerts
+		sm.Namespace, sm.Name, sm.Log = ns, name, log
+		if len(sm.DNSNames) == 0 {
+			sm.DNSNames = webhookDNSNames(opts.ManageWebhooks)
+		}
+		src, err := certs.NewSelfManaged(ctx, opts.RestConfig, sm)
+		if err != nil {
+			return nil, fmt.Errorf("self-managed certificates: %w", err)
+		}
+		return src, nil
+	}
 	cs, err := kubernetes.NewForConfig(opts.RestConfig)
 	if err != nil {
 		return nil, err
@@ -318,3 +344,21 @@ func newCertSource(ctx context.Context, opts Options) (certs.Source, error) {
 	}
 	return src, nil
 }
+
+// webhookDNSNames are the names the API server calls Gatehouse by.
+func webhookDNSNames(t *webhookconfig.Target) []string {
+	switch {
+	case t == nil:
+		return nil
+	case t.Service != nil:
+		return certs.ServiceDNSNames(t.Service.Name, t.Service.Namespace)
+	case t.URL != "":
+		if u, err := url.Parse(t.URL); err == nil && u.Hostname() != "" {
+			return []string{u.Hostname()}
+		}
+	}
+	return nil
+}
+
+// Certificates is the certificate source being served.
+func (g *Gatehouse) Certificates() certs.Source { return g.certs }

@@ -31,9 +31,12 @@ type Gatehouse struct {
 }
 
 // StartGatehouse generates certificates in dir, starts Gatehouse with opts on a
-// free loopback port, lets it install its webhook configurations into cp and
-// waits until /readyz passes. When opts.CertSecret is set, the caller passes
-// the Secret's CA in opts.ManageWebhooks.CABundle.
+// free loopback port (unless opts.Server.Addr is set), lets it manage its
+// webhook configurations in cp and waits until /readyz passes. Without
+// opts.ManageWebhooks the configurations point at the bound port and trust
+// the generated CA; a caller that sets it (a URL by name, a Secret's CA)
+// chooses both. A self-managed certificate source is trusted through its own
+// CA bundle.
 func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.Options) (*Gatehouse, error) {
 	bundle, err := certs.SelfSigned([]string{"127.0.0.1", "localhost"}, 24*time.Hour)
 	if err != nil {
@@ -45,10 +48,6 @@ func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.
 	}
 	opts.RestConfig = cp.Config
 	opts.CertDir = certDir
-	ca := bundle.CACert
-	if opts.ManageWebhooks != nil {
-		ca = opts.ManageWebhooks.CABundle
-	}
 	if opts.Server.Addr == "" {
 		opts.Server.Addr = "127.0.0.1:0"
 	}
@@ -58,8 +57,10 @@ func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	// No URL: Gatehouse points the configurations at the port it bound.
-	opts.ManageWebhooks = &webhookconfig.Target{CABundle: ca}
+	if opts.ManageWebhooks == nil {
+		// No URL: Gatehouse points the configurations at the port it bound.
+		opts.ManageWebhooks = &webhookconfig.Target{CABundle: bundle.CACert}
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	g, err := app.New(runCtx, opts)
@@ -80,7 +81,14 @@ func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.
 		return nil, fmt.Errorf("gatehouse did not listen within a minute")
 	}
 	gh.URL = "https://" + g.Server.Addr().String()
+	if opts.ManageWebhooks.URL != "" {
+		gh.URL = opts.ManageWebhooks.URL
+	}
 
+	ca := opts.ManageWebhooks.CABundle
+	if bundler, ok := g.Certificates().(certs.CABundler); ok && len(ca) == 0 {
+		ca = bundler.CABundle()
+	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
 	gh.HTTPClient = &http.Client{
