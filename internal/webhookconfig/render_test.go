@@ -7,6 +7,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -72,5 +73,41 @@ func TestRenderInClusterUsesTheService(t *testing.T) {
 	conv := r.Conversions["things.example.com"].Webhook.ClientConfig
 	if conv.Service == nil || *conv.Service.Path != "/c" || conv.URL != nil {
 		t.Fatalf("conversion client config %+v", conv)
+	}
+}
+
+func TestRenderTakesSelectorsConditionsAndReinvocationFromTheDeclaration(t *testing.T) {
+	admit := func(context.Context, admission.Request) admission.Response { return admission.Allowed("") }
+	rule := []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}
+	tenants := &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "yes"}}
+	conditions := []admissionregistrationv1.MatchCondition{{Name: "has-class", Expression: "has(object.metadata.labels)"}}
+	hooks := []module.Webhook{
+		{Name: "v.test", Path: "/v", Type: module.Validating, Rules: rule, FailurePolicy: admissionregistrationv1.Ignore,
+			SideEffects: admissionregistrationv1.SideEffectClassNone, TimeoutSeconds: 3, Admit: admit,
+			NamespaceSelector: tenants, ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
+			MatchConditions: conditions},
+		{Name: "m.test", Path: "/m", Type: module.Mutating, Rules: rule, FailurePolicy: admissionregistrationv1.Fail,
+			SideEffects: admissionregistrationv1.SideEffectClassNone, TimeoutSeconds: 5, Admit: admit,
+			ReinvocationPolicy: admissionregistrationv1.IfNeededReinvocationPolicy},
+	}
+	r := Render(hooks, Target{URL: "https://gh", Namespace: "gh"})
+	v := r.Validating.Webhooks[0]
+	sel := v.NamespaceSelector
+	if sel.MatchLabels["tenant"] != "yes" || len(sel.MatchExpressions) != 1 ||
+		!reflect.DeepEqual(sel.MatchExpressions[0].Values, []string{"gh", "kube-node-lease", "kube-system"}) {
+		t.Fatalf("namespace selector %+v: the declared one AND the exclusions", sel)
+	}
+	if tenants.MatchExpressions != nil {
+		t.Fatal("Render changed the declaration's selector")
+	}
+	if v.ObjectSelector.MatchLabels["app"] != "x" || !reflect.DeepEqual(v.MatchConditions, conditions) {
+		t.Fatalf("object selector %+v, match conditions %+v", v.ObjectSelector, v.MatchConditions)
+	}
+	if *v.Rules[0].Scope != admissionregistrationv1.AllScopes || rule[0].Scope != nil {
+		t.Fatalf("scope %v: the API server's default, set on a copy", v.Rules[0].Scope)
+	}
+	if m := r.Mutating.Webhooks[0]; *m.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
+		t.Fatalf("reinvocation %v", *m.ReinvocationPolicy)
 	}
 }
