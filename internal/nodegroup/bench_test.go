@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
@@ -54,68 +53,62 @@ func realisticNodeGroup(i int) []byte {
 		i, i, 1000+i, nodeType, cloud)
 }
 
-const reviewSize = 500
-
-func benchReview(desired string) *apiextensionsv1.ConversionRequest {
-	req := &apiextensionsv1.ConversionRequest{UID: "bench", DesiredAPIVersion: desired}
-	for i := range reviewSize {
-		req.Objects = append(req.Objects, runtime.RawExtension{Raw: realisticNodeGroup(i)})
-	}
-	return req
+// oneObjectReview is the shape kube-apiserver sends: one object per
+// review, whether a write fans out to the other versions, a GET reads
+// through an old version or a watch cache fills (docs/benchmarks.md).
+func oneObjectReview(desired string, raw []byte) *apiextensionsv1.ConversionRequest {
+	return &apiextensionsv1.ConversionRequest{UID: "bench", DesiredAPIVersion: desired, Objects: []runtime.RawExtension{{Raw: raw}}}
 }
 
-// reviewToAlpha2 brings the stored objects down to v1alpha2, as a LIST
-// through v1alpha2 does; the objects of the reverse benchmark.
-func reviewToAlpha2(b *testing.B) *apiextensionsv1.ConversionRequest {
-	out, err := (&converter{lookup: withOpenStackConfig}).Convert(context.Background(), benchReview(alpha2Version))
+// convertFunc is one conversion path under comparison.
+type convertFunc func(context.Context, *apiextensionsv1.ConversionRequest) ([]runtime.RawExtension, error)
+
+// conversionShapes are the single-object reviews of a realistic stored
+// group: the fan-out of a v1 write to both older versions, and a write
+// through v1alpha2 converted up to v1.
+func conversionShapes(b *testing.B) []struct {
+	name string
+	req  *apiextensionsv1.ConversionRequest
+} {
+	stored := realisticNodeGroup(1) // CloudPermanent: Hybrid below v1
+	down, err := (&converter{lookup: withOpenStackConfig}).Convert(context.Background(), oneObjectReview(alpha2Version, stored))
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &apiextensionsv1.ConversionRequest{UID: "bench", DesiredAPIVersion: hubVersion, Objects: out}
+	return []struct {
+		name string
+		req  *apiextensionsv1.ConversionRequest
+	}{
+		{"v1-to-v1alpha1", oneObjectReview(alpha1Version, stored)},
+		{"v1-to-v1alpha2", oneObjectReview(alpha2Version, stored)},
+		{"v1alpha2-to-v1", oneObjectReview(hubVersion, down[0].Raw)},
+	}
 }
 
-// BenchmarkConvertReview500 converts a review of 500 objects in process.
-// The floor decodes and re-encodes each object as v1 and nothing else: the
-// least any typed conversion does.
-func BenchmarkConvertReview500(b *testing.B) {
-	c := &converter{lookup: withOpenStackConfig}
-	down := benchReview(alpha2Version)
-	b.Run("floor-json-roundtrip", func(b *testing.B) {
-		for b.Loop() {
-			for _, o := range down.Objects {
-				ng := &v1.NodeGroup{}
-				if err := json.Unmarshal(o.Raw, ng); err != nil {
-					b.Fatal(err)
+// BenchmarkConvertOneObject compares, in process, the typed path (decode
+// into the version's Go type, controller-runtime's hub-and-spoke
+// converter, encode) with the hand-written JSON path (metadata kept raw,
+// spec and status decoded with go-json-experiment) on each real shape.
+func BenchmarkConvertOneObject(b *testing.B) {
+	paths := []struct {
+		name    string
+		convert convertFunc
+	}{
+		{"typed", (&converter{lookup: withOpenStackConfig}).Convert},
+		{"handwritten", (&wireConverter{lookup: withOpenStackConfig}).Convert},
+	}
+	for _, shape := range conversionShapes(b) {
+		for _, p := range paths {
+			b.Run(shape.name+"/"+p.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := p.convert(context.Background(), shape.req); err != nil {
+						b.Fatal(err)
+					}
 				}
-				if _, err := json.Marshal(ng); err != nil {
-					b.Fatal(err)
-				}
-			}
+			})
 		}
-	})
-	b.Run("v1-to-v1alpha2", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := c.Convert(context.Background(), down); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("v1-to-v1alpha1", func(b *testing.B) {
-		req := benchReview(alpha1Version)
-		for b.Loop() {
-			if _, err := c.Convert(context.Background(), req); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("v1alpha2-to-v1", func(b *testing.B) {
-		up := reviewToAlpha2(b)
-		for b.Loop() {
-			if _, err := c.Convert(context.Background(), up); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	}
 }
 
 // httpsHarness serves webhooks on a loopback port through the real server.
@@ -182,61 +175,37 @@ func conversionReviewBody(b *testing.B, req *apiextensionsv1.ConversionRequest) 
 	return body
 }
 
-// BenchmarkConversionReviewHTTPS500 sends the 500-object review through the
-// server over TLS. The floor is a conversion webhook on the same server
-// that returns the objects unchanged: transport, decoding and encoding of
-// the review without the conversion.
-func BenchmarkConversionReviewHTTPS500(b *testing.B) {
-	conv := &converter{lookup: withOpenStackConfig}
-	echo := module.Webhook{Name: "echo", Path: "/convert-echo", Type: module.Conversion, CRDs: []string{"x"},
-		Convert: func(_ context.Context, req *apiextensionsv1.ConversionRequest) ([]runtime.RawExtension, error) {
-			return req.Objects, nil
-		}}
-	h := startHTTPS(b, func(s *server.Server) {
-		s.Conversion("nodegroup", conversionWebhook(conv))
-		s.Conversion("floor", echo)
-	})
-	defer h.stop()
-	body := conversionReviewBody(b, benchReview(alpha2Version))
-	b.Run("floor-echo", func(b *testing.B) {
-		for b.Loop() {
-			h.post(b, echo.Path, body)
-		}
-	})
-	b.Run("v1-to-v1alpha2", func(b *testing.B) {
-		for b.Loop() {
-			h.post(b, ConversionPath, body)
-		}
-	})
-}
-
-// BenchmarkConversionReviewHTTPS1 sends a review of one object, which is
-// what kube-apiserver 1.37 sends: it converts each object to every served
-// version as it is written.
+// BenchmarkConversionReviewHTTPS1 sends each real shape through the
+// server over TLS, as kube-apiserver does, to the typed path, the
+// hand-written path and a floor: a conversion webhook on the same server
+// that returns the object unchanged (transport, review decoding and
+// encoding, no conversion).
 func BenchmarkConversionReviewHTTPS1(b *testing.B) {
-	conv := &converter{lookup: withOpenStackConfig}
 	echo := module.Webhook{Name: "echo", Path: "/convert-echo", Type: module.Conversion, CRDs: []string{"x"},
 		Convert: func(_ context.Context, req *apiextensionsv1.ConversionRequest) ([]runtime.RawExtension, error) {
 			return req.Objects, nil
 		}}
+	typed := conversionWebhook(&converter{lookup: withOpenStackConfig})
+	handwritten := conversionWebhook(&converter{})
+	handwritten.Name, handwritten.Path = "handwritten", "/convert-handwritten"
+	handwritten.Convert = (&wireConverter{lookup: withOpenStackConfig}).Convert
 	h := startHTTPS(b, func(s *server.Server) {
-		s.Conversion("nodegroup", conversionWebhook(conv))
+		s.Conversion("nodegroup", typed)
+		s.Conversion("handwritten", handwritten)
 		s.Conversion("floor", echo)
 	})
 	defer h.stop()
-	req := benchReview(alpha2Version)
-	req.Objects = req.Objects[1:2]
-	body := conversionReviewBody(b, req)
-	b.Run("floor-echo", func(b *testing.B) {
-		for b.Loop() {
-			h.post(b, echo.Path, body)
+	for _, shape := range conversionShapes(b) {
+		body := conversionReviewBody(b, shape.req)
+		for _, target := range []struct{ name, path string }{{"floor", echo.Path}, {"typed", typed.Path}, {"handwritten", handwritten.Path}} {
+			b.Run(shape.name+"/"+target.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					h.post(b, target.path, body)
+				}
+			})
 		}
-	})
-	b.Run("v1-to-v1alpha2", func(b *testing.B) {
-		for b.Loop() {
-			h.post(b, ConversionPath, body)
-		}
-	})
+	}
 }
 
 type fixedState ClusterState

@@ -2,13 +2,15 @@ package nodegroup
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+	kjson "sigs.k8s.io/json"
 
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha1"
@@ -23,6 +25,38 @@ var (
 	alpha2Version = v1alpha2.GroupVersion.String()
 )
 
+// scheme knows the three served versions; hubSpoke converts between them
+// through v1 with the context of the request, which carries the Hybrid
+// lookup. Both are built once: they hold no state.
+var scheme, hubSpoke = func() (*runtime.Scheme, conversion.Converter) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{v1.AddToScheme, v1alpha2.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	c, err := conversion.NewHubSpokeConverter(&v1.NodeGroup{},
+		conversion.NewSpokeConverter(&v1alpha1.NodeGroup{}, fromHub[*v1alpha1.NodeGroup], toHub[*v1alpha1.NodeGroup]),
+		conversion.NewSpokeConverter(&v1alpha2.NodeGroup{}, fromHub[*v1alpha2.NodeGroup], toHub[*v1alpha2.NodeGroup]),
+	)(s)
+	if err != nil {
+		panic(err)
+	}
+	return s, c
+}()
+
+func toHub[T interface {
+	ConvertToHub(context.Context, *v1.NodeGroup) error
+}](ctx context.Context, src T, dst *v1.NodeGroup) error {
+	return src.ConvertToHub(ctx, dst)
+}
+
+// fromHub adapts a spoke's ConvertFromHub, which needs no context, to the
+// hub-and-spoke converter.
+func fromHub[T interface{ ConvertFromHub(*v1.NodeGroup) error }](_ context.Context, src *v1.NodeGroup, dst T) error {
+	return dst.ConvertFromHub(src)
+}
+
 // converter converts NodeGroups between the served versions through the
 // v1 hub. It reads the cluster only through lookup, which answers from an
 // informer, so a conversion never waits on the API server.
@@ -32,23 +66,19 @@ type converter struct {
 
 // Convert converts every object of the review. When any object fails, the
 // whole review fails, naming each failing object by its index.
-func (c *converter) Convert(_ context.Context, req *apiextensionsv1.ConversionRequest) ([]k8sruntime.RawExtension, error) {
+func (c *converter) Convert(ctx context.Context, req *apiextensionsv1.ConversionRequest) ([]runtime.RawExtension, error) {
 	desired := req.DesiredAPIVersion
 	switch desired {
 	case hubVersion, alpha1Version, alpha2Version:
 	default:
 		return nil, fmt.Errorf("desiredAPIVersion %q is not a served NodeGroup version (%s, %s, %s)", desired, hubVersion, alpha2Version, alpha1Version)
 	}
-	out := make([]k8sruntime.RawExtension, len(req.Objects))
-	errs := make([]error, len(req.Objects))
-	forEachChunk(len(req.Objects), func(from, to int) {
-		for i := from; i < to; i++ {
-			out[i].Raw, errs[i] = c.convertObject(req.Objects[i].Raw, desired)
-		}
-	})
+	ctx = v1.WithCloudPermanentLookup(ctx, c.lookup)
+	out := make([]runtime.RawExtension, len(req.Objects))
 	var failures []string
-	for i, err := range errs {
-		if err != nil {
+	for i, o := range req.Objects {
+		var err error
+		if out[i].Raw, err = convertObject(ctx, o.Raw, desired); err != nil {
 			failures = append(failures, fmt.Sprintf("object %d %v", i, err))
 		}
 	}
@@ -59,103 +89,85 @@ func (c *converter) Convert(_ context.Context, req *apiextensionsv1.ConversionRe
 	return out, nil
 }
 
-// minObjectsPerWorker keeps small reviews, the common case for writes, on
-// one goroutine; LISTs through an old version send whole collections.
-const minObjectsPerWorker = 32
-
-// forEachChunk splits n objects into contiguous chunks, one per available
-// CPU, and waits for all of them.
-func forEachChunk(n int, do func(from, to int)) {
-	workers := min(runtime.GOMAXPROCS(0), n/minObjectsPerWorker)
-	if workers <= 1 {
-		do(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	size := (n + workers - 1) / workers
-	for from := 0; from < n; from += size {
-		to := min(from+size, n)
-		wg.Go(func() { do(from, to) })
-	}
-	wg.Wait()
+// header is what identifies an object.
+type header struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
 }
 
-func (c *converter) convertObject(raw []byte, desired string) ([]byte, error) {
-	apiVersion, k, err := peekTypeMeta(raw)
-	if err != nil {
-		h, err := decodeHeader(raw)
-		if err != nil {
-			return nil, fmt.Errorf("is not a JSON object: %w", err)
-		}
-		apiVersion, k = h.APIVersion, h.Kind
+func convertObject(ctx context.Context, raw []byte, desired string) ([]byte, error) {
+	var h header
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("is not a JSON object: %w", err)
 	}
-	if k != kind {
-		h, _ := decodeHeader(raw)
-		return nil, fmt.Errorf("(%s %q) is not a NodeGroup", k, h.Metadata.Name)
+	if h.Kind != kind {
+		return nil, fmt.Errorf("(%s %q) is not a NodeGroup", h.Kind, h.Metadata.Name)
 	}
-	if apiVersion == desired {
+	if h.APIVersion == desired {
 		return raw, nil
 	}
-	converted, err := c.convertDecoded(raw, apiVersion, desired)
+	converted, err := convertTyped(ctx, raw, h.APIVersion, desired)
 	if err != nil {
-		h, _ := decodeHeader(raw)
-		return nil, fmt.Errorf("(NodeGroup %q, %s): %w", h.Metadata.Name, apiVersion, err)
+		return nil, fmt.Errorf("(NodeGroup %q, %s): %w", h.Metadata.Name, h.APIVersion, err)
 	}
 	return converted, nil
 }
 
-// convertDecoded converts raw from one version to another through the hub.
-// Metadata stays raw: only the name and annotations are decoded, and only
-// the annotations are written back when the conversion changed them.
-func (c *converter) convertDecoded(raw []byte, from, to string) ([]byte, error) {
-	hub := &v1.NodeGroup{}
-	var metadata []byte
-	var before map[string]string
-	switch from {
-	case hubVersion:
-		w, meta, err := decodeWire[v1.NodeGroupSpec, v1.NodeGroupStatus](raw)
-		if err != nil {
-			return nil, err
-		}
-		hub.ObjectMeta, hub.Spec, hub.Status = meta, w.Spec, w.Status
-		metadata, before = w.Metadata, meta.Annotations
-	case alpha2Version:
-		w, meta, err := decodeWire[v1alpha2.NodeGroupSpec, v1alpha2.NodeGroupStatus](raw)
-		if err != nil {
-			return nil, err
-		}
-		src := &v1alpha2.NodeGroup{ObjectMeta: meta, Spec: w.Spec, Status: w.Status}
-		if err := src.ConvertToHub(hub, c.lookup); err != nil {
-			return nil, err
-		}
-		metadata, before = w.Metadata, meta.Annotations
-	case alpha1Version:
-		w, meta, err := decodeWire[v1alpha1.NodeGroupSpec, v1alpha1.NodeGroupStatus](raw)
-		if err != nil {
-			return nil, err
-		}
-		src := &v1alpha1.NodeGroup{ObjectMeta: meta, Spec: w.Spec, Status: w.Status}
-		if err := src.ConvertToHub(hub, c.lookup); err != nil {
-			return nil, err
-		}
-		metadata, before = w.Metadata, meta.Annotations
-	default:
-		return nil, fmt.Errorf("apiVersion %q is not a served NodeGroup version", from)
+// convertTyped decodes raw into its version's Go type, converts it with
+// the hub-and-spoke converter and encodes the result.
+func convertTyped(ctx context.Context, raw []byte, from, to string) ([]byte, error) {
+	src, err := newNodeGroup(from)
+	if err != nil {
+		return nil, err
 	}
+	if err := decodeObject(raw, src); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	dst, err := newNodeGroup(to)
+	if err != nil {
+		return nil, err
+	}
+	if err := hubSpoke.ConvertObject(ctx, src, dst); err != nil {
+		return nil, err
+	}
+	return json.Marshal(dst)
+}
 
-	switch to {
-	case alpha2Version:
-		dst := &v1alpha2.NodeGroup{}
-		if err := dst.ConvertFrom(hub); err != nil {
-			return nil, err
-		}
-		return encodeWire(to, metadata, before, dst.Annotations, &dst.Spec, &dst.Status)
-	case alpha1Version:
-		dst := &v1alpha1.NodeGroup{}
-		if err := dst.ConvertFrom(hub); err != nil {
-			return nil, err
-		}
-		return encodeWire(to, metadata, before, dst.Annotations, &dst.Spec, &dst.Status)
+func newNodeGroup(apiVersion string) (runtime.Object, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, err
 	}
-	return encodeWire(to, metadata, before, hub.Annotations, &hub.Spec, &hub.Status)
+	gvk := gv.WithKind(kind)
+	obj, err := scheme.New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("apiVersion %q is not a served NodeGroup version", apiVersion)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return obj, nil
+}
+
+// decodeObject decodes as the API server does (case-sensitive), refusing
+// fields spec and status do not know: the API server prunes objects to the
+// schema generated from these types, so an unknown field means the two
+// disagree, and dropping it would lose data silently. Metadata is exempt:
+// the API server keeps its own and takes back only labels and annotations.
+func decodeObject(raw []byte, into runtime.Object) error {
+	strict, err := kjson.UnmarshalStrict(raw, into)
+	if err != nil {
+		return err
+	}
+	var refused []string
+	for _, e := range strict {
+		if !strings.HasPrefix(e.Error(), `unknown field "metadata.`) {
+			refused = append(refused, e.Error())
+		}
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%s", strings.Join(refused, ", "))
+	}
+	return nil
 }

@@ -135,15 +135,6 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-// header is what identifies an object in error messages.
-type header struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name string `json:"name"`
-	} `json:"metadata"`
-}
-
 func decodeHeader(raw []byte) (header, error) {
 	var h header
 	err := json.Unmarshal(raw, &h)

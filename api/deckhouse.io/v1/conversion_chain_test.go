@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/internal/fuzztest"
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha2"
@@ -25,7 +26,7 @@ func TestDataSurvivesAChainThroughEveryVersion(t *testing.T) {
 		},
 	}
 	stored := &v1.NodeGroup{}
-	if err := original.ConvertToHub(stored, v1.MasterOnly{}); err != nil {
+	if err := original.ConvertToHub(fuzztest.WithLookup(v1.MasterOnly{}), stored); err != nil {
 		t.Fatal(err)
 	}
 	if stored.Spec.NodeType != v1.NodeTypeCloudStatic {
@@ -35,11 +36,11 @@ func TestDataSurvivesAChainThroughEveryVersion(t *testing.T) {
 	stored.Spec.NodeDrainTimeoutSecond = ptr.To[int32](300)
 
 	viaAlpha2 := &v1alpha2.NodeGroup{}
-	if err := viaAlpha2.ConvertFrom(stored); err != nil {
+	if err := viaAlpha2.ConvertFromHub(stored); err != nil {
 		t.Fatal(err)
 	}
 	viaAlpha2.Spec.Kubelet = &v1alpha2.KubeletSpec{MaxPods: ptr.To[int32](100)}
-	if err := viaAlpha2.ConvertToHub(stored, v1.MasterOnly{}); err != nil {
+	if err := viaAlpha2.ConvertToHub(fuzztest.WithLookup(v1.MasterOnly{}), stored); err != nil {
 		t.Fatal(err)
 	}
 	if stored.Spec.NodeDrainTimeoutSecond == nil || *stored.Spec.NodeDrainTimeoutSecond != 300 {
@@ -47,7 +48,7 @@ func TestDataSurvivesAChainThroughEveryVersion(t *testing.T) {
 	}
 
 	viaAlpha1 := &v1alpha1.NodeGroup{}
-	if err := viaAlpha1.ConvertFrom(stored); err != nil {
+	if err := viaAlpha1.ConvertFromHub(stored); err != nil {
 		t.Fatal(err)
 	}
 	want := original.DeepCopy()
@@ -59,7 +60,7 @@ func TestDataSurvivesAChainThroughEveryVersion(t *testing.T) {
 	}
 
 	again := &v1.NodeGroup{}
-	if err := viaAlpha1.ConvertToHub(again, v1.MasterOnly{}); err != nil {
+	if err := viaAlpha1.ConvertToHub(fuzztest.WithLookup(v1.MasterOnly{}), again); err != nil {
 		t.Fatal(err)
 	}
 	if !apiequality.Semantic.DeepEqual(again, stored) {

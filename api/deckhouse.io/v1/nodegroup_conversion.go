@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,11 +45,25 @@ type MasterOnly struct{}
 // IsCloudPermanent reports false: master is handled before the lookup.
 func (MasterOnly) IsCloudPermanent(string) (bool, error) { return false, nil }
 
+type lookupKey struct{}
+
+// WithCloudPermanentLookup returns ctx carrying lookup for the conversions
+// to the hub. The conversion interfaces pass a context and nothing else, so
+// the one thing a conversion needs from the cluster travels in it.
+func WithCloudPermanentLookup(ctx context.Context, lookup CloudPermanentLookup) context.Context {
+	return context.WithValue(ctx, lookupKey{}, lookup)
+}
+
+// errNoLookup fails a conversion that needs the provider configuration
+// when the caller passed none: guessing CloudStatic would store a type the
+// nodeType immutability check then locks in.
+var errNoLookup = errors.New("no CloudPermanentLookup in the context (v1.WithCloudPermanentLookup)")
+
 // HybridNodeType is the v1 type of a group an older version calls Hybrid:
 // master is always CloudPermanent; for other groups the
 // permanent-node-group annotation decides when it says "true" or "false",
-// and the lookup otherwise.
-func HybridNodeType(obj metav1.Object, lookup CloudPermanentLookup) (NodeType, error) {
+// and otherwise the CloudPermanentLookup ctx carries.
+func HybridNodeType(ctx context.Context, obj metav1.Object) (NodeType, error) {
 	if obj.GetName() == MasterNodeGroup {
 		return NodeTypeCloudPermanent, nil
 	}
@@ -57,8 +73,9 @@ func HybridNodeType(obj metav1.Object, lookup CloudPermanentLookup) (NodeType, e
 	case "false":
 		return NodeTypeCloudStatic, nil
 	}
+	lookup, _ := ctx.Value(lookupKey{}).(CloudPermanentLookup)
 	if lookup == nil {
-		lookup = MasterOnly{}
+		return "", fmt.Errorf("decide whether Hybrid NodeGroup %q is CloudPermanent or CloudStatic: %w", obj.GetName(), errNoLookup)
 	}
 	permanent, err := lookup.IsCloudPermanent(obj.GetName())
 	if err != nil {

@@ -22,7 +22,7 @@ func TestDockerMovesIntoCRIWithoutSettingTheType(t *testing.T) {
 		},
 	}
 	hub := &v1.NodeGroup{}
-	if err := in.ConvertToHub(hub, fuzztest.LookupNotAllowed); err != nil {
+	if err := in.ConvertToHub(fuzztest.WithLookup(fuzztest.LookupNotAllowed), hub); err != nil {
 		t.Fatal(err)
 	}
 	want := &v1.CRISpec{Docker: &v1.DockerSpec{MaxConcurrentDownloads: ptr.To[int32](5), Manage: ptr.To(false)}}
@@ -37,7 +37,7 @@ func TestDockerMovesIntoCRIWithoutSettingTheType(t *testing.T) {
 	}
 
 	back := &NodeGroup{}
-	if err := back.ConvertFrom(hub); err != nil {
+	if err := back.ConvertFromHub(hub); err != nil {
 		t.Fatal(err)
 	}
 	if !apiequality.Semantic.DeepEqual(back, in) {
@@ -50,7 +50,7 @@ func TestCRIDockerMovesToTheTopLevelAndTypeIsKept(t *testing.T) {
 		Type: v1.CRITypeDocker, Docker: &v1.DockerSpec{Manage: ptr.To(true)},
 	}}}
 	out := &NodeGroup{}
-	if err := out.ConvertFrom(hub); err != nil {
+	if err := out.ConvertFromHub(hub); err != nil {
 		t.Fatal(err)
 	}
 	if out.Spec.Docker == nil || !*out.Spec.Docker.Manage || out.Spec.CRI == nil || out.Spec.CRI.Type != CRITypeDocker {
@@ -61,11 +61,11 @@ func TestCRIDockerMovesToTheTopLevelAndTypeIsKept(t *testing.T) {
 func TestStaticNetworksSurviveTheHub(t *testing.T) {
 	in := &NodeGroup{Spec: NodeGroupSpec{NodeType: NodeTypeStatic, Static: &StaticSpec{InternalNetworkCIDRs: []string{"10.0.0.0/24"}}}}
 	hub := &v1.NodeGroup{}
-	if err := in.ConvertToHub(hub, fuzztest.LookupNotAllowed); err != nil {
+	if err := in.ConvertToHub(fuzztest.WithLookup(fuzztest.LookupNotAllowed), hub); err != nil {
 		t.Fatal(err)
 	}
 	back := &NodeGroup{}
-	if err := back.ConvertFrom(hub); err != nil {
+	if err := back.ConvertFromHub(hub); err != nil {
 		t.Fatal(err)
 	}
 	if back.Spec.Static == nil || back.Spec.Static.InternalNetworkCIDRs[0] != "10.0.0.0/24" {
@@ -81,18 +81,18 @@ func TestNotManagedSettingsComeBackWithTheirType(t *testing.T) {
 		Type: v1.CRITypeNotManaged, NotManaged: &v1.NotManagedSpec{CRISocketPath: "/run/crio.sock"},
 	}}}
 	read := &NodeGroup{}
-	if err := read.ConvertFrom(hub); err != nil {
+	if err := read.ConvertFromHub(hub); err != nil {
 		t.Fatal(err)
 	}
 	back := &v1.NodeGroup{}
-	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(fuzztest.WithLookup(fuzztest.LookupNotAllowed), back); err != nil {
 		t.Fatal(err)
 	}
 	if back.Spec.CRI.NotManaged == nil || back.Spec.CRI.NotManaged.CRISocketPath != "/run/crio.sock" {
 		t.Fatalf("cri %s", fuzztest.AsJSON(back.Spec.CRI))
 	}
 	read.Spec.CRI.Type = CRITypeContainerd
-	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(fuzztest.WithLookup(fuzztest.LookupNotAllowed), back); err != nil {
 		t.Fatal(err)
 	}
 	if back.Spec.CRI.NotManaged != nil {

@@ -1,52 +1,27 @@
 package v1alpha2
 
 import (
-	"fmt"
-	"regexp"
+	"context"
 
 	apiconversion "k8s.io/apimachinery/pkg/conversion"
-	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/internal/conversiondata"
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 )
 
-// The field copies live in zz_generated.conversion.go (conversion-gen). This
-// file holds what differs from v1: the node type, the runtime type this
-// version lacks, the chaos period pattern, and the conversion data that
-// carries what v1 holds beyond this version.
+// The field copies live in zz_generated.conversion.go (conversion-gen), what
+// both older versions do alike in internal/conversiondata. This file holds
+// what this version alone does: nothing beyond the shared steps, which it
+// wires to its own types.
 
-var (
-	// chaosPeriod is the period pattern of this version's schema.
-	chaosPeriod = regexp.MustCompile(`^[0-9]+[mh]{1}$`)
-	// hubChaosPeriod is the wider v1 pattern, which also accepts 2h30m.
-	hubChaosPeriod = regexp.MustCompile(`^([0-9]+h([0-9]+m)?|[0-9]+m)$`)
-)
-
-// ConvertTo converts to the hub without knowing the provider cluster
-// configuration: a Hybrid group other than master becomes CloudStatic unless
-// its annotations say otherwise. The conversion webhook calls ConvertToHub.
-func (src *NodeGroup) ConvertTo(dstRaw conversion.Hub) error {
-	dst, ok := dstRaw.(*v1.NodeGroup)
-	if !ok {
-		return fmt.Errorf("convert NodeGroup to hub type %T: want *v1.NodeGroup", dstRaw)
-	}
-	return src.ConvertToHub(dst, v1.MasterOnly{})
-}
-
-// ConvertToHub converts to v1, asking lookup whether a Hybrid group is
-// CloudPermanent when neither the conversion data nor the annotations tell,
-// and restoring what a v1 object held that this version cannot.
-func (src *NodeGroup) ConvertToHub(dst *v1.NodeGroup, lookup v1.CloudPermanentLookup) error {
-	sections, err := conversiondata.Read(src, v1.ConversionDataAnnotation)
+// ConvertToHub converts to v1, restoring what a v1 object held that this
+// version cannot. A Hybrid group that neither the conversion data nor its
+// annotations place is looked up in the v1.CloudPermanentLookup ctx carries.
+func (src *NodeGroup) ConvertToHub(ctx context.Context, dst *v1.NodeGroup) error {
+	sections, data, err := conversiondata.BeginToHub(src)
 	if err != nil {
 		return err
 	}
-	var data conversiondata.HubData
-	if _, err := sections.Take(conversiondata.HubSection, &data); err != nil {
-		return err
-	}
-
 	// The generated conversions share memory with their input: convert a
 	// copy, so that dst shares none with src.
 	in := &NodeGroup{}
@@ -60,36 +35,23 @@ func (src *NodeGroup) ConvertToHub(dst *v1.NodeGroup, lookup v1.CloudPermanentLo
 	if err := Convert_v1alpha2_NodeGroupStatus_To_v1_NodeGroupStatus(&in.Status, &dst.Status, nil); err != nil {
 		return err
 	}
-	if dst.Spec.NodeType, err = nodeTypeToHub(src, data.Spec.NodeType, lookup); err != nil {
+	var criType CRIType
+	if src.Spec.CRI != nil {
+		criType = src.Spec.CRI.Type
+	}
+	if err := data.FinishToHub(ctx, src, string(src.Spec.NodeType), string(criType), dst); err != nil {
 		return err
 	}
-	data.Restore(dst)
-	if c := dst.Spec.CRI; c != nil {
-		// The saved settings belong to the saved type: they come back
-		// only while this version still shows that type.
-		if saved := data.Spec.CRI; saved != (conversiondata.HubCRI{}) && criTypeFromHub(saved.Type) == src.Spec.CRI.Type {
-			c.Type, c.ContainerdV2 = saved.Type, saved.ContainerdV2
-		}
-	}
-	if c := dst.Spec.Chaos; c != nil && c.Period == "" && data.Spec.Chaos.Period != "" {
-		c.Period = data.Spec.Chaos.Period
-	}
-
 	return conversiondata.Write(dst, v1.ConversionDataAnnotation, sections)
 }
 
-// ConvertFrom converts from v1, keeping in the conversion-data annotation
-// what this version cannot hold.
-func (dst *NodeGroup) ConvertFrom(srcRaw conversion.Hub) error {
-	src, ok := srcRaw.(*v1.NodeGroup)
-	if !ok {
-		return fmt.Errorf("convert NodeGroup from hub type %T: want *v1.NodeGroup", srcRaw)
-	}
+// ConvertFromHub converts from v1, keeping in the conversion-data
+// annotation what this version cannot hold. It never needs the cluster.
+func (dst *NodeGroup) ConvertFromHub(src *v1.NodeGroup) error {
 	sections, err := conversiondata.Read(src, v1.ConversionDataAnnotation)
 	if err != nil {
 		return err
 	}
-
 	// Converted from a copy: see ConvertToHub.
 	in := &v1.NodeGroup{}
 	src.Spec.DeepCopyInto(&in.Spec)
@@ -102,61 +64,11 @@ func (dst *NodeGroup) ConvertFrom(srcRaw conversion.Hub) error {
 	if err := Convert_v1_NodeGroupStatus_To_v1alpha2_NodeGroupStatus(&in.Status, &dst.Status, nil); err != nil {
 		return err
 	}
-
-	var data conversiondata.HubData
-	data.Save(in)
-	if t := in.Spec.NodeType; t == v1.NodeTypeCloudPermanent || t == v1.NodeTypeCloudStatic {
-		data.Spec.NodeType = t // the exact type behind Hybrid
+	var period string
+	if dst.Spec.Chaos != nil {
+		period = dst.Spec.Chaos.Period
 	}
-	if c := in.Spec.CRI; c != nil {
-		saved := &data.Spec.CRI
-		saved.ContainerdV2 = c.ContainerdV2
-		if saved.ContainerdV2 != nil || string(criTypeFromHub(c.Type)) != string(c.Type) {
-			saved.Type = c.Type
-		}
-	}
-	if c := in.Spec.Chaos; c != nil && dst.Spec.Chaos.Period != c.Period {
-		data.Spec.Chaos.Period = c.Period
-	}
-	if sections, err = conversiondata.Put(sections, conversiondata.HubSection, &data); err != nil {
-		return err
-	}
-	return conversiondata.Write(dst, v1.ConversionDataAnnotation, sections)
-}
-
-func nodeTypeToHub(src *NodeGroup, saved v1.NodeType, lookup v1.CloudPermanentLookup) (v1.NodeType, error) {
-	// The saved type is what is stored; it wins while this version still
-	// shows the type it was converted to, so a read-modify-write through
-	// this version cannot flip CloudStatic to CloudPermanent or back.
-	if saved != "" && nodeTypeFromHub(saved) == src.Spec.NodeType {
-		return saved, nil
-	}
-	switch src.Spec.NodeType {
-	case NodeTypeCloud:
-		return v1.NodeTypeCloudEphemeral, nil
-	case NodeTypeHybrid:
-		return v1.HybridNodeType(src, lookup)
-	}
-	return v1.NodeType(src.Spec.NodeType), nil
-}
-
-func nodeTypeFromHub(t v1.NodeType) NodeType {
-	switch t {
-	case v1.NodeTypeCloudEphemeral:
-		return NodeTypeCloud
-	case v1.NodeTypeCloudPermanent, v1.NodeTypeCloudStatic:
-		return NodeTypeHybrid
-	}
-	return NodeType(t)
-}
-
-// criTypeFromHub shows ContainerdV2, which this version's enum lacks, as
-// the nearest type it has.
-func criTypeFromHub(t v1.CRIType) CRIType {
-	if t == v1.CRITypeContainerdV2 {
-		return CRITypeContainerd
-	}
-	return CRIType(t)
+	return conversiondata.SaveFromHub(in, period, false).Finish(dst, sections)
 }
 
 // Convert_v1alpha2_NodeGroupSpec_To_v1_NodeGroupSpec maps Cloud; ConvertToHub
@@ -172,58 +84,56 @@ func Convert_v1alpha2_NodeGroupSpec_To_v1_NodeGroupSpec(in *NodeGroupSpec, out *
 }
 
 // Convert_v1_NodeGroupSpec_To_v1alpha2_NodeGroupSpec maps the node type.
-// The fields v1 alone has are saved by ConvertFrom.
+// The fields v1 alone has are saved by ConvertFromHub.
 func Convert_v1_NodeGroupSpec_To_v1alpha2_NodeGroupSpec(in *v1.NodeGroupSpec, out *NodeGroupSpec, s apiconversion.Scope) error {
 	if err := autoConvert_v1_NodeGroupSpec_To_v1alpha2_NodeGroupSpec(in, out, s); err != nil {
 		return err
 	}
-	out.NodeType = nodeTypeFromHub(in.NodeType)
+	out.NodeType = conversiondata.NodeTypeFromHub[NodeType](in.NodeType)
 	return nil
 }
 
 // Convert_v1_CRISpec_To_v1alpha2_CRISpec shows ContainerdV2 as Containerd;
-// ConvertFrom saves the ContainerdV2 settings.
+// ConvertFromHub saves the ContainerdV2 settings.
 func Convert_v1_CRISpec_To_v1alpha2_CRISpec(in *v1.CRISpec, out *CRISpec, s apiconversion.Scope) error {
 	if err := autoConvert_v1_CRISpec_To_v1alpha2_CRISpec(in, out, s); err != nil {
 		return err
 	}
-	out.Type = criTypeFromHub(in.Type)
+	out.Type = conversiondata.CRITypeFromHub[CRIType](in.Type)
 	return nil
 }
 
 // Convert_v1_ChaosSpec_To_v1alpha2_ChaosSpec leaves out a period this
 // version's pattern rejects, so that the object can be written back through
-// this version; ConvertFrom saves the period.
+// this version; ConvertFromHub saves the period.
 func Convert_v1_ChaosSpec_To_v1alpha2_ChaosSpec(in *v1.ChaosSpec, out *ChaosSpec, s apiconversion.Scope) error {
 	if err := autoConvert_v1_ChaosSpec_To_v1alpha2_ChaosSpec(in, out, s); err != nil {
 		return err
 	}
-	if hubChaosPeriod.MatchString(in.Period) && !chaosPeriod.MatchString(in.Period) {
-		out.Period = ""
-	}
+	out.Period = conversiondata.ChaosPeriodFromHub(in.Period)
 	return nil
 }
 
 // Convert_v1_CloudInstancesSpec_To_v1alpha2_CloudInstancesSpec drops
-// Priority and QuickShutdown, which ConvertFrom saves.
+// Priority and QuickShutdown, which ConvertFromHub saves.
 func Convert_v1_CloudInstancesSpec_To_v1alpha2_CloudInstancesSpec(in *v1.CloudInstancesSpec, out *CloudInstancesSpec, s apiconversion.Scope) error {
 	return autoConvert_v1_CloudInstancesSpec_To_v1alpha2_CloudInstancesSpec(in, out, s)
 }
 
 // Convert_v1_StandbyHolderSpec_To_v1alpha2_StandbyHolderSpec drops
-// OverprovisioningRate, which ConvertFrom saves.
+// OverprovisioningRate, which ConvertFromHub saves.
 func Convert_v1_StandbyHolderSpec_To_v1alpha2_StandbyHolderSpec(in *v1.StandbyHolderSpec, out *StandbyHolderSpec, s apiconversion.Scope) error {
 	return autoConvert_v1_StandbyHolderSpec_To_v1alpha2_StandbyHolderSpec(in, out, s)
 }
 
 // Convert_v1_KubeletSpec_To_v1alpha2_KubeletSpec drops ResourceReservation,
-// TopologyManager and MemorySwap, which ConvertFrom saves.
+// TopologyManager and MemorySwap, which ConvertFromHub saves.
 func Convert_v1_KubeletSpec_To_v1alpha2_KubeletSpec(in *v1.KubeletSpec, out *KubeletSpec, s apiconversion.Scope) error {
 	return autoConvert_v1_KubeletSpec_To_v1alpha2_KubeletSpec(in, out, s)
 }
 
 // Convert_v1_NodeGroupStatus_To_v1alpha2_NodeGroupStatus drops Conditions
-// and Deckhouse, which ConvertFrom saves.
+// and Deckhouse, which ConvertFromHub saves.
 func Convert_v1_NodeGroupStatus_To_v1alpha2_NodeGroupStatus(in *v1.NodeGroupStatus, out *NodeGroupStatus, s apiconversion.Scope) error {
 	return autoConvert_v1_NodeGroupStatus_To_v1alpha2_NodeGroupStatus(in, out, s)
 }

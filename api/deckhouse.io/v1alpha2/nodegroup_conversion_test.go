@@ -42,7 +42,7 @@ func TestNodeTypeToHub(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name+"/"+string(tc.nodeType), func(t *testing.T) {
 			hub := &v1.NodeGroup{}
-			if err := spoke(tc.name, tc.nodeType, tc.annotations).ConvertToHub(hub, listed); err != nil {
+			if err := spoke(tc.name, tc.nodeType, tc.annotations).ConvertToHub(fuzztest.WithLookup(listed), hub); err != nil {
 				t.Fatal(err)
 			}
 			if hub.Spec.NodeType != tc.want {
@@ -60,7 +60,7 @@ func TestNodeTypeFromHub(t *testing.T) {
 		v1.NodeTypeStatic:         NodeTypeStatic,
 	} {
 		out := &NodeGroup{}
-		if err := out.ConvertFrom(&v1.NodeGroup{Spec: v1.NodeGroupSpec{NodeType: hubType}}); err != nil {
+		if err := out.ConvertFromHub(&v1.NodeGroup{Spec: v1.NodeGroupSpec{NodeType: hubType}}); err != nil {
 			t.Fatal(err)
 		}
 		if out.Spec.NodeType != want {
@@ -72,7 +72,7 @@ func TestNodeTypeFromHub(t *testing.T) {
 func TestSavedHybridTypeWinsOverTheLookupUntilTheTypeIsChanged(t *testing.T) {
 	stored := &v1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: "front-nm"}, Spec: v1.NodeGroupSpec{NodeType: v1.NodeTypeCloudStatic}}
 	read := &NodeGroup{}
-	if err := read.ConvertFrom(stored); err != nil {
+	if err := read.ConvertFromHub(stored); err != nil {
 		t.Fatal(err)
 	}
 	if got := read.Annotations[v1.ConversionDataAnnotation]; got != `{"v1":{"spec":{"nodeType":"CloudStatic"}}}` {
@@ -80,7 +80,7 @@ func TestSavedHybridTypeWinsOverTheLookupUntilTheTypeIsChanged(t *testing.T) {
 	}
 
 	written := &v1.NodeGroup{}
-	if err := read.ConvertToHub(written, listed); err != nil {
+	if err := read.ConvertToHub(fuzztest.WithLookup(listed), written); err != nil {
 		t.Fatal(err)
 	}
 	if written.Spec.NodeType != v1.NodeTypeCloudStatic {
@@ -91,7 +91,7 @@ func TestSavedHybridTypeWinsOverTheLookupUntilTheTypeIsChanged(t *testing.T) {
 	}
 
 	read.Spec.NodeType = NodeTypeCloud
-	if err := read.ConvertToHub(written, listed); err != nil {
+	if err := read.ConvertToHub(fuzztest.WithLookup(listed), written); err != nil {
 		t.Fatal(err)
 	}
 	if written.Spec.NodeType != v1.NodeTypeCloudEphemeral {
@@ -107,14 +107,14 @@ func TestContainerdV2IsShownAsContainerdAndRestored(t *testing.T) {
 		}},
 	}
 	read := &NodeGroup{}
-	if err := read.ConvertFrom(stored); err != nil {
+	if err := read.ConvertFromHub(stored); err != nil {
 		t.Fatal(err)
 	}
 	if read.Spec.CRI.Type != CRITypeContainerd || read.Spec.CRI.Containerd != nil {
 		t.Fatalf("cri %+v, want type Containerd and no containerd block", read.Spec.CRI)
 	}
 	back := &v1.NodeGroup{}
-	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(fuzztest.WithLookup(fuzztest.LookupNotAllowed), back); err != nil {
 		t.Fatal(err)
 	}
 	if !apiequality.Semantic.DeepEqual(back.Spec.CRI, stored.Spec.CRI) {
@@ -124,7 +124,7 @@ func TestContainerdV2IsShownAsContainerdAndRestored(t *testing.T) {
 	// A client that picks another runtime through this version gets it,
 	// without the ContainerdV2 settings of the type it left.
 	read.Spec.CRI.Type = CRITypeNotManaged
-	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(fuzztest.WithLookup(fuzztest.LookupNotAllowed), back); err != nil {
 		t.Fatal(err)
 	}
 	if back.Spec.CRI.Type != v1.CRITypeNotManaged || back.Spec.CRI.ContainerdV2 != nil {
@@ -135,21 +135,21 @@ func TestContainerdV2IsShownAsContainerdAndRestored(t *testing.T) {
 func TestChaosPeriodOnlyV1AcceptsIsKeptAside(t *testing.T) {
 	stored := &v1.NodeGroup{Spec: v1.NodeGroupSpec{NodeType: v1.NodeTypeStatic, Chaos: &v1.ChaosSpec{Mode: "DrainAndDelete", Period: "2h30m"}}}
 	read := &NodeGroup{}
-	if err := read.ConvertFrom(stored); err != nil {
+	if err := read.ConvertFromHub(stored); err != nil {
 		t.Fatal(err)
 	}
 	if read.Spec.Chaos.Period != "" {
 		t.Fatalf("period %q would fail this version's pattern on write-back", read.Spec.Chaos.Period)
 	}
 	back := &v1.NodeGroup{}
-	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(fuzztest.WithLookup(fuzztest.LookupNotAllowed), back); err != nil {
 		t.Fatal(err)
 	}
 	if back.Spec.Chaos.Period != "2h30m" {
 		t.Fatalf("period %q, want 2h30m", back.Spec.Chaos.Period)
 	}
 	read.Spec.Chaos.Period = "3h"
-	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(fuzztest.WithLookup(fuzztest.LookupNotAllowed), back); err != nil {
 		t.Fatal(err)
 	}
 	if back.Spec.Chaos.Period != "3h" {
@@ -181,14 +181,14 @@ func TestV1OnlyFieldsSurviveAReadModifyWrite(t *testing.T) {
 		},
 	}
 	read := &NodeGroup{}
-	if err := read.ConvertFrom(stored); err != nil {
+	if err := read.ConvertFromHub(stored); err != nil {
 		t.Fatal(err)
 	}
 	read.Spec.CloudInstances.MaxPerZone = 5
 	read.Labels["team"] = "research"
 
 	back := &v1.NodeGroup{}
-	if err := read.ConvertToHub(back, fuzztest.LookupNotAllowed); err != nil {
+	if err := read.ConvertToHub(fuzztest.WithLookup(fuzztest.LookupNotAllowed), back); err != nil {
 		t.Fatal(err)
 	}
 	want := stored.DeepCopy()
@@ -201,24 +201,24 @@ func TestV1OnlyFieldsSurviveAReadModifyWrite(t *testing.T) {
 
 func TestUnreadableConversionDataFailsTheConversion(t *testing.T) {
 	in := spoke("worker", NodeTypeStatic, map[string]string{v1.ConversionDataAnnotation: "{not json"})
-	err := in.ConvertToHub(&v1.NodeGroup{}, listed)
+	err := in.ConvertToHub(fuzztest.WithLookup(listed), &v1.NodeGroup{})
 	if err == nil || !strings.Contains(err.Error(), v1.ConversionDataAnnotation) {
 		t.Fatalf("error %v, want one naming the annotation", err)
 	}
 	in.Annotations[v1.ConversionDataAnnotation] = `{"v1":{"spec":{"futureField":1}}}`
-	if err := in.ConvertToHub(&v1.NodeGroup{}, listed); err == nil || !strings.Contains(err.Error(), "futureField") {
+	if err := in.ConvertToHub(fuzztest.WithLookup(listed), &v1.NodeGroup{}); err == nil || !strings.Contains(err.Error(), "futureField") {
 		t.Fatalf("error %v, want an unknown field refused rather than dropped", err)
 	}
 }
 
 func TestLookupErrorsNameTheGroup(t *testing.T) {
 	failing := fuzztest.LookupFunc(func(string) (bool, error) { return false, errUnknown })
-	err := spoke("another", NodeTypeHybrid, nil).ConvertToHub(&v1.NodeGroup{}, failing)
+	err := spoke("another", NodeTypeHybrid, nil).ConvertToHub(fuzztest.WithLookup(failing), &v1.NodeGroup{})
 	if err == nil || !strings.Contains(err.Error(), `Hybrid NodeGroup "another"`) || !strings.Contains(err.Error(), errUnknown.Error()) {
 		t.Fatalf("error %v", err)
 	}
 	// Groups that need no lookup convert regardless.
-	if err := spoke("master", NodeTypeHybrid, nil).ConvertToHub(&v1.NodeGroup{}, failing); err != nil {
+	if err := spoke("master", NodeTypeHybrid, nil).ConvertToHub(fuzztest.WithLookup(failing), &v1.NodeGroup{}); err != nil {
 		t.Fatal(err)
 	}
 }

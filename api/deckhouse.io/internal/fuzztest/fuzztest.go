@@ -4,6 +4,7 @@
 package fuzztest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math/rand"
@@ -15,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
-	"sigs.k8s.io/controller-runtime/pkg/conversion"
 	"sigs.k8s.io/randfill"
 
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
@@ -28,8 +28,8 @@ const Iterations = 10000
 type Spoke[T any] interface {
 	*T
 	metav1.Object
-	ConvertToHub(*v1.NodeGroup, v1.CloudPermanentLookup) error
-	ConvertFrom(conversion.Hub) error
+	ConvertToHub(context.Context, *v1.NodeGroup) error
+	ConvertFromHub(*v1.NodeGroup) error
 }
 
 // LookupFunc adapts a function to v1.CloudPermanentLookup.
@@ -37,6 +37,11 @@ type LookupFunc func(string) (bool, error)
 
 // IsCloudPermanent calls f.
 func (f LookupFunc) IsCloudPermanent(name string) (bool, error) { return f(name) }
+
+// WithLookup is a context carrying lookup for ConvertToHub.
+func WithLookup(lookup v1.CloudPermanentLookup) context.Context {
+	return v1.WithCloudPermanentLookup(context.Background(), lookup)
+}
 
 // evenNamesPermanent gives both answers across fuzzed names.
 var evenNamesPermanent = LookupFunc(func(name string) (bool, error) { return len(name)%2 == 0, nil })
@@ -101,11 +106,11 @@ func SpokeHubSpoke[T any, P Spoke[T]](t *testing.T, spokeFuncs fuzzer.FuzzerFunc
 		exerciseHybridRules(r, before)
 
 		hub := &v1.NodeGroup{}
-		if err := before.ConvertToHub(hub, evenNamesPermanent); err != nil {
+		if err := before.ConvertToHub(WithLookup(evenNamesPermanent), hub); err != nil {
 			t.Fatalf("iteration %d: to hub: %v", i, err)
 		}
 		after := P(new(T))
-		if err := after.ConvertFrom(hub); err != nil {
+		if err := after.ConvertFromHub(hub); err != nil {
 			t.Fatalf("iteration %d: from hub: %v", i, err)
 		}
 		// What the hub held beyond this version rides in the annotation;
@@ -132,12 +137,12 @@ func HubSpokeHub[T any, P Spoke[T]](t *testing.T, spokeFuncs fuzzer.FuzzerFuncs)
 		exerciseHybridRules(r, before)
 
 		spoke := P(new(T))
-		if err := spoke.ConvertFrom(before); err != nil {
+		if err := spoke.ConvertFromHub(before); err != nil {
 			t.Fatalf("iteration %d: from hub: %v", i, err)
 		}
 		spoke = jsonRoundTrip[T, P](t, spoke)
 		after := &v1.NodeGroup{}
-		if err := spoke.ConvertToHub(after, LookupNotAllowed); err != nil {
+		if err := spoke.ConvertToHub(WithLookup(LookupNotAllowed), after); err != nil {
 			t.Fatalf("iteration %d: to hub: %v", i, err)
 		}
 		if !apiequality.Semantic.DeepEqual(before, after) {
