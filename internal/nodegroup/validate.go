@@ -80,142 +80,228 @@ type Request struct {
 	Old, New      *v1.NodeGroup
 }
 
-// Validate runs every check on req and returns all denials and warnings.
-// Warnings never stop later checks.
+// Validate runs every check on req and returns all denials and warnings,
+// in Deckhouse's order of checks. Warnings never stop later checks.
 func Validate(req Request, state ClusterState) (field.ErrorList, []string) {
-	var errs field.ErrorList
-	var warnings []string
-	ng := req.New
+	ng, old := req.New, req.Old
+	if req.Operation != admissionv1.Update {
+		old = nil
+	}
 	spec := &ng.Spec
-	specPath := field.NewPath("spec")
-	update := req.Operation == admissionv1.Update && req.Old != nil
-
-	// 1. Deckhouse names cloud machines <prefix>-<group>-<21 characters of
-	// hashes>, and a node name label holds 63.
-	if req.Operation == admissionv1.Create && state.ClusterType == "Cloud" && len(state.ClusterPrefix)+len(ng.Name) > 41 {
-		errs = append(errs, field.Forbidden(field.NewPath("metadata", "name"), msgNameTooLong))
-	}
-
-	if ci := spec.CloudInstances; ci != nil {
-		path := specPath.Child("cloudInstances")
-		// 2.
-		if ci.MaxPerZone < ci.MinPerZone {
-			errs = append(errs, field.Invalid(path.Child("maxPerZone"), ci.MaxPerZone, msgMaxLowerThanMin))
-		}
-		// 3.
-		if len(state.Zones) > 0 {
-			for i, zone := range ci.Zones {
-				if !slices.Contains(state.Zones, zone) {
-					errs = append(errs, field.Invalid(path.Child("zones").Index(i), zone, fmt.Sprintf(msgUnknownZone, zone)))
-				}
-			}
-		}
-	}
-
-	criPath := specPath.Child("cri")
-	// 4.
-	if spec.CRI != nil && spec.CRI.Type == v1.CRITypeDocker {
-		errs = append(errs, field.Forbidden(criPath.Child("type"), msgDockerForbidden))
-	}
-
-	// 5.
-	if ng.Name == v1.MasterNodeGroup && state.APIServerEndpoints < 3 &&
-		effectiveCRI(req.Old, state.DefaultCRI) != effectiveCRI(ng, state.DefaultCRI) {
-		warnings = append(warnings, msgMasterCRIDisruptive)
-	}
-
 	var taints []v1.Taint
 	if spec.NodeTemplate != nil {
 		taints = spec.NodeTemplate.Taints
 	}
-	taintsPath := specPath.Child("nodeTemplate", "taints")
-	// 6.
-	if missing := untoleratedTaintKeys(taints, state.CustomTolerationKeys); len(missing) > 0 {
-		errs = append(errs, field.Forbidden(taintsPath, fmt.Sprintf(msgTaintsNotTolerated, " "+strings.Join(missing, " "))))
-	}
+	unsupported := state.NodesWithoutContainerdV2[ng.Name]
 
-	// 7. Only v1alpha1 lacks the schema rule that ties cri.containerd to
-	// its type, so only a v1alpha1 client can get this far with it.
-	if req.ClientVersion == "deckhouse.io/v1alpha1" && spec.CRI != nil && spec.CRI.Containerd != nil && spec.CRI.Type != v1.CRITypeContainerd {
-		errs = append(errs, field.Forbidden(criPath.Child("containerd"), msgContainerdWithoutCRI))
+	var errs field.ErrorList
+	if req.Operation == admissionv1.Create {
+		errs = append(errs, validateNameLength(ng.Name, state.ClusterType, state.ClusterPrefix)...)
 	}
-
-	// 8. Compared in v1 terms, so Cloud of the older versions counts as
-	// CloudEphemeral; the shell hook compared the literal text and refused it.
-	if d := spec.Disruptions; d != nil && d.ApprovalMode == v1.ApprovalModeRollingUpdate && spec.NodeType != v1.NodeTypeCloudEphemeral {
-		errs = append(errs, field.Forbidden(specPath.Child("disruptions", "approvalMode"), msgRollingUpdate))
+	errs = append(errs, validateMaxPerZone(spec.CloudInstances)...)
+	errs = append(errs, validateZones(spec.CloudInstances, state.Zones)...)
+	errs = append(errs, validateCRIType(spec.CRI)...)
+	warnings := warnMasterCRIChange(old, ng, state.DefaultCRI, state.APIServerEndpoints)
+	errs = append(errs, validateTaintKeys(taints, state.CustomTolerationKeys)...)
+	errs = append(errs, validateContainerdBlock(req.ClientVersion, spec.CRI)...)
+	errs = append(errs, validateApprovalMode(spec.Disruptions, spec.NodeType)...)
+	errs = append(errs, validateNodeTypeImmutable(old, ng)...)
+	errs = append(errs, validateUniqueTaints(taints)...)
+	errs = append(errs, validateTopologyManager(spec.Kubelet)...)
+	if old != nil {
+		errs = append(errs, validateCRIChangeOnCustomContainerd(old, ng, state.DefaultCRI, state.NodesWithCustomContainerd[ng.Name])...)
+		errs = append(errs, validateContainerdV2Nodes(ng.Name, spec.CRI, unsupported)...)
+		errs = append(errs, validateMemorySwap(ng.Name, spec.Kubelet, unsupported)...)
 	}
-
-	// 9.
-	if update && req.Old.Spec.NodeType != spec.NodeType {
-		errs = append(errs, field.Forbidden(specPath.Child("nodeType"), msgNodeTypeImmutable))
-	}
-
-	// 10.
-	if i, dup := duplicateTaint(taints); dup {
-		errs = append(errs, field.Invalid(taintsPath.Index(i), taints[i].Key, msgDuplicateTaints))
-	}
-
-	if k := spec.Kubelet; k != nil && k.TopologyManager != nil && k.TopologyManager.Enabled != nil && *k.TopologyManager.Enabled {
-		kubeletPath := specPath.Child("kubelet")
-		mode := v1.ResourceReservationModeAuto
-		var static *v1.StaticResourceReservation
-		if rr := k.ResourceReservation; rr != nil {
-			if rr.Mode != "" {
-				mode = rr.Mode
-			}
-			static = rr.Static
-		}
-		switch {
-		// 11.
-		case mode == v1.ResourceReservationModeOff:
-			errs = append(errs, field.Forbidden(kubeletPath.Child("resourceReservation", "mode"), msgTopologyWithoutRR))
-		// 12.
-		case mode == v1.ResourceReservationModeStatic && (static == nil || static.CPU == nil):
-			errs = append(errs, field.Required(kubeletPath.Child("resourceReservation", "static", "cpu"), msgTopologyStaticCPU))
-		}
-	}
-
-	if update {
-		// 13. Compared as the runtime the nodes run, so spelling out the
-		// default type is not a change.
-		if nodes := state.NodesWithCustomContainerd[ng.Name]; len(nodes) > 0 &&
-			effectiveCRI(req.Old, state.DefaultCRI) != effectiveCRI(ng, state.DefaultCRI) {
-			errs = append(errs, field.Forbidden(criPath.Child("type"), fmt.Sprintf(msgCustomContainerd, strings.Join(sorted(nodes), ", "))))
-		}
-		unsupported := state.NodesWithoutContainerdV2[ng.Name]
-		// 14.
-		if len(unsupported) > 0 && spec.CRI != nil && spec.CRI.Type == v1.CRITypeContainerdV2 {
-			errs = append(errs, field.Forbidden(criPath.Child("type"), fmt.Sprintf(msgContainerdV2, ng.Name, ng.Name)))
-		}
-		// 16.
-		if k := spec.Kubelet; len(unsupported) > 0 && k != nil && k.MemorySwap != nil && k.MemorySwap.SwapBehavior == v1.SwapBehaviorLimitedSwap {
-			errs = append(errs, field.Forbidden(specPath.Child("kubelet", "memorySwap", "swapBehavior"), fmt.Sprintf(msgMemorySwapCgroupV1, ng.Name)))
-		}
-	}
-
-	// 15.
-	if k := spec.Kubelet; k != nil && k.MaxPods != nil {
-		prefix := state.PodSubnetNodeCIDRPrefix
-		if prefix == 0 {
-			prefix = defaultPodSubnetNodeCIDRPrefix
-		}
-		available := int64(1)<<(32-prefix) - 3
-		if 2*int64(*k.MaxPods) > available {
-			warnings = append(warnings, fmt.Sprintf(msgMaxPods, *k.MaxPods, available, prefix))
-		}
-	}
-
-	// Not a Deckhouse check: a v1 client could store an annotation that no
-	// later conversion to an older version could read, breaking every LIST
-	// through that version.
-	if raw, ok := ng.Annotations[v1.ConversionDataAnnotation]; ok {
-		var sections map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(raw), &sections); err != nil {
-			errs = append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(v1.ConversionDataAnnotation), raw, fmt.Sprintf(msgConversionData, err)))
-		}
-	}
+	warnings = append(warnings, warnMaxPods(spec.Kubelet, state.PodSubnetNodeCIDRPrefix)...)
+	errs = append(errs, validateConversionData(ng.Annotations)...)
 	return errs, warnings
+}
+
+var (
+	specPath    = field.NewPath("spec")
+	cloudPath   = specPath.Child("cloudInstances")
+	criPath     = specPath.Child("cri")
+	taintsPath  = specPath.Child("nodeTemplate", "taints")
+	kubeletPath = specPath.Child("kubelet")
+)
+
+// validateNameLength is check 1, on CREATE only: Deckhouse names cloud
+// machines <prefix>-<group>-<21 characters of hashes>, and a node name
+// label holds 63.
+func validateNameLength(name, clusterType, prefix string) field.ErrorList {
+	if clusterType == "Cloud" && len(prefix)+len(name) > 41 {
+		return field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"), msgNameTooLong)}
+	}
+	return nil
+}
+
+// validateMaxPerZone is check 2.
+func validateMaxPerZone(ci *v1.CloudInstancesSpec) field.ErrorList {
+	if ci != nil && ci.MaxPerZone < ci.MinPerZone {
+		return field.ErrorList{field.Invalid(cloudPath.Child("maxPerZone"), ci.MaxPerZone, msgMaxLowerThanMin)}
+	}
+	return nil
+}
+
+// validateZones is check 3: every zone must be one of the provider's; no
+// known zones turns the check off.
+func validateZones(ci *v1.CloudInstancesSpec, known []string) field.ErrorList {
+	if ci == nil || len(known) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	for i, zone := range ci.Zones {
+		if !slices.Contains(known, zone) {
+			errs = append(errs, field.Invalid(cloudPath.Child("zones").Index(i), zone, fmt.Sprintf(msgUnknownZone, zone)))
+		}
+	}
+	return errs
+}
+
+// validateCRIType is check 4.
+func validateCRIType(cri *v1.CRISpec) field.ErrorList {
+	if cri != nil && cri.Type == v1.CRITypeDocker {
+		return field.ErrorList{field.Forbidden(criPath.Child("type"), msgDockerForbidden)}
+	}
+	return nil
+}
+
+// warnMasterCRIChange is check 5, a warning: switching master's runtime
+// restarts its control-plane components, which fewer than three API
+// server endpoints cannot ride out. old is nil on CREATE.
+func warnMasterCRIChange(old, ng *v1.NodeGroup, defaultCRI string, endpoints int) []string {
+	if ng.Name == v1.MasterNodeGroup && endpoints < 3 && effectiveCRI(old, defaultCRI) != effectiveCRI(ng, defaultCRI) {
+		return []string{msgMasterCRIDisruptive}
+	}
+	return nil
+}
+
+// validateTaintKeys is check 6.
+func validateTaintKeys(taints []v1.Taint, custom []string) field.ErrorList {
+	if missing := untoleratedTaintKeys(taints, custom); len(missing) > 0 {
+		return field.ErrorList{field.Forbidden(taintsPath, fmt.Sprintf(msgTaintsNotTolerated, " "+strings.Join(missing, " ")))}
+	}
+	return nil
+}
+
+// validateContainerdBlock is check 7. Only v1alpha1 lacks the schema rule
+// that ties cri.containerd to its type, so only a v1alpha1 client can get
+// this far with it.
+func validateContainerdBlock(clientVersion string, cri *v1.CRISpec) field.ErrorList {
+	if clientVersion == alpha1Version && cri != nil && cri.Containerd != nil && cri.Type != v1.CRITypeContainerd {
+		return field.ErrorList{field.Forbidden(criPath.Child("containerd"), msgContainerdWithoutCRI)}
+	}
+	return nil
+}
+
+// validateApprovalMode is check 8. It compares in v1 terms, so Cloud of the
+// older versions counts as CloudEphemeral; the shell hook compared the
+// literal text and refused it.
+func validateApprovalMode(d *v1.DisruptionsSpec, nodeType v1.NodeType) field.ErrorList {
+	if d != nil && d.ApprovalMode == v1.ApprovalModeRollingUpdate && nodeType != v1.NodeTypeCloudEphemeral {
+		return field.ErrorList{field.Forbidden(specPath.Child("disruptions", "approvalMode"), msgRollingUpdate)}
+	}
+	return nil
+}
+
+// validateNodeTypeImmutable is check 9; old is nil on CREATE.
+func validateNodeTypeImmutable(old, ng *v1.NodeGroup) field.ErrorList {
+	if old != nil && old.Spec.NodeType != ng.Spec.NodeType {
+		return field.ErrorList{field.Forbidden(specPath.Child("nodeType"), msgNodeTypeImmutable)}
+	}
+	return nil
+}
+
+// validateUniqueTaints is check 10.
+func validateUniqueTaints(taints []v1.Taint) field.ErrorList {
+	if i, dup := duplicateTaint(taints); dup {
+		return field.ErrorList{field.Invalid(taintsPath.Index(i), taints[i].Key, msgDuplicateTaints)}
+	}
+	return nil
+}
+
+// validateTopologyManager is checks 11 and 12: an enabled topology manager
+// needs a resource reservation, and a static one needs its cpu. The mode
+// defaults to Auto, as the schema does.
+func validateTopologyManager(k *v1.KubeletSpec) field.ErrorList {
+	if k == nil || k.TopologyManager == nil || k.TopologyManager.Enabled == nil || !*k.TopologyManager.Enabled {
+		return nil
+	}
+	mode := v1.ResourceReservationModeAuto
+	var static *v1.StaticResourceReservation
+	if rr := k.ResourceReservation; rr != nil {
+		if rr.Mode != "" {
+			mode = rr.Mode
+		}
+		static = rr.Static
+	}
+	switch {
+	case mode == v1.ResourceReservationModeOff:
+		return field.ErrorList{field.Forbidden(kubeletPath.Child("resourceReservation", "mode"), msgTopologyWithoutRR)}
+	case mode == v1.ResourceReservationModeStatic && (static == nil || static.CPU == nil):
+		return field.ErrorList{field.Required(kubeletPath.Child("resourceReservation", "static", "cpu"), msgTopologyStaticCPU)}
+	}
+	return nil
+}
+
+// validateCRIChangeOnCustomContainerd is check 13, on UPDATE: nodes is the
+// group's nodes with a custom containerd configuration. It compares the
+// runtime the nodes run, so spelling out the default type is not a change.
+func validateCRIChangeOnCustomContainerd(old, ng *v1.NodeGroup, defaultCRI string, nodes []string) field.ErrorList {
+	if len(nodes) > 0 && effectiveCRI(old, defaultCRI) != effectiveCRI(ng, defaultCRI) {
+		return field.ErrorList{field.Forbidden(criPath.Child("type"), fmt.Sprintf(msgCustomContainerd, strings.Join(sorted(nodes), ", ")))}
+	}
+	return nil
+}
+
+// validateContainerdV2Nodes is check 14, on UPDATE: unsupported is the
+// group's nodes labelled containerd-v2-unsupported.
+func validateContainerdV2Nodes(name string, cri *v1.CRISpec, unsupported []string) field.ErrorList {
+	if len(unsupported) > 0 && cri != nil && cri.Type == v1.CRITypeContainerdV2 {
+		return field.ErrorList{field.Forbidden(criPath.Child("type"), fmt.Sprintf(msgContainerdV2, name, name))}
+	}
+	return nil
+}
+
+// validateMemorySwap is check 16, on UPDATE: limited swap needs cgroup v2,
+// which the nodes labelled containerd-v2-unsupported lack.
+func validateMemorySwap(name string, k *v1.KubeletSpec, unsupported []string) field.ErrorList {
+	if len(unsupported) > 0 && k != nil && k.MemorySwap != nil && k.MemorySwap.SwapBehavior == v1.SwapBehaviorLimitedSwap {
+		return field.ErrorList{field.Forbidden(kubeletPath.Child("memorySwap", "swapBehavior"), fmt.Sprintf(msgMemorySwapCgroupV1, name))}
+	}
+	return nil
+}
+
+// warnMaxPods is check 15, a warning since Deckhouse PR #17275: each pod
+// may hold two IPs while it restarts. prefix 0 means /24.
+func warnMaxPods(k *v1.KubeletSpec, prefix int) []string {
+	if k == nil || k.MaxPods == nil {
+		return nil
+	}
+	if prefix == 0 {
+		prefix = defaultPodSubnetNodeCIDRPrefix
+	}
+	available := int64(1)<<(32-prefix) - 3
+	if 2*int64(*k.MaxPods) > available {
+		return []string{fmt.Sprintf(msgMaxPods, *k.MaxPods, available, prefix)}
+	}
+	return nil
+}
+
+// validateConversionData is not a Deckhouse check: a v1 client could store
+// an annotation that no later conversion to an older version could read,
+// breaking every LIST through that version.
+func validateConversionData(annotations map[string]string) field.ErrorList {
+	raw, ok := annotations[v1.ConversionDataAnnotation]
+	if !ok {
+		return nil
+	}
+	var sections map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &sections); err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations").Key(v1.ConversionDataAnnotation), raw, fmt.Sprintf(msgConversionData, err))}
+	}
+	return nil
 }
 
 // effectiveCRI is the runtime a group runs: its cri.type, else the
