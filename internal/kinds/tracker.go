@@ -189,6 +189,11 @@ func (t *Tracker) Start(ctx context.Context) error {
 	t.mu.Lock()
 	t.ctx = ctx
 	t.mu.Unlock()
+	// Nothing can be decided before the CRDs have been listed once; the
+	// first evaluation must not wait for a CRD event that may never come.
+	if !toolscache.WaitForCacheSync(ctx.Done(), t.crdHandler.HasSynced) {
+		return nil
+	}
 	// A start that failed (an informer that could not sync) is retried.
 	retry := time.NewTicker(30 * time.Second)
 	defer retry.Stop()
@@ -206,9 +211,6 @@ func (t *Tracker) Start(ctx context.Context) error {
 			return nil
 		case <-t.changed:
 		case <-retry.C:
-		}
-		if !t.crdHandler.HasSynced() {
-			continue
 		}
 		t.evaluate()
 	}

@@ -1,0 +1,164 @@
+package kinds_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/gatehouse-dev/gatehouse/internal/kinds"
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+)
+
+func widgetCRD(group string) *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptrTrue(),
+				}},
+			}},
+		},
+	}
+}
+
+func ptrTrue() *bool { t := true; return &t }
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	start := time.Now()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%s after %s", what, time.Since(start))
+}
+
+func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDPaths: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	group := "k" + rand.String(5) + ".example.com"
+	gvk := schema.GroupVersionKind{Group: group, Version: "v1", Kind: "Widget"}
+	widget := func() *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return u
+	}
+
+	httpClient, err := rest.HTTPClientFor(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cp.Config, httpClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCache := func(opts cache.Options) cache.Cache {
+		opts.Scheme, opts.Mapper, opts.HTTPClient, opts.ReaderFailOnMissingInformer = cp.Scheme, mapper, httpClient, true
+		c, err := cache.New(cp.Config, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	crds := newCache(cache.Options{DefaultTransform: kinds.StripSchemas})
+	widgets := newCache(cache.Options{})
+	tracker, err := kinds.New(ctx, crds, cp.Scheme, testr.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := make(chan struct{}, 10)
+	first, err := tracker.Follow(widgets, widget(), func() { changes <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := tracker.Follow(widgets, widget(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []cache.Cache{crds, widgets} {
+		go func() { _ = c.Start(ctx) }()
+	}
+	go func() { _ = tracker.Start(ctx) }()
+
+	waitFor(t, "the absent kind is decided", tracker.Ready)
+	if first.Readable() {
+		t.Fatal("a kind without a CRD is readable")
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind("WidgetList"))
+	var notCached *cache.ErrResourceNotCached
+	if err := widgets.List(ctx, list); !errors.As(err, &notCached) {
+		t.Fatalf("reading an unfollowed kind: %v, want ErrResourceNotCached (no informer started by accident)", err)
+	}
+
+	crd := widgetCRD(group)
+	if err := cp.Client.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the kind becomes readable once its CRD is served", first.Readable)
+	<-changes
+	obj := widget()
+	obj.SetNamespace("default")
+	obj.SetName("w1")
+	if err := cp.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the informer sees the object", func() bool {
+		return widgets.Get(ctx, client.ObjectKeyFromObject(obj), widget()) == nil
+	})
+
+	// One follower leaving keeps the shared informer.
+	second.Release()
+	if !first.Readable() {
+		t.Fatal("releasing one of two followers stopped the kind")
+	}
+
+	if err := cp.Client.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the kind stops being readable once its CRD is gone", func() bool { return !first.Readable() })
+	<-changes
+	waitFor(t, "the informer is removed, not left failing", func() bool {
+		err := widgets.List(ctx, list)
+		return errors.As(err, &notCached)
+	})
+	waitFor(t, "the CRD is gone", func() bool {
+		return apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}))
+	})
+
+	// Installed again, it is followed again without a restart.
+	crd = widgetCRD(group)
+	if err := cp.Client.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the kind is readable again", first.Readable)
+	first.Release()
+	waitFor(t, "the last follower's release removes the informer", func() bool {
+		return errors.As(widgets.List(ctx, list), &notCached)
+	})
+}
