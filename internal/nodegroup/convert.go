@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
-	kjson "sigs.k8s.io/json"
 
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha1"
@@ -89,7 +89,7 @@ func (c *converter) Convert(ctx context.Context, req *apiextensionsv1.Conversion
 	return out, nil
 }
 
-// header is what identifies an object.
+// header is what identifies an object in error messages.
 type header struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -98,34 +98,54 @@ type header struct {
 	} `json:"metadata"`
 }
 
-func convertObject(ctx context.Context, raw []byte, desired string) ([]byte, error) {
+func decodeHeader(raw []byte) (header, error) {
 	var h header
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return nil, fmt.Errorf("is not a JSON object: %w", err)
+	err := json.Unmarshal(raw, &h)
+	return h, err
+}
+
+func convertObject(ctx context.Context, raw []byte, desired string) ([]byte, error) {
+	apiVersion, k, err := peekTypeMeta(raw)
+	if err != nil {
+		h, err := decodeHeader(raw)
+		if err != nil {
+			return nil, fmt.Errorf("is not a JSON object: %w", err)
+		}
+		apiVersion, k = h.APIVersion, h.Kind
 	}
-	if h.Kind != kind {
-		return nil, fmt.Errorf("(%s %q) is not a NodeGroup", h.Kind, h.Metadata.Name)
+	if k != kind {
+		h, _ := decodeHeader(raw)
+		return nil, fmt.Errorf("(%s %q) is not a NodeGroup", k, h.Metadata.Name)
 	}
-	if h.APIVersion == desired {
+	if apiVersion == desired {
 		return raw, nil
 	}
-	converted, err := convertTyped(ctx, raw, h.APIVersion, desired)
+	converted, err := convertWire(ctx, raw, apiVersion, desired)
 	if err != nil {
-		return nil, fmt.Errorf("(NodeGroup %q, %s): %w", h.Metadata.Name, h.APIVersion, err)
+		h, _ := decodeHeader(raw)
+		return nil, fmt.Errorf("(NodeGroup %q, %s): %w", h.Metadata.Name, apiVersion, err)
 	}
 	return converted, nil
 }
 
-// convertTyped decodes raw into its version's Go type, converts it with
-// the hub-and-spoke converter and encodes the result.
-func convertTyped(ctx context.Context, raw []byte, from, to string) ([]byte, error) {
+// convertWire converts raw with the hub-and-spoke converter, the one
+// conversion entry point. Only the JSON around it is hand-written: the API
+// server sends one object per review, and decoding metadata (a third of a
+// stored object is managed fields) and encoding it again doubled the cost
+// of a conversion and added a quarter to the whole request
+// (docs/benchmarks.md). Metadata stays raw: only the name and annotations
+// are decoded, and only the annotations are written back when the
+// conversion changed them.
+func convertWire(ctx context.Context, raw []byte, from, to string) ([]byte, error) {
 	src, err := newNodeGroup(from)
 	if err != nil {
 		return nil, err
 	}
-	if err := decodeObject(raw, src); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
+	metadata, err := decodeWire(raw, src)
+	if err != nil {
+		return nil, err
 	}
+	before := src.(metav1.Object).GetAnnotations()
 	dst, err := newNodeGroup(to)
 	if err != nil {
 		return nil, err
@@ -133,7 +153,8 @@ func convertTyped(ctx context.Context, raw []byte, from, to string) ([]byte, err
 	if err := hubSpoke.ConvertObject(ctx, src, dst); err != nil {
 		return nil, err
 	}
-	return json.Marshal(dst)
+	_, spec, status := parts(dst)
+	return encodeWire(to, metadata, before, dst.(metav1.Object).GetAnnotations(), spec, status)
 }
 
 func newNodeGroup(apiVersion string) (runtime.Object, error) {
@@ -150,24 +171,16 @@ func newNodeGroup(apiVersion string) (runtime.Object, error) {
 	return obj, nil
 }
 
-// decodeObject decodes as the API server does (case-sensitive), refusing
-// fields spec and status do not know: the API server prunes objects to the
-// schema generated from these types, so an unknown field means the two
-// disagree, and dropping it would lose data silently. Metadata is exempt:
-// the API server keeps its own and takes back only labels and annotations.
-func decodeObject(raw []byte, into runtime.Object) error {
-	strict, err := kjson.UnmarshalStrict(raw, into)
-	if err != nil {
-		return err
+// parts returns the metadata, spec and status of a NodeGroup of any served
+// version, for the wire format to fill and read.
+func parts(obj runtime.Object) (*metav1.ObjectMeta, any, any) {
+	switch o := obj.(type) {
+	case *v1.NodeGroup:
+		return &o.ObjectMeta, &o.Spec, &o.Status
+	case *v1alpha2.NodeGroup:
+		return &o.ObjectMeta, &o.Spec, &o.Status
+	case *v1alpha1.NodeGroup:
+		return &o.ObjectMeta, &o.Spec, &o.Status
 	}
-	var refused []string
-	for _, e := range strict {
-		if !strings.HasPrefix(e.Error(), `unknown field "metadata.`) {
-			refused = append(refused, e.Error())
-		}
-	}
-	if len(refused) > 0 {
-		return fmt.Errorf("%s", strings.Join(refused, ", "))
-	}
-	return nil
+	panic(fmt.Sprintf("%T is not a NodeGroup", obj))
 }

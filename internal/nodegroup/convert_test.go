@@ -246,7 +246,7 @@ func TestReviewFailures(t *testing.T) {
 		{"another kind", withOpenStackConfig, review(hubVersion, `{"apiVersion":"deckhouse.io/v1alpha1","kind":"ModuleConfig","metadata":{"name":"global"}}`),
 			[]string{`object 0 (ModuleConfig "global") is not a NodeGroup`}},
 		{"field the types do not know", withOpenStackConfig, review(hubVersion, nodeGroupJSON(alpha2Version, "w", `{"nodeType":"Static","gpu":{"sharing":"MIG"}}`)),
-			[]string{`object 0 (NodeGroup "w", deckhouse.io/v1alpha2): decode: unknown field "spec.gpu"`}},
+			[]string{`object 0 (NodeGroup "w", deckhouse.io/v1alpha2): decode: json: unknown field "gpu"`}},
 		{"not JSON", withOpenStackConfig, review(hubVersion, `{"apiVersion":`),
 			[]string{"object 0 is not a JSON object"}},
 	}

@@ -1,7 +1,6 @@
 package nodegroup
 
 import (
-	"encoding/json"
 	"errors"
 )
 
@@ -133,10 +132,4 @@ func skipValue(b []byte, i int) int {
 		}
 		return j
 	}
-}
-
-func decodeHeader(raw []byte) (header, error) {
-	var h header
-	err := json.Unmarshal(raw, &h)
-	return h, err
 }

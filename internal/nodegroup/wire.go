@@ -2,75 +2,51 @@ package nodegroup
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"strconv"
-	"strings"
-	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-
-	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
-	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha1"
-	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha2"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// wire is a NodeGroup as the API server sends it, with metadata kept as
-// raw JSON. A conversion changes only annotations; decoding managed fields
-// and encoding them again would cost more than the conversion itself, and
-// passing metadata through byte for byte cannot alter it. decodeWire fills
-// it member by member; the tags serve encoding/json when it decodes an
-// object again to explain a failure.
-type wire[Spec, Status any] struct {
-	APIVersion string          `json:"apiVersion"`
-	Kind       string          `json:"kind"`
-	Metadata   json.RawMessage `json:"metadata,omitempty"`
-	Spec       Spec            `json:"spec"`
-	Status     Status          `json:"status"`
-}
-
-// decodeStrict decodes spec and status refusing unknown fields: the API
+// decodeStrict decodes spec or status refusing unknown fields: the API
 // server prunes objects to the schema generated from these types, so an
 // unknown field means the two disagree, and dropping it would lose data
 // silently. go-json-experiment decodes about twice as fast as
-// encoding/json, which matters for reviews of whole collections; encoding
-// stays with encoding/json.
+// encoding/json; encoding stays with encoding/json, whose output the API
+// server has always accepted.
 func decodeStrict(raw []byte, into any) error {
 	return jsonv2.Unmarshal(raw, into, jsonv2.RejectUnknownMembers(true))
 }
 
-// decodeWire decodes raw and returns it with the metadata a conversion
-// needs as an ObjectMeta. The top level is split by members, so metadata
-// is never decoded whole: only its name and annotations are.
-func decodeWire[Spec, Status any](raw []byte) (*wire[Spec, Status], metav1.ObjectMeta, error) {
-	w := &wire[Spec, Status]{}
+// decodeWire fills obj, a NodeGroup of raw's version, from raw and returns
+// raw's metadata. The top level is split by members, so metadata is never
+// decoded whole: only its name and annotations are.
+func decodeWire(raw []byte, obj runtime.Object) ([]byte, error) {
+	meta, spec, status := parts(obj)
+	var metadata []byte
 	err := members(raw, func(key, value []byte) error {
 		switch string(key) {
 		case "apiVersion", "kind":
 		case "metadata":
-			w.Metadata = value
+			metadata = value
 		case "spec":
-			return decodeStrict(value, &w.Spec)
+			return decodeStrict(value, spec)
 		case "status":
-			return decodeStrict(value, &w.Status)
+			return decodeStrict(value, status)
 		default:
 			return fmt.Errorf("unknown field %q", key)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, metav1.ObjectMeta{}, fmt.Errorf("decode: %w", explainDecodeError(raw, w, err))
+		return nil, fmt.Errorf("decode: %w", explainDecodeError(raw, obj, err))
 	}
-	var meta metav1.ObjectMeta
-	if len(w.Metadata) > 0 {
-		err := members(w.Metadata, func(key, value []byte) error {
+	if len(metadata) > 0 {
+		err := members(metadata, func(key, value []byte) error {
 			switch string(key) {
 			case "name":
 				return decodeString(value, &meta.Name)
@@ -80,10 +56,10 @@ func decodeWire[Spec, Status any](raw []byte) (*wire[Spec, Status], metav1.Objec
 			return nil
 		})
 		if err != nil {
-			return nil, metav1.ObjectMeta{}, fmt.Errorf("decode metadata: %w", err)
+			return nil, fmt.Errorf("decode metadata: %w", err)
 		}
 	}
-	return w, meta, nil
+	return metadata, nil
 }
 
 // decodeString decodes a JSON string, without a decoder when it has no escapes.
@@ -99,7 +75,8 @@ func decodeString(value []byte, into *string) error {
 
 // explainDecodeError decodes raw again with encoding/json, whose messages
 // name the field plainly, to report why the fast decoder failed.
-func explainDecodeError(raw []byte, into any, fast error) error {
+func explainDecodeError(raw []byte, into runtime.Object, fast error) error {
+	into = into.DeepCopyObject()
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
@@ -298,142 +275,4 @@ func concat(parts ...[]byte) []byte {
 		out = append(out, p...)
 	}
 	return out
-}
-
-// wireConverter is the hand-written conversion path: metadata passed
-// through as raw JSON, spec and status decoded with go-json-experiment, big
-// reviews split across the CPUs. It is kept for the comparison with the
-// typed path in bench_test.go.
-type wireConverter struct {
-	lookup v1.CloudPermanentLookup
-}
-
-// Convert converts every object of the review. When any object fails, the
-// whole review fails, naming each failing object by its index.
-func (c *wireConverter) Convert(_ context.Context, req *apiextensionsv1.ConversionRequest) ([]k8sruntime.RawExtension, error) {
-	desired := req.DesiredAPIVersion
-	switch desired {
-	case hubVersion, alpha1Version, alpha2Version:
-	default:
-		return nil, fmt.Errorf("desiredAPIVersion %q is not a served NodeGroup version (%s, %s, %s)", desired, hubVersion, alpha2Version, alpha1Version)
-	}
-	out := make([]k8sruntime.RawExtension, len(req.Objects))
-	errs := make([]error, len(req.Objects))
-	forEachChunk(len(req.Objects), func(from, to int) {
-		for i := from; i < to; i++ {
-			out[i].Raw, errs[i] = c.convertObject(req.Objects[i].Raw, desired)
-		}
-	})
-	var failures []string
-	for i, err := range errs {
-		if err != nil {
-			failures = append(failures, fmt.Sprintf("object %d %v", i, err))
-		}
-	}
-	if len(failures) > 0 {
-		return nil, fmt.Errorf("converting NodeGroups to %s failed for %d of %d objects: %s",
-			desired, len(failures), len(req.Objects), strings.Join(failures, "; "))
-	}
-	return out, nil
-}
-
-// minObjectsPerWorker keeps small reviews, the common case for writes, on
-// one goroutine; LISTs through an old version send whole collections.
-const minObjectsPerWorker = 32
-
-// forEachChunk splits n objects into contiguous chunks, one per available
-// CPU, and waits for all of them.
-func forEachChunk(n int, do func(from, to int)) {
-	workers := min(runtime.GOMAXPROCS(0), n/minObjectsPerWorker)
-	if workers <= 1 {
-		do(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	size := (n + workers - 1) / workers
-	for from := 0; from < n; from += size {
-		to := min(from+size, n)
-		wg.Go(func() { do(from, to) })
-	}
-	wg.Wait()
-}
-
-func (c *wireConverter) convertObject(raw []byte, desired string) ([]byte, error) {
-	apiVersion, k, err := peekTypeMeta(raw)
-	if err != nil {
-		h, err := decodeHeader(raw)
-		if err != nil {
-			return nil, fmt.Errorf("is not a JSON object: %w", err)
-		}
-		apiVersion, k = h.APIVersion, h.Kind
-	}
-	if k != kind {
-		h, _ := decodeHeader(raw)
-		return nil, fmt.Errorf("(%s %q) is not a NodeGroup", k, h.Metadata.Name)
-	}
-	if apiVersion == desired {
-		return raw, nil
-	}
-	converted, err := c.convertDecoded(raw, apiVersion, desired)
-	if err != nil {
-		h, _ := decodeHeader(raw)
-		return nil, fmt.Errorf("(NodeGroup %q, %s): %w", h.Metadata.Name, apiVersion, err)
-	}
-	return converted, nil
-}
-
-// convertDecoded converts raw from one version to another through the hub.
-// Metadata stays raw: only the name and annotations are decoded, and only
-// the annotations are written back when the conversion changed them.
-func (c *wireConverter) convertDecoded(raw []byte, from, to string) ([]byte, error) {
-	hub := &v1.NodeGroup{}
-	var metadata []byte
-	var before map[string]string
-	switch from {
-	case hubVersion:
-		w, meta, err := decodeWire[v1.NodeGroupSpec, v1.NodeGroupStatus](raw)
-		if err != nil {
-			return nil, err
-		}
-		hub.ObjectMeta, hub.Spec, hub.Status = meta, w.Spec, w.Status
-		metadata, before = w.Metadata, meta.Annotations
-	case alpha2Version:
-		w, meta, err := decodeWire[v1alpha2.NodeGroupSpec, v1alpha2.NodeGroupStatus](raw)
-		if err != nil {
-			return nil, err
-		}
-		src := &v1alpha2.NodeGroup{ObjectMeta: meta, Spec: w.Spec, Status: w.Status}
-		if err := src.ConvertToHub(v1.WithCloudPermanentLookup(context.Background(), c.lookup), hub); err != nil {
-			return nil, err
-		}
-		metadata, before = w.Metadata, meta.Annotations
-	case alpha1Version:
-		w, meta, err := decodeWire[v1alpha1.NodeGroupSpec, v1alpha1.NodeGroupStatus](raw)
-		if err != nil {
-			return nil, err
-		}
-		src := &v1alpha1.NodeGroup{ObjectMeta: meta, Spec: w.Spec, Status: w.Status}
-		if err := src.ConvertToHub(v1.WithCloudPermanentLookup(context.Background(), c.lookup), hub); err != nil {
-			return nil, err
-		}
-		metadata, before = w.Metadata, meta.Annotations
-	default:
-		return nil, fmt.Errorf("apiVersion %q is not a served NodeGroup version", from)
-	}
-
-	switch to {
-	case alpha2Version:
-		dst := &v1alpha2.NodeGroup{}
-		if err := dst.ConvertFromHub(hub); err != nil {
-			return nil, err
-		}
-		return encodeWire(to, metadata, before, dst.Annotations, &dst.Spec, &dst.Status)
-	case alpha1Version:
-		dst := &v1alpha1.NodeGroup{}
-		if err := dst.ConvertFromHub(hub); err != nil {
-			return nil, err
-		}
-		return encodeWire(to, metadata, before, dst.Annotations, &dst.Spec, &dst.Status)
-	}
-	return encodeWire(to, metadata, before, hub.Annotations, &hub.Spec, &hub.Status)
 }
