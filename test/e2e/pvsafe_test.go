@@ -245,19 +245,19 @@ func TestPVSafeClaimDecisions(t *testing.T) {
 	risky, pv := volumeFixture(t, ns, "risky", corev1.PersistentVolumeReclaimDelete)
 	err := deleteErr(t, risky)
 	mustDeny(t, err,
-		"PersistentVolumeClaim 'pvsafe-claims/risky' would lose data permanently.",
+		"PersistentVolumeClaim '"+ns+"/risky' would lose data permanently.",
 		"Reason: volume "+pv.Name+" has reclaimPolicy Delete and no VolumeSnapshot.",
 		"kubectl patch pv "+pv.Name+` -p '{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}'`,
-		"kubectl -n pvsafe-claims label pvc risky pv-safe.io/force-delete=true")
+		"kubectl -n "+ns+" label pvc risky pv-safe.io/force-delete=true")
 
 	// A server-side dry run gets the same answer and changes nothing.
-	mustDeny(t, deleteErr(t, risky, client.DryRunAll), "PersistentVolumeClaim 'pvsafe-claims/risky'")
+	mustDeny(t, deleteErr(t, risky, client.DryRunAll), "PersistentVolumeClaim '"+ns+"/risky'")
 	if err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(risky), &corev1.PersistentVolumeClaim{}); err != nil {
 		t.Fatalf("the claim is gone after denied deletes: %v", err)
 	}
 
 	// The PV itself is protected while bound.
-	mustDeny(t, deleteErr(t, pv), "PersistentVolume '"+pv.Name+"'", "bound to pvsafe-claims/risky")
+	mustDeny(t, deleteErr(t, pv), "PersistentVolume '"+pv.Name+"'", "bound to "+ns+"/risky")
 
 	// Bypass: label, then delete; counted.
 	before := counterValue(t, "gatehouse_pvsafe_bypasses_total")
@@ -317,11 +317,11 @@ func TestPVSafeNamespaceWithSeveralRiskyClaimsAndTheBypassCascade(t *testing.T) 
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
 
 	mustDeny(t, deleteErr(t, nsObj),
-		"Namespace 'pvsafe-ns' would lose data permanently.",
+		"Namespace '"+ns+"' would lose data permanently.",
 		"2 PersistentVolumeClaim(s) would lose data:",
 		"  - alpha: volume "+pvA.Name+" has reclaimPolicy Delete",
 		"  - bravo: volume "+pvB.Name+" has reclaimPolicy Delete",
-		"kubectl label namespace pvsafe-ns pv-safe.io/force-delete=true")
+		"kubectl label namespace "+ns+" pv-safe.io/force-delete=true")
 
 	if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: ns}, nsObj); err != nil {
 		t.Fatal(err)
@@ -366,7 +366,7 @@ func TestPVSafeStatefulSetThatDeletesItsClaims(t *testing.T) {
 	if err := controlPlane.Client.Create(ctx, sts); err != nil {
 		t.Fatal(err)
 	}
-	mustDeny(t, deleteErr(t, sts), "StatefulSet 'pvsafe-sts/db' (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete)", "  - data-db-0:")
+	mustDeny(t, deleteErr(t, sts), "StatefulSet '"+ns+"/db' (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete)", "  - data-db-0:")
 
 	sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
 	if err := controlPlane.Client.Update(ctx, sts); err != nil {
@@ -392,7 +392,7 @@ func TestPVSafeWarnModeAdmitsWithTheDenialAsWarnings(t *testing.T) {
 		t.Fatalf("warn mode denied: %v", err)
 	}
 	got := strings.Join(rec.msgs, "\n")
-	for _, want := range []string{"pvsafe (enforcement: warn) would deny this request:", "DELETION BLOCKED: PersistentVolumeClaim 'pvsafe-warn/data'"} {
+	for _, want := range []string{"pvsafe (enforcement: warn) would deny this request:", "DELETION BLOCKED: PersistentVolumeClaim '"+ns+"/data'"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("warnings lack %q:\n%s", want, got)
 		}

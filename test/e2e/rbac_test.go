@@ -27,7 +27,7 @@ import (
 func TestGeneratedRBACIsEnough(t *testing.T) {
 	ctx := context.Background()
 	c := controlPlane.Client
-	namespace(t, "gatehouse-system")
+	fixedNamespace(t, "gatehouse-system")
 	const user = "gatehouse-rbac-test"
 
 	root, _ := testenv.RepoRoot()

@@ -30,7 +30,7 @@ import (
 // and the process is never restarted.
 func TestSelfManagedCARotationUnderLoadFailsNoRequest(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t, "e2e-rotation-"+randSuffix())
+	ns := namespace(t, "e2e-rotation")
 	port := freePort(t)
 	guard := &labelGuard{}
 	g := startGatehouse(t, app.Options{

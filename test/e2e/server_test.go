@@ -108,7 +108,23 @@ func startGuard(t *testing.T, mode module.Enforcement, mutate func(*app.Options)
 	return g, guard
 }
 
-func namespace(t *testing.T, name string) string {
+// namespace creates a namespace of the test's own, base-<random>, so that
+// the suite can run again on the same control plane and in any order, and
+// deletes it when the test ends.
+func namespace(t *testing.T, base string) string {
+	t.Helper()
+	name := base + "-" + randSuffix()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := controlPlane.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = controlPlane.Client.Delete(context.Background(), ns) })
+	return name
+}
+
+// fixedNamespace creates a namespace whose name the test needs as it is
+// (Gatehouse's own), or finds it from an earlier run.
+func fixedNamespace(t *testing.T, name string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := controlPlane.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -137,7 +153,7 @@ func TestAPIServerCallsGatehouseOverTLS(t *testing.T) {
 	if err == nil {
 		t.Fatal("labelled ConfigMap admitted: the API server did not call Gatehouse")
 	}
-	for _, want := range []string{`admission webhook "labelguard.gatehouse.test" denied the request`, "ConfigMap e2e-enforce/guarded carries", "remove the label to proceed"} {
+	for _, want := range []string{`admission webhook "labelguard.gatehouse.test" denied the request`, "ConfigMap " + ns + "/guarded carries", "remove the label to proceed"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("denial %q does not contain %q", err, want)
 		}
@@ -147,7 +163,7 @@ func TestAPIServerCallsGatehouseOverTLS(t *testing.T) {
 func TestWebhooksNeverInterceptExcludedNamespaces(t *testing.T) {
 	startGuard(t, module.Enforce, nil)
 	ctx := context.Background()
-	own := namespace(t, "gatehouse-e2e")
+	own := fixedNamespace(t, "gatehouse-e2e")
 	for _, ns := range []string{"kube-system", "kube-node-lease", own} {
 		namespace(t, ns)
 		cm := labelled(ns, "excluded-"+strings.ReplaceAll(ns, "-", ""), true)
@@ -183,7 +199,7 @@ func TestWarnModeAdmitsAndRelaysTheDenialAsWarnings(t *testing.T) {
 		t.Fatalf("warn mode denied: %v", err)
 	}
 	got := strings.Join(rec.msgs, "\n")
-	for _, want := range []string{"labelguard (enforcement: warn) would deny this request:", "ConfigMap e2e-warn/warned carries gatehouse.test/deny=true", "remove the label to proceed"} {
+	for _, want := range []string{"labelguard (enforcement: warn) would deny this request:", "ConfigMap " + ns + "/warned carries gatehouse.test/deny=true", "remove the label to proceed"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("warnings %q do not contain %q", got, want)
 		}
@@ -209,7 +225,7 @@ func TestRuntimeWebhooksAreAddedAndRemovedWithoutRestart(t *testing.T) {
 		if err == nil {
 			return errors.New("a labelled Service was admitted: the run-time webhook is not in force yet")
 		}
-		if !strings.Contains(err.Error(), `"labelguard-runtime.gatehouse.test" denied the request: Service e2e-runtime/guarded-`) {
+		if !strings.Contains(err.Error(), `"labelguard-runtime.gatehouse.test" denied the request: Service `+ns+"/guarded-") {
 			return fmt.Errorf("unexpected refusal: %v", err)
 		}
 		return nil
@@ -409,10 +425,10 @@ func TestStartupFailsNamingTheBrokenPartOfTheSecret(t *testing.T) {
 		data map[string][]byte
 		want string
 	}{
-		"empty-cert": {map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: good.ServingKey}, "certificate Secret gatehouse-certs/empty-cert key tls.crt is empty"},
-		"empty-key":  {map[string][]byte{corev1.TLSCertKey: good.ServingCert, corev1.TLSPrivateKeyKey: []byte(" ")}, "private key Secret gatehouse-certs/empty-key key tls.key is empty"},
-		"bad-cert":   {map[string][]byte{corev1.TLSCertKey: []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), corev1.TLSPrivateKeyKey: good.ServingKey}, "certificate Secret gatehouse-certs/bad-cert key tls.crt is unparsable"},
-		"bad-key":    {map[string][]byte{corev1.TLSCertKey: good.ServingCert, corev1.TLSPrivateKeyKey: []byte("not a key")}, "private key Secret gatehouse-certs/bad-key key tls.key: no PEM data found"},
+		"empty-cert": {map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: good.ServingKey}, "certificate Secret " + ns + "/empty-cert key tls.crt is empty"},
+		"empty-key":  {map[string][]byte{corev1.TLSCertKey: good.ServingCert, corev1.TLSPrivateKeyKey: []byte(" ")}, "private key Secret " + ns + "/empty-key key tls.key is empty"},
+		"bad-cert":   {map[string][]byte{corev1.TLSCertKey: []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), corev1.TLSPrivateKeyKey: good.ServingKey}, "certificate Secret " + ns + "/bad-cert key tls.crt is unparsable"},
+		"bad-key":    {map[string][]byte{corev1.TLSCertKey: good.ServingCert, corev1.TLSPrivateKeyKey: []byte("not a key")}, "private key Secret " + ns + "/bad-key key tls.key: no PEM data found"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
