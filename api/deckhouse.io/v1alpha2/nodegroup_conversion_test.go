@@ -1,6 +1,7 @@
 package v1alpha2
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -228,3 +229,16 @@ var errUnknown = errorString("provider configuration not loaded yet")
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// Without a lookup in the context a group only the provider configuration
+// can place is refused, not guessed; master needs no lookup.
+func TestHybridWithoutALookupInTheContextFails(t *testing.T) {
+	err := spoke("another", NodeTypeHybrid, nil).ConvertToHub(context.Background(), &v1.NodeGroup{})
+	if err == nil || !strings.Contains(err.Error(), "no CloudPermanentLookup in the context") {
+		t.Fatalf("conversion: %v", err)
+	}
+	hub := &v1.NodeGroup{}
+	if err := spoke("master", NodeTypeHybrid, nil).ConvertToHub(context.Background(), hub); err != nil || hub.Spec.NodeType != v1.NodeTypeCloudPermanent {
+		t.Fatalf("master: %v %s", err, hub.Spec.NodeType)
+	}
+}
