@@ -166,8 +166,12 @@ func eventually(t testing.TB, what string, check func() error) {
 	}
 }
 
+// create creates obj and deletes it when the test ends. A group of the same
+// name left by an interrupted run is deleted first: some names, such as
+// master, cannot be made unique.
 func (e *ngEnv) create(t testing.TB, obj client.Object) {
 	t.Helper()
+	deleteNodeGroup(t, obj.GetName())
 	if err := e.c.Create(context.Background(), obj); err != nil {
 		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
 	}
@@ -176,6 +180,7 @@ func (e *ngEnv) create(t testing.TB, obj client.Object) {
 }
 
 func deleteNodeGroup(t testing.TB, name string) {
+	t.Helper()
 	ctx := context.Background()
 	c := ngClient(t, nil)
 	if err := c.Delete(ctx, &ngv1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsNotFound(err) {
@@ -190,11 +195,20 @@ func (e *ngEnv) get(t testing.TB, name string, into client.Object) {
 	}
 }
 
-// putSecret writes a Secret in kube-system and removes it on cleanup.
+// ngName is a NodeGroup name of this run: base and a random suffix, so
+// that the suite can run again on the same control plane and in any order.
+func ngName(base string) string { return base + "-" + randSuffix() }
+
+// putSecret writes a Secret in kube-system and removes it on cleanup. The
+// names are Deckhouse's and cannot be made unique, so a Secret left by an
+// interrupted run is replaced.
 func putSecret(t testing.TB, name string, data map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name}, StringData: data}
+	if err := controlPlane.Client.Delete(ctx, s.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
 	if err := controlPlane.Client.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +223,9 @@ func putNode(t testing.TB, name string, labels map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := controlPlane.Client.Delete(ctx, n.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
 	if err := controlPlane.Client.Create(ctx, n); err != nil {
 		t.Fatal(err)
 	}
@@ -241,26 +258,33 @@ func installModuleConfigCRD(t testing.TB) {
 			}},
 		},
 	}
+	// The CRD's name is Deckhouse's: one left by an interrupted run goes first.
+	removeModuleConfigCRD(t)
 	if err := controlPlane.Client.Create(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := controlPlane.Client.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete the ModuleConfig CRD: %v", err)
-		}
-		eventually(t, "the ModuleConfig CRD is gone", func() error {
-			err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("still there (%v)", err)
-		})
-	})
+	t.Cleanup(func() { removeModuleConfigCRD(t) })
 	eventually(t, "the ModuleConfig CRD is served", func() error {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion("deckhouse.io/v1alpha1")
 		list.SetKind("ModuleConfigList")
 		return controlPlane.Client.List(ctx, list)
+	})
+}
+
+func removeModuleConfigCRD(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "moduleconfigs.deckhouse.io"}}
+	if err := controlPlane.Client.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete the ModuleConfig CRD: %v", err)
+	}
+	eventually(t, "the ModuleConfig CRD is gone", func() error {
+		err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
 	})
 }
 
@@ -292,14 +316,21 @@ nodeGroups:
   replicas: 2
 `
 
+// providerConfigListing is openStackProviderConfig with group as its
+// permanent group instead of front-nm.
+func providerConfigListing(group string) string {
+	return strings.Replace(openStackProviderConfig, "name: front-nm", "name: "+group, 1)
+}
+
 func classRef() ngv1.ClassReference {
 	return ngv1.ClassReference{Kind: "OpenStackInstanceClass", Name: "worker"}
 }
 
 func TestNodeGroupWrittenThroughV1alpha1IsReadThroughEveryVersion(t *testing.T) {
 	env := startNodeGroup(t)
+	name := ngName("alpha1-cloud")
 	env.create(t, &v1alpha1.NodeGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: "alpha1-cloud"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.NodeGroupSpec{
 			NodeType:          v1alpha1.NodeTypeCloud,
 			KubernetesVersion: "1.33",
@@ -311,7 +342,7 @@ func TestNodeGroupWrittenThroughV1alpha1IsReadThroughEveryVersion(t *testing.T) 
 	})
 
 	hub := &ngv1.NodeGroup{}
-	env.get(t, "alpha1-cloud", hub)
+	env.get(t, name, hub)
 	if hub.Spec.NodeType != ngv1.NodeTypeCloudEphemeral || hub.Spec.CRI == nil || hub.Spec.CRI.Docker == nil || *hub.Spec.CRI.Docker.MaxConcurrentDownloads != 4 {
 		t.Fatalf("through v1: %+v", hub.Spec)
 	}
@@ -319,12 +350,12 @@ func TestNodeGroupWrittenThroughV1alpha1IsReadThroughEveryVersion(t *testing.T) 
 		t.Fatalf("v1 defaults not applied on read: %+v", hub.Spec.Kubelet)
 	}
 	alpha2 := &v1alpha2.NodeGroup{}
-	env.get(t, "alpha1-cloud", alpha2)
+	env.get(t, name, alpha2)
 	if alpha2.Spec.NodeType != v1alpha2.NodeTypeCloud || alpha2.Spec.CRI == nil || alpha2.Spec.CRI.Docker == nil {
 		t.Fatalf("through v1alpha2: %+v", alpha2.Spec)
 	}
 	alpha1 := &v1alpha1.NodeGroup{}
-	env.get(t, "alpha1-cloud", alpha1)
+	env.get(t, name, alpha1)
 	if alpha1.Spec.KubernetesVersion != "1.33" || alpha1.Spec.Static == nil || alpha1.Spec.Static.InternalNetworkCIDRs[0] != "10.10.0.0/16" ||
 		alpha1.Spec.Docker == nil || *alpha1.Spec.Docker.MaxConcurrentDownloads != 4 {
 		t.Fatalf("through v1alpha1 the v1alpha1-only fields are lost: %+v", alpha1.Spec)
@@ -333,21 +364,30 @@ func TestNodeGroupWrittenThroughV1alpha1IsReadThroughEveryVersion(t *testing.T) 
 
 func TestNodeGroupWrittenThroughV1IsReadThroughOlderVersions(t *testing.T) {
 	env := startNodeGroup(t)
+	name := ngName("v1-groups")
 	env.create(t, &ngv1.NodeGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: "v1-groups"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeCloudPermanent, CloudInstances: &ngv1.CloudInstancesSpec{MinPerZone: 1, MaxPerZone: 1, ClassReference: classRef()}},
 	})
 	for _, obj := range []client.Object{&v1alpha1.NodeGroup{}, &v1alpha2.NodeGroup{}} {
-		env.get(t, "v1-groups", obj)
+		env.get(t, name, obj)
 	}
 	list := &v1alpha2.NodeGroupList{}
 	if err := env.c.List(context.Background(), list); err != nil {
 		t.Fatal(err)
 	}
+	found := false
 	for _, ng := range list.Items {
-		if ng.Name == "v1-groups" && ng.Spec.NodeType != v1alpha2.NodeTypeHybrid {
+		if ng.Name != name {
+			continue
+		}
+		found = true
+		if ng.Spec.NodeType != v1alpha2.NodeTypeHybrid {
 			t.Fatalf("CloudPermanent read through v1alpha2 as %s", ng.Spec.NodeType)
 		}
+	}
+	if !found {
+		t.Fatalf("%s is missing from the v1alpha2 list of %d", name, len(list.Items))
 	}
 }
 
@@ -356,8 +396,9 @@ func TestNodeGroupWrittenThroughV1IsReadThroughOlderVersions(t *testing.T) {
 func TestNodeGroupV1OnlyFieldsSurviveReadModifyWriteThroughOlderVersions(t *testing.T) {
 	env := startNodeGroup(t)
 	ctx := context.Background()
+	name := ngName("rich")
 	original := &ngv1.NodeGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: "rich"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: ngv1.NodeGroupSpec{
 			NodeType:               ngv1.NodeTypeCloudStatic,
 			CRI:                    &ngv1.CRISpec{Type: ngv1.CRITypeContainerdV2, ContainerdV2: &ngv1.ContainerdSpec{MaxConcurrentDownloads: ptr.To[int32](6)}},
@@ -384,11 +425,11 @@ func TestNodeGroupV1OnlyFieldsSurviveReadModifyWriteThroughOlderVersions(t *test
 		t.Fatal(err)
 	}
 	stored := &ngv1.NodeGroup{}
-	env.get(t, "rich", stored)
+	env.get(t, name, stored)
 
 	// Through v1alpha2: a label and the chaos mode change.
 	alpha2 := &v1alpha2.NodeGroup{}
-	env.get(t, "rich", alpha2)
+	env.get(t, name, alpha2)
 	if alpha2.Spec.NodeType != v1alpha2.NodeTypeHybrid || alpha2.Spec.CRI.Type != v1alpha2.CRITypeContainerd {
 		t.Fatalf("v1alpha2 view: %+v %+v", alpha2.Spec.NodeType, alpha2.Spec.CRI)
 	}
@@ -399,20 +440,20 @@ func TestNodeGroupV1OnlyFieldsSurviveReadModifyWriteThroughOlderVersions(t *test
 	}
 	// Through v1alpha1, its status subresource: the ready count changes.
 	alpha1 := &v1alpha1.NodeGroup{}
-	env.get(t, "rich", alpha1)
+	env.get(t, name, alpha1)
 	alpha1.Status.Ready = ptr.To[int32](3)
 	if err := env.c.Status().Update(ctx, alpha1); err != nil {
 		t.Fatalf("write status back through v1alpha1: %v", err)
 	}
 	// And a plain spec update through v1alpha1.
-	env.get(t, "rich", alpha1)
+	env.get(t, name, alpha1)
 	alpha1.Spec.Kubelet.MaxPods = ptr.To[int32](90)
 	if err := env.c.Update(ctx, alpha1); err != nil {
 		t.Fatalf("write back through v1alpha1: %v", err)
 	}
 
 	after := &ngv1.NodeGroup{}
-	env.get(t, "rich", after)
+	env.get(t, name, after)
 	want := stored.DeepCopy()
 	want.Labels = map[string]string{"changed-through": "v1alpha2"}
 	want.Spec.Chaos.Mode = "Disabled"
@@ -450,12 +491,16 @@ func TestNodeGroupHybridFollowsTheProviderConfiguration(t *testing.T) {
 		return ng.Spec.NodeType
 	}
 
+	// listed is the group the provider configuration names; the others are
+	// of this run too, except master, whose name is the rule.
+	listed, another, pinned, unpinned, edge := ngName("front-nm"), ngName("another"), ngName("pinned"), ngName("unpinned"), ngName("edge")
+
 	t.Run("secret absent", func(t *testing.T) {
 		env := startNodeGroup(t)
-		env.create(t, hybrid("master", nil))
-		env.create(t, hybrid("front-nm", nil))
-		env.create(t, hybrid("pinned", map[string]string{ngv1.PermanentNodeGroupAnnotation: "true"}))
-		for name, want := range map[string]ngv1.NodeType{"master": ngv1.NodeTypeCloudPermanent, "front-nm": ngv1.NodeTypeCloudStatic, "pinned": ngv1.NodeTypeCloudPermanent} {
+		env.create(t, hybrid(ngv1.MasterNodeGroup, nil))
+		env.create(t, hybrid(listed, nil))
+		env.create(t, hybrid(pinned, map[string]string{ngv1.PermanentNodeGroupAnnotation: "true"}))
+		for name, want := range map[string]ngv1.NodeType{ngv1.MasterNodeGroup: ngv1.NodeTypeCloudPermanent, listed: ngv1.NodeTypeCloudStatic, pinned: ngv1.NodeTypeCloudPermanent} {
 			if got := nodeType(t, env, name); got != want {
 				t.Errorf("%s: %s, want %s", name, got, want)
 			}
@@ -463,38 +508,41 @@ func TestNodeGroupHybridFollowsTheProviderConfiguration(t *testing.T) {
 	})
 
 	t.Run("secret present", func(t *testing.T) {
-		putSecret(t, "d8-provider-cluster-configuration", map[string]string{"cloud-provider-cluster-configuration.yaml": openStackProviderConfig})
+		putSecret(t, "d8-provider-cluster-configuration", map[string]string{"cloud-provider-cluster-configuration.yaml": providerConfigListing(listed)})
 		env := startNodeGroup(t)
-		env.create(t, hybrid("front-nm", nil))
-		env.create(t, hybrid("another", nil))
-		env.create(t, hybrid("unpinned", map[string]string{ngv1.PermanentNodeGroupAnnotation: "false"}))
-		for name, want := range map[string]ngv1.NodeType{"front-nm": ngv1.NodeTypeCloudPermanent, "another": ngv1.NodeTypeCloudStatic, "unpinned": ngv1.NodeTypeCloudStatic} {
+		env.create(t, hybrid(listed, nil))
+		env.create(t, hybrid(another, nil))
+		env.create(t, hybrid(unpinned, map[string]string{ngv1.PermanentNodeGroupAnnotation: "false"}))
+		for name, want := range map[string]ngv1.NodeType{listed: ngv1.NodeTypeCloudPermanent, another: ngv1.NodeTypeCloudStatic, unpinned: ngv1.NodeTypeCloudStatic} {
 			if got := nodeType(t, env, name); got != want {
 				t.Errorf("%s: %s, want %s", name, got, want)
 			}
 		}
 		// Read and written back through v1alpha2, a group keeps its exact type.
 		read := &v1alpha2.NodeGroup{}
-		env.get(t, "front-nm", read)
+		env.get(t, listed, read)
 		read.Labels = map[string]string{"touched": "yes"}
 		if err := env.c.Update(context.Background(), read); err != nil {
 			t.Fatal(err)
 		}
-		if got := nodeType(t, env, "front-nm"); got != ngv1.NodeTypeCloudPermanent {
-			t.Fatalf("front-nm became %s", got)
+		if got := nodeType(t, env, listed); got != ngv1.NodeTypeCloudPermanent {
+			t.Fatalf("%s became %s", listed, got)
 		}
 	})
 
 	t.Run("secret unparsable", func(t *testing.T) {
 		putSecret(t, "d8-provider-cluster-configuration", map[string]string{"cloud-provider-cluster-configuration.yaml": "nodeGroups: [name: {"})
 		env := startNodeGroup(t)
-		err := env.c.Create(context.Background(), hybrid("edge", nil))
+		err := env.c.Create(context.Background(), hybrid(edge, nil))
+		if err == nil {
+			deleteNodeGroup(t, edge)
+		}
 		want := "Secret kube-system/d8-provider-cluster-configuration key cloud-provider-cluster-configuration.yaml"
-		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `object 0 (NodeGroup "edge", deckhouse.io/v1alpha2)`) {
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf(`object 0 (NodeGroup %q, deckhouse.io/v1alpha2)`, edge)) {
 			t.Fatalf("create of a Hybrid group: %v, want a conversion failure naming %q", err, want)
 		}
 		// Groups that need no lookup are unaffected.
-		env.create(t, hybrid("master", nil))
+		env.create(t, hybrid(ngv1.MasterNodeGroup, nil))
 	})
 }
 
@@ -507,9 +555,15 @@ func TestNodeGroupChecksDenyThroughTheAPI(t *testing.T) {
 	})
 	installModuleConfigCRD(t)
 	putModuleConfigGlobal(t, "gpu")
-	putNode(t, "w-custom-1", map[string]string{"node.deckhouse.io/group": "custom", "node.deckhouse.io/containerd-config": "custom"})
-	putNode(t, "w-custom-2", map[string]string{"node.deckhouse.io/group": "custom", "node.deckhouse.io/containerd": "custom"})
-	putNode(t, "w-legacy-1", map[string]string{"node.deckhouse.io/group": "legacy", "node.deckhouse.io/containerd-v2-unsupported": ""})
+	// Names stay within 19 characters: the cluster prefix of 22 leaves no
+	// more to a group created here (check 1).
+	//
+	// Groups and nodes of this run: custom runs nodes with a custom
+	// containerd configuration, legacy one that cannot run ContainerdV2.
+	custom, legacy := ngName("custom"), ngName("legacy")
+	putNode(t, custom+"-1", map[string]string{"node.deckhouse.io/group": custom, "node.deckhouse.io/containerd-config": "custom"})
+	putNode(t, custom+"-2", map[string]string{"node.deckhouse.io/group": custom, "node.deckhouse.io/containerd": "custom"})
+	putNode(t, legacy+"-1", map[string]string{"node.deckhouse.io/group": legacy, "node.deckhouse.io/containerd-v2-unsupported": ""})
 	env := startNodeGroup(t)
 	ctx := context.Background()
 
@@ -546,26 +600,26 @@ func TestNodeGroupChecksDenyThroughTheAPI(t *testing.T) {
 	}{
 		{"1 name too long for the cluster prefix", ephemeral(strings.Repeat("n", 20), 1, 2),
 			[]string{"it is forbidden for this cluster to set (cluster prefix + node group name) longer then 42 symbols"}},
-		{"2 maxPerZone below minPerZone", ephemeral("min-max", 3, 2), []string{"it is forbidden to set maxPerZone lower than minPerZone for NodeGroup"}},
-		{"3 unknown zone", ephemeral("zones", 1, 2, "nova", "mars"), []string{`unknown zone "mars"`}},
-		{"4 Docker", static("docker", withCRI(ngv1.CRITypeDocker)), []string{"it is forbidden to set cri type to Docker"}},
-		{"6 taint not tolerated", static("taints", withTaints("gpu", "other")),
+		{"2 maxPerZone below minPerZone", ephemeral(ngName("min-max"), 3, 2), []string{"it is forbidden to set maxPerZone lower than minPerZone for NodeGroup"}},
+		{"3 unknown zone", ephemeral(ngName("zones"), 1, 2, "nova", "mars"), []string{`unknown zone "mars"`}},
+		{"4 Docker", static(ngName("docker"), withCRI(ngv1.CRITypeDocker)), []string{"it is forbidden to set cri type to Docker"}},
+		{"6 taint not tolerated", static(ngName("taints"), withTaints("gpu", "other")),
 			[]string{"it is forbidden to create a NodeGroup resource with taints not specified in global.modules.placement.customTolerationKeys in Deckhouse ConfigMap, add: other to customTolerationKeys."}},
-		{"7 v1alpha1 containerd without type Containerd", &v1alpha1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: "alpha1-cri"},
+		{"7 v1alpha1 containerd without type Containerd", &v1alpha1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: ngName("alpha1-cri")},
 			Spec: v1alpha1.NodeGroupSpec{NodeType: v1alpha1.NodeTypeStatic, CRI: &v1alpha1.CRISpec{Type: v1alpha1.CRITypeNotManaged, Containerd: &v1alpha1.ContainerdSpec{}}}},
 			[]string{`it is forbidden to create NodeGroup resource with set .spec.cri.containerd and without .spec.cri.type="Containerd"`}},
-		{"8 RollingUpdate on Static", static("rolling", func(ng *ngv1.NodeGroup) {
+		{"8 RollingUpdate on Static", static(ngName("rolling"), func(ng *ngv1.NodeGroup) {
 			ng.Spec.Disruptions = &ngv1.DisruptionsSpec{ApprovalMode: ngv1.ApprovalModeRollingUpdate}
 		}), []string{`it is forbidden to change NodeGroup resource with set .spec.disruptions.approvalMode to "RollingUpdate" when spec.nodeType is not "CloudEphemeral"`}},
-		{"10 duplicate taints", static("dup-taints", withTaints("gpu", "gpu")), []string{".spec.nodeTemplate.taints must contains only one taint with the same key and effect"}},
-		{"11 topology manager without reservation", static("topology-off", withKubelet(ngv1.KubeletSpec{
+		{"10 duplicate taints", static(ngName("dup-taints"), withTaints("gpu", "gpu")), []string{".spec.nodeTemplate.taints must contains only one taint with the same key and effect"}},
+		{"11 topology manager without reservation", static(ngName("topo-off"), withKubelet(ngv1.KubeletSpec{
 			ResourceReservation: &ngv1.ResourceReservation{Mode: ngv1.ResourceReservationModeOff}, TopologyManager: &ngv1.TopologyManager{Enabled: ptr.To(true)}})),
 			[]string{".spec.kubelet.resourceReservation must be enabled for .spec.kubelet.topologyManager.enabled to work"}},
-		{"12 static reservation without cpu", static("topology-static", withKubelet(ngv1.KubeletSpec{
+		{"12 static reservation without cpu", static(ngName("topo-static"), withKubelet(ngv1.KubeletSpec{
 			ResourceReservation: &ngv1.ResourceReservation{Mode: ngv1.ResourceReservationModeStatic, Static: &ngv1.StaticResourceReservation{Memory: ptr.To(intstr.FromString("1Gi"))}},
 			TopologyManager:     &ngv1.TopologyManager{Enabled: ptr.To(true)}})),
 			[]string{`.spec.kubelet.resourceReservation.static.cpu must be specified when .spec.kubelet.topologyManager.enabled is true and .spec.kubelet.resourceReservation.mode is "Static"`}},
-		{"every denial of a request at once", static("many", withCRI(ngv1.CRITypeDocker), withTaints("other", "other")),
+		{"every denial of a request at once", static(ngName("many"), withCRI(ngv1.CRITypeDocker), withTaints("other", "other")),
 			[]string{"it is forbidden to set cri type to Docker\nit is forbidden to create a NodeGroup resource with taints not specified in global.modules.placement.customTolerationKeys in Deckhouse ConfigMap, add: other to customTolerationKeys.\n.spec.nodeTemplate.taints must contains only one taint with the same key and effect"}},
 	}
 	for _, tc := range creates {
@@ -583,20 +637,21 @@ func TestNodeGroupChecksDenyThroughTheAPI(t *testing.T) {
 		})
 	}
 
+	immutable := ngName("immutable")
 	updates := []struct {
 		name          string
 		before, after *ngv1.NodeGroup
 		want          string
 	}{
-		{"9 nodeType is immutable", static("immutable"), static("immutable", func(ng *ngv1.NodeGroup) { ng.Spec.NodeType = ngv1.NodeTypeCloudStatic }),
+		{"9 nodeType is immutable", static(immutable), static(immutable, func(ng *ngv1.NodeGroup) { ng.Spec.NodeType = ngv1.NodeTypeCloudStatic }),
 			".spec.nodeType field is immutable"},
-		{"13 runtime change on nodes with custom containerd", static("custom", withCRI(ngv1.CRITypeContainerd)), static("custom", withCRI(ngv1.CRITypeContainerdV2)),
-			"CRI cannot be changed because some nodes are using custom configuration: w-custom-1, w-custom-2"},
-		{"14 ContainerdV2 on nodes that cannot run it", static("legacy"), static("legacy", withCRI(ngv1.CRITypeContainerdV2)),
-			`It is forbidden for NodeGroup "legacy" to use CRI ContainerdV2 because it contains nodes that do not support ContainerdV2. You can list them with: kubectl get node -l node.deckhouse.io/containerd-v2-unsupported,node.deckhouse.io/group=legacy`},
-		{"16 limited swap on nodes without cgroup v2", static("legacy"), static("legacy", withKubelet(ngv1.KubeletSpec{MemorySwap: &ngv1.MemorySwap{
+		{"13 runtime change on nodes with custom containerd", static(custom, withCRI(ngv1.CRITypeContainerd)), static(custom, withCRI(ngv1.CRITypeContainerdV2)),
+			fmt.Sprintf("CRI cannot be changed because some nodes are using custom configuration: %s-1, %s-2", custom, custom)},
+		{"14 ContainerdV2 on nodes that cannot run it", static(legacy), static(legacy, withCRI(ngv1.CRITypeContainerdV2)),
+			fmt.Sprintf(`It is forbidden for NodeGroup %q to use CRI ContainerdV2 because it contains nodes that do not support ContainerdV2. You can list them with: kubectl get node -l node.deckhouse.io/containerd-v2-unsupported,node.deckhouse.io/group=%s`, legacy, legacy)},
+		{"16 limited swap on nodes without cgroup v2", static(legacy), static(legacy, withKubelet(ngv1.KubeletSpec{MemorySwap: &ngv1.MemorySwap{
 			SwapBehavior: ngv1.SwapBehaviorLimitedSwap, LimitedSwap: &ngv1.LimitedSwap{Size: "2G"}}})),
-			`memorySwap requires cgroup v2, but NodeGroup "legacy" contains nodes where cgroup v2 is not supported`},
+			fmt.Sprintf(`memorySwap requires cgroup v2, but NodeGroup %q contains nodes where cgroup v2 is not supported`, legacy)},
 	}
 	for _, tc := range updates {
 		t.Run(tc.name, func(t *testing.T) {
@@ -612,9 +667,10 @@ func TestNodeGroupChecksDenyThroughTheAPI(t *testing.T) {
 	}
 
 	t.Run("9 nodeType through v1alpha2", func(t *testing.T) {
-		env.create(t, &v1alpha2.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: "via-alpha2"}, Spec: v1alpha2.NodeGroupSpec{NodeType: v1alpha2.NodeTypeHybrid}})
+		name := ngName("via-alpha2")
+		env.create(t, &v1alpha2.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha2.NodeGroupSpec{NodeType: v1alpha2.NodeTypeHybrid}})
 		ng := &v1alpha2.NodeGroup{}
-		env.get(t, "via-alpha2", ng)
+		env.get(t, name, ng)
 		ng.Spec.NodeType = v1alpha2.NodeTypeStatic
 		if err := env.c.Update(ctx, ng); err == nil || !strings.Contains(err.Error(), ".spec.nodeType field is immutable") {
 			t.Fatalf("update: %v", err)
@@ -623,13 +679,13 @@ func TestNodeGroupChecksDenyThroughTheAPI(t *testing.T) {
 
 	t.Run("5 and 15 warn and admit", func(t *testing.T) {
 		env.warnings.take()
-		env.create(t, static("master", withKubelet(ngv1.KubeletSpec{MaxPods: ptr.To[int32](200)})))
+		env.create(t, static(ngv1.MasterNodeGroup, withKubelet(ngv1.KubeletSpec{MaxPods: ptr.To[int32](200)})))
 		got := strings.Join(env.warnings.take(), "\n")
 		if want := ".spec.kubelet.maxPods (200) is too high: each pod may need 2 IPs (one terminating + one starting), but only 253 IPs available in podSubnetNodeCIDRPrefix /24"; !strings.Contains(got, want) {
 			t.Fatalf("warnings %q lack %q", got, want)
 		}
 		master := &ngv1.NodeGroup{}
-		env.get(t, "master", master)
+		env.get(t, ngv1.MasterNodeGroup, master)
 		master.Spec.CRI = &ngv1.CRISpec{Type: ngv1.CRITypeContainerdV2}
 		if err := env.c.Update(ctx, master); err != nil {
 			t.Fatalf("a warning must not deny: %v", err)
@@ -641,9 +697,9 @@ func TestNodeGroupChecksDenyThroughTheAPI(t *testing.T) {
 	})
 
 	t.Run("allowed", func(t *testing.T) {
-		env.create(t, ephemeral("fine", 1, 2, "nova"))
-		env.create(t, static("tolerated", withTaints("gpu", "dedicated")))
-		env.create(t, &v1alpha2.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: "rolling-cloud"}, Spec: v1alpha2.NodeGroupSpec{
+		env.create(t, ephemeral(ngName("fine"), 1, 2, "nova"))
+		env.create(t, static(ngName("tolerated"), withTaints("gpu", "dedicated")))
+		env.create(t, &v1alpha2.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: ngName("rolling")}, Spec: v1alpha2.NodeGroupSpec{
 			NodeType:       v1alpha2.NodeTypeCloud,
 			CloudInstances: &v1alpha2.CloudInstancesSpec{MinPerZone: 1, MaxPerZone: 1, ClassReference: v1alpha2.ClassReference{Kind: "OpenStackInstanceClass", Name: "w"}},
 			Disruptions:    &v1alpha2.DisruptionsSpec{ApprovalMode: "RollingUpdate"},
@@ -836,7 +892,7 @@ func TestNodeGroupSchemaRules(t *testing.T) {
 	}
 
 	t.Run("staticInstances.labelSelector can be added but not changed or removed", func(t *testing.T) {
-		ng := v1Group("static-selector", ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeCloudStatic, StaticInstances: &ngv1.StaticInstancesSpec{}})
+		ng := v1Group(ngName("static-selector"), ngv1.NodeGroupSpec{NodeType: ngv1.NodeTypeCloudStatic, StaticInstances: &ngv1.StaticInstancesSpec{}})
 		if err := c.Create(ctx, ng); err != nil {
 			t.Fatal(err)
 		}
