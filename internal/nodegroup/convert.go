@@ -132,7 +132,7 @@ func convertObject(ctx context.Context, raw []byte, desired string) ([]byte, err
 // conversion entry point. Only the JSON around it is hand-written: the API
 // server sends one object per review, and decoding metadata (a third of a
 // stored object is managed fields) and encoding it again doubled the cost
-// of a conversion and added a quarter to the whole request
+// of a conversion and added 10 to 30 % to the whole request
 // (docs/benchmarks.md). Metadata stays raw: only the name and annotations
 // are decoded, and only the annotations are written back when the
 // conversion changed them.
