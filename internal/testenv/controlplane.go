@@ -1,10 +1,13 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -13,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/gatehouse-dev/gatehouse/internal/fakenode"
 )
 
 // RepoRoot finds the module root by walking up to go.mod.
@@ -33,12 +38,22 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// ControlPlane is a running etcd and kube-apiserver.
+// ControlPlane is a running etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler, with fake Nodes for the scheduler to bind Pods to.
 type ControlPlane struct {
 	Env    *envtest.Environment
 	Config *rest.Config
 	Client client.Client
 	Scheme *runtime.Scheme
+	// Dir holds the kubeconfigs and logs of kube-controller-manager,
+	// kube-scheduler and the fake nodes.
+	Dir string
+	// Nodes are the fake Nodes, kept Ready until Stop.
+	Nodes *fakenode.Nodes
+
+	components []*component
+	nodeLog    *os.File
+	removeDir  bool
 }
 
 // ControlPlaneOptions configures StartControlPlane.
@@ -48,17 +63,53 @@ type ControlPlaneOptions struct {
 	CRDPaths []string
 	// AddToScheme registers extra types on the client's scheme.
 	AddToScheme []func(*runtime.Scheme) error
+	// Dir receives the kubeconfigs and logs of kube-controller-manager,
+	// kube-scheduler and the fake nodes. Default: a temporary directory,
+	// removed by Stop.
+	Dir string
+	// Nodes configures the fake Nodes. The zero value registers three, in
+	// zone-a, zone-b and zone-c.
+	Nodes fakenode.Options
 }
 
-// StartControlPlane starts etcd and kube-apiserver from bin/. A missing binary
-// is an error telling how to build it: tests never skip for it.
+// Controllers are the kube-controller-manager controllers the control plane
+// runs: those that make namespaces terminate, volumes bind, owners cascade
+// and workloads produce Pods, with what they lean on. The cloud controllers,
+// node IPAM and those that fill a cluster with objects no test asked for
+// (endpoint slices, the kube-root-ca.crt ConfigMap in every namespace,
+// DaemonSet Pods on every Node) stay off.
+var Controllers = []string{
+	"namespace-controller",
+	"garbage-collector-controller",
+	"persistentvolume-binder-controller",
+	"persistentvolume-protection-controller",
+	"persistentvolumeclaim-protection-controller",
+	"deployment-controller",
+	"replicaset-controller",
+	"replicationcontroller-controller",
+	"statefulset-controller",
+	"job-controller",
+	"cronjob-controller",
+	"ttl-after-finished-controller",
+	"disruption-controller",
+	"node-lifecycle-controller",
+	"pod-garbage-collector-controller",
+	"serviceaccount-controller",
+	"serviceaccount-token-controller",
+	"clusterrole-aggregation-controller",
+}
+
+// StartControlPlane starts etcd and kube-apiserver (through envtest), then
+// kube-controller-manager and kube-scheduler, all from bin/, and registers
+// the fake Nodes. A missing binary is an error telling how to build it:
+// tests never skip for it.
 func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
 	}
 	assets := filepath.Join(root, "bin")
-	for _, bin := range []string{"etcd", "kube-apiserver"} {
+	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
 			return nil, fmt.Errorf("%s not found in %s: run `make tools` (make test does it)", bin, assets)
 		}
@@ -78,7 +129,16 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 			return nil, err
 		}
 	}
-	env := &envtest.Environment{
+	cp := &ControlPlane{Scheme: scheme, Dir: opts.Dir}
+	if cp.Dir == "" {
+		if cp.Dir, err = os.MkdirTemp("", "gatehouse-controlplane-"); err != nil {
+			return nil, err
+		}
+		cp.removeDir = true
+	} else if err := os.MkdirAll(cp.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	cp.Env = &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		CRDDirectoryPaths:        paths,
 		ErrorIfCRDPathMissing:    true,
@@ -86,20 +146,165 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
-	cfg, err := env.Start()
+	cfg, err := cp.Env.Start()
 	if err != nil {
+		cp.cleanDir()
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		_ = env.Stop()
+	cp.Config = cfg
+	fail := func(err error) (*ControlPlane, error) {
+		_ = cp.Stop()
 		return nil, err
 	}
-	return &ControlPlane{Env: env, Config: cfg, Client: c, Scheme: scheme}, nil
+	if cp.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := cp.startComponents(ctx, assets); err != nil {
+		return fail(err)
+	}
+	nodeOpts := opts.Nodes
+	if nodeOpts.Log.GetSink() == nil {
+		if nodeOpts.Log, cp.nodeLog, err = fileLogger(filepath.Join(cp.Dir, "fakenode.log")); err != nil {
+			return fail(err)
+		}
+	}
+	if cp.Nodes, err = fakenode.Start(ctx, cfg, nodeOpts); err != nil {
+		return fail(fmt.Errorf("fake nodes: %w", err))
+	}
+	// Until the node lifecycle controller has seen the Nodes Ready they
+	// carry the not-ready taint the API server admits them with, and the
+	// scheduler would leave a test's first Pods Pending for a while.
+	if err := cp.Nodes.WaitSchedulable(ctx); err != nil {
+		return fail(err)
+	}
+	return cp, nil
 }
 
-// Stop stops kube-apiserver and etcd.
-func (cp *ControlPlane) Stop() error { return cp.Env.Stop() }
+// startComponents runs kube-controller-manager and kube-scheduler against
+// the envtest API server, each under the identity the API server's
+// bootstrap RBAC policy grants its permissions to, and waits until both are
+// healthy.
+func (cp *ControlPlane) startComponents(ctx context.Context, assets string) error {
+	apiServer := cp.Env.ControlPlane.GetAPIServer()
+	// envtest generates the key kube-apiserver signs service-account tokens
+	// with (--service-account-signing-key-file) next to its serving
+	// certificate; the token controller signs with the same key.
+	saKey := filepath.Join(apiServer.CertDir, "sa-signer.key")
+	if _, err := os.Stat(saKey); err != nil {
+		return fmt.Errorf("the API server's service-account signing key: %w", err)
+	}
+	caFile := filepath.Join(cp.Dir, "ca.crt")
+	if err := os.WriteFile(caFile, cp.Config.CAData, 0o600); err != nil {
+		return err
+	}
+	kubeconfig := func(user string) (string, error) {
+		u, err := cp.Env.AddUser(envtest.User{Name: user}, nil)
+		if err != nil {
+			return "", err
+		}
+		b, err := u.KubeConfig()
+		if err != nil {
+			return "", err
+		}
+		path := filepath.Join(cp.Dir, strings.TrimPrefix(user, "system:")+".kubeconfig")
+		return path, os.WriteFile(path, b, 0o600)
+	}
+	common := func(kubeconfig, name string, port int) []string {
+		return []string{
+			"--kubeconfig=" + kubeconfig,
+			// Delegated authentication and authorization of the component's
+			// own HTTPS endpoint, as in a cluster; /healthz is always allowed.
+			"--authentication-kubeconfig=" + kubeconfig,
+			"--authorization-kubeconfig=" + kubeconfig,
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(port),
+			"--cert-dir=" + filepath.Join(cp.Dir, name+"-certs"),
+			// One replica: leader election would only delay the start.
+			"--leader-elect=false",
+			"--v=2",
+		}
+	}
+
+	kcmConfig, err := kubeconfig("system:kube-controller-manager")
+	if err != nil {
+		return err
+	}
+	kcmPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	kcm, err := startComponent("kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), append(common(kcmConfig, "kube-controller-manager", kcmPort),
+		// Each controller acts as its own service account, with the
+		// permissions the bootstrap policy gives it, so that webhooks and
+		// audit see system:serviceaccount:kube-system:namespace-controller
+		// and the like, as in a cluster.
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+saKey,
+		"--root-ca-file="+caFile,
+		"--controllers="+strings.Join(Controllers, ","),
+	), filepath.Join(cp.Dir, "kube-controller-manager.log"))
+	if err != nil {
+		return err
+	}
+	cp.components = append(cp.components, kcm)
+
+	schedConfig, err := kubeconfig("system:kube-scheduler")
+	if err != nil {
+		return err
+	}
+	schedPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	sched, err := startComponent("kube-scheduler", filepath.Join(assets, "kube-scheduler"), common(schedConfig, "kube-scheduler", schedPort),
+		filepath.Join(cp.Dir, "kube-scheduler.log"))
+	if err != nil {
+		return err
+	}
+	cp.components = append(cp.components, sched)
+
+	if err := kcm.waitHealthy(ctx, kcmPort, 2*time.Minute); err != nil {
+		return err
+	}
+	return sched.waitHealthy(ctx, schedPort, 2*time.Minute)
+}
+
+// Stop stops the fake nodes, kube-scheduler, kube-controller-manager, then
+// kube-apiserver and etcd. A component that exited early is reported here.
+func (cp *ControlPlane) Stop() error {
+	var errs []error
+	if cp.Nodes != nil {
+		cp.Nodes.Stop()
+	}
+	if cp.nodeLog != nil {
+		cp.nodeLog.Close()
+	}
+	for i := len(cp.components) - 1; i >= 0; i-- {
+		if err := cp.components[i].stop(30 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	cp.components = nil
+	if cp.Env != nil {
+		if err := cp.Env.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		cp.cleanDir()
+	} else if cp.removeDir {
+		errs = append(errs, fmt.Errorf("logs kept in %s", cp.Dir))
+	}
+	return errors.Join(errs...)
+}
+
+func (cp *ControlPlane) cleanDir() {
+	if cp.removeDir {
+		_ = os.RemoveAll(cp.Dir)
+	}
+}
 
 // AdminKubeconfig returns a kubeconfig for a system:masters user.
 func (cp *ControlPlane) AdminKubeconfig() ([]byte, error) {

@@ -1,0 +1,140 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// component is a control-plane binary run next to envtest's etcd and
+// kube-apiserver, logging into a file.
+type component struct {
+	name    string
+	logPath string
+	cmd     *exec.Cmd
+	log     *os.File
+	exited  chan struct{}
+	waitErr error
+}
+
+func startComponent(name, binary string, args []string, logPath string) (*component, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// Its own process group, so that a Ctrl-C at `make run` reaches only
+	// devenv, which then stops the components in order; and killed with its
+	// parent, so that a test binary that dies leaves nothing behind.
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &component{name: name, logPath: logPath, cmd: cmd, log: log, exited: make(chan struct{})}
+	go func() {
+		c.waitErr = cmd.Wait()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// waitHealthy polls the component's /healthz, which its authorizer always
+// allows, until it answers ok.
+func (c *component) waitHealthy(ctx context.Context, port int, timeout time.Duration) error {
+	// The component serves a certificate it made up itself; only liveness
+	// on loopback is checked here.
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec
+	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := "no answer"
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := client.Do(req); err == nil {
+			var body bytes.Buffer
+			_, _ = body.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(body.String()))
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-c.exited:
+			return fmt.Errorf("%s exited before it was healthy (%v); log %s:\n%s", c.name, c.waitErr, c.logPath, c.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("%s not healthy after %s (%s); log %s:\n%s", c.name, timeout, last, c.logPath, c.logTail())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (c *component) logTail() string {
+	b, err := os.ReadFile(c.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// stop sends SIGTERM and, if the component has not exited within the
+// timeout, SIGKILL.
+func (c *component) stop(timeout time.Duration) error {
+	defer c.log.Close()
+	select {
+	case <-c.exited:
+		return c.exitError()
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+		return nil
+	case <-time.After(timeout):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		return fmt.Errorf("%s did not stop within %s of SIGTERM; killed", c.name, timeout)
+	}
+}
+
+// exitError reports a component that exited before it was asked to.
+func (c *component) exitError() error {
+	if c.waitErr == nil {
+		return fmt.Errorf("%s exited by itself; log %s", c.name, c.logPath)
+	}
+	return fmt.Errorf("%s exited by itself (%w); log %s", c.name, c.waitErr, c.logPath)
+}
+
+// freePort asks the kernel for an unused loopback port. Another process may
+// take it before the component binds it; the components are started right
+// away and a clash surfaces as a failed start, not a silent mix-up.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, errors.New("not a TCP address")
+	}
+	return addr.Port, nil
+}
