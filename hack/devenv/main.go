@@ -1,5 +1,6 @@
-// Command devenv is `make run`: etcd, kube-apiserver and Gatehouse on
-// loopback, with every module enabled, until Ctrl-C or SIGTERM.
+// Command devenv is `make run`: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, fake Nodes and Gatehouse on loopback, with every module
+// enabled, until Ctrl-C or SIGTERM.
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
 func main() {
@@ -23,12 +25,20 @@ func main() {
 		names = append(names, m.Name())
 	}
 	extra := strings.Fields(os.Getenv("GATEHOUSE_ARGS"))
-	fmt.Println("gatehouse: starting etcd, kube-apiserver and gatehouse (modules:", strings.Join(names, ", ")+")")
+	fmt.Println("gatehouse: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, fake nodes and gatehouse (modules:", strings.Join(names, ", ")+")")
 	env, err := devenv.Start(ctx, devenv.Options{Modules: strings.Join(names, ","), ExtraArgs: extra, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gatehouse:", err)
 		os.Exit(1)
 	}
+	cp := env.ControlPlane
+	var controllers []string
+	for _, c := range testenv.Controllers {
+		controllers = append(controllers, strings.TrimSuffix(c, "-controller"))
+	}
+	fmt.Printf("gatehouse: kube-controller-manager (%s) and kube-scheduler run; their logs are in .gatehouse/\n", strings.Join(controllers, ", "))
+	fmt.Printf("gatehouse: fake nodes %s (zones %s): Pods are scheduled onto them but never started (no kubelet)\n",
+		strings.Join(cp.Nodes.Names(), ", "), strings.Join(cp.Nodes.Zones(), ", "))
 	fmt.Printf(`gatehouse: webhooks at %s, metrics at http://127.0.0.1:8080/metrics
 gatehouse: kubeconfig written to .gatehouse/kubeconfig; try
     bin/kubectl --kubeconfig .gatehouse/kubeconfig get validatingwebhookconfigurations

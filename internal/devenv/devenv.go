@@ -21,7 +21,8 @@ import (
 
 // Options configures an environment.
 type Options struct {
-	// Dir holds the kubeconfig, certificates and logs. Default .gatehouse.
+	// Dir holds the kubeconfig, certificates and logs (Gatehouse's,
+	// kube-controller-manager's, kube-scheduler's and the fake nodes'). Default .gatehouse.
 	Dir string
 	// WebhookAddr is where Gatehouse serves. Default 127.0.0.1:9443.
 	WebhookAddr string
@@ -72,7 +73,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		return nil, fmt.Errorf("%s not found: run `make build`", binary)
 	}
 
-	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{})
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{Dir: opts.Dir})
 	if err != nil {
 		return nil, err
 	}

@@ -195,7 +195,7 @@ func (cp *ControlPlane) startComponents(ctx context.Context, assets string) erro
 	if _, err := os.Stat(saKey); err != nil {
 		return fmt.Errorf("the API server's service-account signing key: %w", err)
 	}
-	caFile := filepath.Join(cp.Dir, "ca.crt")
+	caFile := filepath.Join(cp.Dir, "apiserver-ca.crt")
 	if err := os.WriteFile(caFile, cp.Config.CAData, 0o600); err != nil {
 		return err
 	}

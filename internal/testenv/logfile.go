@@ -10,10 +10,10 @@ import (
 	"github.com/go-logr/logr/funcr"
 )
 
-// fileLogger appends structured lines to path until the returned file is
+// fileLogger writes structured lines to path until the returned file is
 // closed.
 func fileLogger(path string) (logr.Logger, *os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_TRUNC|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		return logr.Logger{}, nil, err
 	}
