@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -38,8 +39,12 @@ func startPVSafe(t *testing.T, mode module.Enforcement) *testenv.Gatehouse {
 	return startGatehouse(t, opts)
 }
 
-// volumeFixture creates a PV and a claim bound to each other, with the bound
-// phases written through the status subresource as the PV controller would.
+// volumeFixture creates a PV pre-bound to a claim and the claim naming it, and
+// waits until kube-controller-manager's PV binder has bound them, as it would
+// in a cluster. The volume is a CSI one whose driver is not running: when its
+// claim goes, the PV controller leaves the Released volume to that driver's
+// external provisioner, so it stays Released and nothing on this machine is
+// deleted.
 func volumeFixture(t *testing.T, ns, claim string, policy corev1.PersistentVolumeReclaimPolicy) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
 	t.Helper()
 	ctx := context.Background()
@@ -51,15 +56,11 @@ func volumeFixture(t *testing.T, ns, claim string, policy corev1.PersistentVolum
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: policy,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + pvName}},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "hostpath.csi.k8s.io", VolumeHandle: pvName}},
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
 		},
 	}
 	if err := c.Create(ctx, pv); err != nil {
-		t.Fatal(err)
-	}
-	pv.Status.Phase = corev1.VolumeBound
-	if err := c.Status().Update(ctx, pv); err != nil {
 		t.Fatal(err)
 	}
 	pvc := &corev1.PersistentVolumeClaim{
@@ -74,10 +75,18 @@ func volumeFixture(t *testing.T, ns, claim string, policy corev1.PersistentVolum
 	if err := c.Create(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	pvc.Status.Phase = corev1.ClaimBound
-	if err := c.Status().Update(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	settle(t, "claim "+ns+"/"+claim+" and volume "+pvName+" bound", func(ctx context.Context) error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pv), pv); err != nil {
+			return err
+		}
+		if pvc.Status.Phase != corev1.ClaimBound || pv.Status.Phase != corev1.VolumeBound {
+			return fmt.Errorf("claim %q, volume %q", pvc.Status.Phase, pv.Status.Phase)
+		}
+		return nil
+	})
 	return pvc, pv
 }
 
@@ -272,11 +281,17 @@ func TestPVSafeClaimDecisions(t *testing.T) {
 		t.Fatalf("bypass counter %v -> %v", before, after)
 	}
 
-	// A Released volume is already being reclaimed: allowed.
-	pv.Status.Phase = corev1.VolumeReleased
-	if err := controlPlane.Client.Status().Update(ctx, pv); err != nil {
-		t.Fatal(err)
-	}
+	// A Released volume is already being reclaimed: allowed. The PV
+	// controller releases it once the claim is gone.
+	settle(t, "volume "+pv.Name+" released", func(ctx context.Context) error {
+		if err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(pv), pv); err != nil {
+			return err
+		}
+		if pv.Status.Phase != corev1.VolumeReleased {
+			return fmt.Errorf("volume is %q", pv.Status.Phase)
+		}
+		return nil
+	})
 	if err := deleteErr(t, pv); err != nil {
 		t.Fatalf("released volume: %v", err)
 	}
@@ -313,7 +328,7 @@ func TestPVSafeNamespaceWithSeveralRiskyClaimsAndTheBypassCascade(t *testing.T) 
 	ns := namespace(t, "pvsafe-ns")
 	_, pvA := volumeFixture(t, ns, "alpha", corev1.PersistentVolumeReclaimDelete)
 	_, pvB := volumeFixture(t, ns, "bravo", corev1.PersistentVolumeReclaimDelete)
-	volumeFixture(t, ns, "kept", corev1.PersistentVolumeReclaimRetain)
+	_, pvKept := volumeFixture(t, ns, "kept", corev1.PersistentVolumeReclaimRetain)
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
 
 	mustDeny(t, deleteErr(t, nsObj),
@@ -333,12 +348,40 @@ func TestPVSafeNamespaceWithSeveralRiskyClaimsAndTheBypassCascade(t *testing.T) 
 	if err := deleteErr(t, nsObj); err != nil {
 		t.Fatalf("bypassed namespace: %v", err)
 	}
-	// There is no kube-controller-manager here: delete the claims as the
-	// namespace controller would, while the namespace terminates.
-	for _, name := range []string{"alpha", "bravo"} {
-		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-		if err := deleteErr(t, claim); err != nil {
-			t.Fatalf("claim %s in the terminating, bypassed namespace: %v", name, err)
+	// The namespace controller deletes the claims while the namespace
+	// terminates; pvsafe must let them go, or the namespace stays.
+	settle(t, "the bypassed namespace gone", func(ctx context.Context) error {
+		err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		claims := &corev1.PersistentVolumeClaimList{}
+		if err := controlPlane.Client.List(ctx, claims, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var left []string
+		for _, c := range claims.Items {
+			left = append(left, c.Name)
+		}
+		return fmt.Errorf("still there, with claims %v", left)
+	})
+	// The volumes outlive their claims; once the PV controller has
+	// released them, pvsafe lets them go.
+	for _, pv := range []*corev1.PersistentVolume{pvA, pvB, pvKept} {
+		settle(t, "volume "+pv.Name+" released", func(ctx context.Context) error {
+			if err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(pv), pv); err != nil {
+				return err
+			}
+			if pv.Status.Phase != corev1.VolumeReleased {
+				return fmt.Errorf("volume is %q", pv.Status.Phase)
+			}
+			return nil
+		})
+		if err := deleteErr(t, pv); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete volume %s: %v", pv.Name, err)
 		}
 	}
 }
@@ -368,8 +411,15 @@ func TestPVSafeStatefulSetThatDeletesItsClaims(t *testing.T) {
 	}
 	mustDeny(t, deleteErr(t, sts), "StatefulSet '"+ns+"/db' (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete)", "  - data-db-0:")
 
-	sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
-	if err := controlPlane.Client.Update(ctx, sts); err != nil {
+	// The StatefulSet controller writes the object too (status, Pods,
+	// owner references on the claims): update its latest version.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(sts), sts); err != nil {
+			return err
+		}
+		sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+		return controlPlane.Client.Update(ctx, sts)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := deleteErr(t, sts); err != nil {
@@ -392,7 +442,7 @@ func TestPVSafeWarnModeAdmitsWithTheDenialAsWarnings(t *testing.T) {
 		t.Fatalf("warn mode denied: %v", err)
 	}
 	got := strings.Join(rec.msgs, "\n")
-	for _, want := range []string{"pvsafe (enforcement: warn) would deny this request:", "DELETION BLOCKED: PersistentVolumeClaim '"+ns+"/data'"} {
+	for _, want := range []string{"pvsafe (enforcement: warn) would deny this request:", "DELETION BLOCKED: PersistentVolumeClaim '" + ns + "/data'"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("warnings lack %q:\n%s", want, got)
 		}
@@ -446,14 +496,7 @@ func BenchmarkPVSafeNamespaceDecision1000(b *testing.B) {
 		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: pv.Name, StorageClassName: ptr.To(""),
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-		if err := c.Create(ctx, pvc); err != nil {
-			if !apierrors.IsAlreadyExists(err) {
-				b.Fatal(err)
-			}
-			continue
-		}
-		pvc.Status.Phase = corev1.ClaimBound
-		if err := c.Status().Update(ctx, pvc); err != nil {
+		if err := c.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
 			b.Fatal(err)
 		}
 	}
@@ -471,12 +514,20 @@ func BenchmarkPVSafeNamespaceDecision1000(b *testing.B) {
 	if !cache.WaitForCacheSync(runCtx) {
 		b.Fatal("cache did not sync")
 	}
+	// The PV binder binds the pre-bound pairs; the decision counts only
+	// bound claims.
 	for {
 		list := &corev1.PersistentVolumeClaimList{}
 		if err := cache.List(ctx, list, client.InNamespace(ns)); err != nil {
 			b.Fatal(err)
 		}
-		if len(list.Items) == 1000 {
+		bound := 0
+		for _, pvc := range list.Items {
+			if pvc.Status.Phase == corev1.ClaimBound {
+				bound++
+			}
+		}
+		if bound == 1000 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
