@@ -57,6 +57,7 @@ generate: $(CONTROLLER_GEN) $(CONVERSION_GEN) ## Generate deepcopy code, CRDs an
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONVERSION_GEN) --output-file zz_generated.conversion.go --go-header-file /dev/null ./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:artifacts:config=config/crd/external
 	$(CONTROLLER_GEN) rbac:roleName=gatehouse paths=./internal/... output:rbac:artifacts:config=config/rbac
 	$(GO) run ./hack/manifests
 

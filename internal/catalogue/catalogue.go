@@ -5,6 +5,7 @@ package catalogue
 import (
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/nodegroup"
+	"github.com/gatehouse-dev/gatehouse/internal/placement"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 )
 
@@ -13,5 +14,6 @@ func All() []module.Module {
 	return []module.Module{
 		pvsafe.New(pvsafe.Options{}),
 		nodegroup.New(),
+		placement.New(placement.Options{}),
 	}
 }

@@ -59,7 +59,9 @@ type ControlPlane struct {
 // ControlPlaneOptions configures StartControlPlane.
 type ControlPlaneOptions struct {
 	// CRDPaths are directories or files of CRDs to install, relative to the
-	// repository root. Default: config/crd/bases when it exists.
+	// repository root. Default: config/crd/bases (Gatehouse's) and
+	// config/crd/external (other projects' that modules work with, such as
+	// Flux's HelmRelease), those that exist.
 	CRDPaths []string
 	// AddToScheme registers extra types on the client's scheme.
 	AddToScheme []func(*runtime.Scheme) error
@@ -116,8 +118,10 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	}
 	paths := opts.CRDPaths
 	if paths == nil {
-		if _, err := os.Stat(filepath.Join(root, "config/crd/bases")); err == nil {
-			paths = []string{"config/crd/bases"}
+		for _, dir := range []string{"config/crd/bases", "config/crd/external"} {
+			if _, err := os.Stat(filepath.Join(root, dir)); err == nil {
+				paths = append(paths, dir)
+			}
 		}
 	}
 	for i := range paths {

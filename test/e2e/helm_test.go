@@ -234,6 +234,7 @@ func TestHelmLint(t *testing.T) {
 		{"certificates.mode=secret", "certificates.secret.name=tls"},
 		{"certificates.mode=secret", "certificates.secret.name=tls", "webhooks.mode=static", "certificates.secret.caBundle=" + base64.StdEncoding.EncodeToString([]byte("ca"))},
 		{"modules.nodegroup.enabled=false", "metrics.serviceMonitor.enabled=true"},
+		{"modules.placement.enabled=true", "modules.placement.ownerResources[0].apiGroup=kubevirt.io", "modules.placement.ownerResources[0].resources={virtualmachineinstances}"},
 	} {
 		args := []string{"lint", "--strict", "charts/gatehouse"}
 		for _, s := range set {
@@ -565,4 +566,27 @@ func keys(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// placement is off by default; enabled, it passes --modules and grants
+// list/watch on the operator kinds the values name.
+func TestHelmPlacementModule(t *testing.T) {
+	objs := renderChart(t, "gatehouse-system")
+	args := findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args
+	wantArgs(t, args, "--modules=nodegroup,pvsafe")
+
+	objs = renderChart(t, "gatehouse-system", "modules.placement.enabled=true", "modules.placement.enforcement=warn",
+		"modules.placement.ownerResources[0].apiGroup=kubevirt.io", "modules.placement.ownerResources[0].resources={virtualmachineinstances}")
+	args = findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args
+	wantArgs(t, args, "--modules=nodegroup,placement,pvsafe", "--enforcement=nodegroup=enforce,placement=warn,pvsafe=enforce")
+	role := findObject[rbacv1.ClusterRole](t, objs, "ClusterRole")
+	found := false
+	for _, r := range role.Rules {
+		if slices.Equal(r.APIGroups, []string{"kubevirt.io"}) && slices.Equal(r.Resources, []string{"virtualmachineinstances"}) && slices.Equal(r.Verbs, []string{"list", "watch"}) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no list/watch rule for kubevirt.io virtualmachineinstances in %+v", role.Rules)
+	}
 }

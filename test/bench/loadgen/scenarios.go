@@ -27,5 +27,6 @@ func scenarios() []scenario {
 			},
 		},
 		pvsafeClaimDelete(),
+		placementPodCreate(),
 	}
 }

@@ -1,0 +1,73 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	cozyv1alpha1 "github.com/gatehouse-dev/gatehouse/api/cozystack.io/v1alpha1"
+)
+
+// maxNamedReleases bounds the releases a denial names; the message says
+// how to list them all.
+const maxNamedReleases = 10
+
+// admitClass refuses to delete or change an AffinityClass that
+// HelmReleases still use: their Pods were placed by it, and a silent change
+// would leave them out of their class.
+func (m *Module) admitClass(ctx context.Context, req admission.Request) admission.Response {
+	name := req.Name
+	if req.Operation == admissionv1.Update {
+		var before, after cozyv1alpha1.AffinityClass
+		if err := json.Unmarshal(req.OldObject.Raw, &before); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode the old AffinityClass: %w", err))
+		}
+		if err := json.Unmarshal(req.Object.Raw, &after); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode AffinityClass: %w", err))
+		}
+		if equality.Semantic.DeepEqual(before.Spec, after.Spec) {
+			return admission.Allowed("spec unchanged")
+		}
+	}
+	users, err := m.releases.usingClass(ctx, name)
+	if err == nil && len(users) > 0 && m.live != nil {
+		// Confirm from the API server: a release moved to another class a
+		// moment ago must not block the change.
+		users, err = m.live.releases.usingClass(ctx, name)
+	}
+	if err != nil {
+		return admission.Errored(http.StatusServiceUnavailable, err)
+	}
+	if len(users) == 0 {
+		return admission.Allowed("no HelmRelease uses this class")
+	}
+	verb := "deleted"
+	if req.Operation == admissionv1.Update {
+		verb = "changed"
+	}
+	return admission.Denied(classInUseMessage(name, verb, users))
+}
+
+func classInUseMessage(name, verb string, users []releaseKey) string {
+	users = slices.Clone(users)
+	slices.SortFunc(users, func(a, b releaseKey) int { return strings.Compare(a.String(), b.String()) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "AffinityClass %q cannot be %s: %d HelmRelease(s) use it:\n", name, verb, len(users))
+	for i, u := range users {
+		if i == maxNamedReleases {
+			fmt.Fprintf(&b, "  ... and %d more\n", len(users)-maxNamedReleases)
+			break
+		}
+		fmt.Fprintf(&b, "  - %s\n", u)
+	}
+	fmt.Fprintf(&b, "list them with: kubectl get helmreleases.helm.toolkit.fluxcd.io -A -l %s=%s\n", classLabel, name)
+	b.WriteString("move them to another class (spec.values.affinityClass) first, or create a new class instead of changing this one")
+	return b.String()
+}

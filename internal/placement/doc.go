@@ -1,0 +1,36 @@
+// Package placement is the placement module: Cozystack's AffinityClass
+// (cozystack.io/v1alpha1), named placement classes that tenants may use from
+// an allow-list, enforced on the Pods of applications.
+//
+//   - A mutating webhook on Flux HelmReleases of applications (labelled
+//     apps.cozystack.io/application.kind) resolves the release's class
+//     (spec.values.affinityClass, else the tenant's default), refuses a class
+//     that does not exist or that the tenant may not use, and records it in
+//     the label apps.cozystack.io/affinity-class and in
+//     spec.values._scheduling for the application's chart.
+//   - A validating webhook on Pod CREATE walks the Pod's ownerReferences
+//     through metadata caches up to the objects Flux labelled with their
+//     release, and checks the Pod against each release's class.
+//   - A validating webhook refuses to delete or change a class that
+//     releases still use.
+//   - The leader re-checks running Pods periodically.
+//
+// Failure policies, chosen deliberately:
+//
+//   - Pods: Ignore, with a 3 s timeout and a match condition that only sends
+//     Pods with a lineage. A fail-closed Pod webhook turns a Gatehouse outage
+//     into a cluster that cannot start Pods, including the CNI's and
+//     Gatehouse's own (Cozystack #3125). What is admitted while Gatehouse is
+//     unreachable is reported by the periodic check
+//     (gatehouse_placement_noncompliant_pods and a Warning Event per Pod).
+//   - HelmReleases: Fail. Releases are rare, not on the outage path, and a
+//     release admitted without its class would place a whole application
+//     wrongly; Flux retries a refused apply.
+//   - AffinityClasses: Fail, so that a class in use never changes unseen.
+//
+// Warn mode (--enforcement=placement=warn) admits violating Pods and
+// AffinityClass changes with the denial as warnings; the HelmRelease
+// webhook mutates, and still refuses an unknown or disallowed class.
+//
+// Every decision reads caches; no live GET is made per ownership hop.
+package placement

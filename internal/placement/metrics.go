@@ -1,0 +1,42 @@
+package placement
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	unresolved = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gatehouse_placement_lineage_unresolved_total",
+		Help: "Pods admitted because a link of their ownership could not be followed from the caches.",
+	})
+	ownerKinds = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gatehouse_placement_owner_kinds",
+		Help: "Owner kinds whose metadata is cached for lineage walks.",
+	})
+	ownerKindsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gatehouse_placement_owner_kinds_refused_total",
+		Help: "Lineage walks that met a new owner kind beyond the bound on followed kinds.",
+	})
+	undecided = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gatehouse_placement_pods_undecided_total",
+		Help: "Pods admitted unchecked because their placement could not be decided (a class API not served, a read failing).",
+	})
+	denialsOverturned = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_placement_denials_overturned_total",
+		Help: "Denials the caches would have made and the API server's live state did not confirm (a cache behind), by webhook.",
+	}, []string{"webhook"})
+	noncompliant = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gatehouse_placement_noncompliant_pods",
+		Help: "Pods the last periodic check found violating their application's AffinityClass.",
+	})
+	audits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_placement_audits_total",
+		Help: "Periodic checks of running Pods, by result.",
+	}, []string{"result"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(unresolved, undecided, denialsOverturned, ownerKinds, ownerKindsRefused, noncompliant, audits)
+	ownerKinds.Set(float64(len(workloadKinds)))
+}

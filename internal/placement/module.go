@@ -1,0 +1,262 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cozyv1alpha1 "github.com/gatehouse-dev/gatehouse/api/cozystack.io/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// Labels Cozystack and this module put on HelmReleases.
+const (
+	// applicationKindLabel marks the HelmReleases Cozystack's API creates
+	// for applications; only those are mutated.
+	applicationKindLabel = "apps.cozystack.io/application.kind"
+	// classLabel names the release's AffinityClass once resolved.
+	classLabel = "apps.cozystack.io/affinity-class"
+)
+
+// Webhook identities.
+const (
+	ReleaseWebhookName = "placement-helmrelease.gatehouse.dev"
+	ReleaseWebhookPath = "/mutate-placement-helmrelease"
+	PodWebhookName     = "placement-pod.gatehouse.dev"
+	PodWebhookPath     = "/validate-placement-pod"
+	ClassWebhookName   = "placement-affinityclass.gatehouse.dev"
+	ClassWebhookPath   = "/validate-placement-affinityclass"
+)
+
+// The module reads classes, tenant Secrets (by name only), HelmReleases,
+// Pods (for the periodic check) and the metadata of the owners Pods name.
+// Owners of other kinds (operator CRs) need their list/watch granted too;
+// the chart's placement.ownerResources adds them (docs/placement.md).
+//
+// A denial is confirmed by a live read, hence get on classes, releases and
+// the tenant Secrets (by name).
+//
+// +kubebuilder:rbac:groups=cozystack.io,resources=affinityclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,resourceNames=cozystack-values,verbs=get;list;watch
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
+// +kubebuilder:rbac:groups=apps,resources=replicasets;deployments;statefulsets;daemonsets,verbs=list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=list;watch
+// +kubebuilder:rbac:groups=postgresql.cnpg.io,resources=clusters,verbs=list;watch
+
+// Options tunes the module; zero values take the defaults in setDefaults.
+type Options struct {
+	// AuditInterval is how often the leader re-checks every running Pod,
+	// so that nothing admitted while the Pod webhook was unreachable (it
+	// fails open) goes unseen. Default 5 minutes.
+	AuditInterval time.Duration
+	// MaxOwnerKinds bounds the owner kinds followed on first sight. Default 64.
+	MaxOwnerKinds int
+	// OwnerWait is how long a Pod decision waits for the informer of an
+	// owner kind seen for the first time. Default 1 s, well inside the Pod
+	// webhook's timeout.
+	OwnerWait time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.AuditInterval == 0 {
+		o.AuditInterval = 5 * time.Minute
+	}
+	if o.MaxOwnerKinds == 0 {
+		o.MaxOwnerKinds = 64
+	}
+	if o.OwnerWait == 0 {
+		o.OwnerWait = time.Second
+	}
+}
+
+// Module is placement.
+type Module struct {
+	opts Options
+
+	// view is what every decision reads: the module's caches.
+	view
+	// live reads the API server. A decision that would deny is made again
+	// from it, so that nothing is denied from a stale cache (a class created
+	// a moment ago, a release relabelled, a tenant's allow-list widened).
+	// Denials are rare, so the hot path stays on the caches. nil in tests
+	// that exercise the cache path alone.
+	live *view
+
+	owners owners
+	pods   client.Reader
+}
+
+// view is where decisions read tenants, classes and releases from.
+type view struct {
+	tenants  tenants
+	classes  classes
+	releases releases
+}
+
+// What the decisions read; caches in production (readers.go), the API
+// server to confirm a denial (live.go), maps in tests.
+type (
+	tenants interface {
+		get(ctx context.Context, namespace string) (*tenant, error)
+	}
+	classes interface {
+		get(ctx context.Context, name string) (*class, bool, error)
+	}
+	releases interface {
+		get(ctx context.Context, key releaseKey) (*metav1.PartialObjectMetadata, bool, error)
+		usingClass(ctx context.Context, class string) ([]releaseKey, error)
+	}
+)
+
+// New returns the placement module.
+func New(opts Options) *Module {
+	opts.setDefaults()
+	return &Module{opts: opts}
+}
+
+func (m *Module) Name() string { return "placement" }
+
+func (m *Module) AddToScheme(s *runtime.Scheme) error {
+	if err := cozyv1alpha1.AddToScheme(s); err != nil {
+		return err
+	}
+	return helmv2.AddToScheme(s)
+}
+
+// Setup builds the module's caches: every decision reads them.
+func (m *Module) Setup(ctx context.Context, host module.Host) error {
+	var err error
+	if m.tenants, err = newTenantIndex(ctx, host); err != nil {
+		return err
+	}
+	if m.classes, err = newClassReader(host); err != nil {
+		return err
+	}
+	if m.releases, err = newReleaseReader(host); err != nil {
+		return err
+	}
+	if m.owners, err = newOwnerCache(host, m.opts); err != nil {
+		return err
+	}
+	pods, err := host.NewCache("pods", cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Transform: KeepPlacementFields, UnsafeDisableDeepCopy: ptr.To(true)},
+	}})
+	if err != nil {
+		return err
+	}
+	m.pods = pods
+	m.live = &view{tenants: liveTenants{host.APIReader()}, classes: liveClasses{host.APIReader()}, releases: liveReleases{host.APIReader()}}
+	// The namespaces no webhook intercepts are not audited either.
+	excluded := map[string]bool{"kube-system": true, "kube-node-lease": true, host.Namespace(): true}
+	return host.Add(&audit{m: m, interval: m.opts.AuditInterval, events: host.EventRecorder(), excluded: excluded})
+}
+
+// KeepPlacementFields is the Pod cache's transform: it keeps what a
+// placement decision reads (exported for the memory benchmark).
+func KeepPlacementFields(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	slim := &corev1.Pod{
+		TypeMeta:   pod.TypeMeta,
+		ObjectMeta: pod.ObjectMeta,
+		Spec:       corev1.PodSpec{NodeSelector: pod.Spec.NodeSelector, NodeName: pod.Spec.NodeName},
+		Status:     corev1.PodStatus{Phase: pod.Status.Phase},
+	}
+	slim.ManagedFields = nil
+	if pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil {
+		slim.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
+		}}
+	}
+	return slim, nil
+}
+
+// Webhooks declares the three webhooks and their failure policies (doc.go
+// says why each).
+func (m *Module) Webhooks() []module.Webhook {
+	createUpdate := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
+	return []module.Webhook{
+		{
+			Name: ReleaseWebhookName, Path: ReleaseWebhookPath, Type: module.Mutating,
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: createUpdate,
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{helmv2.GroupVersion.Group}, APIVersions: []string{helmv2.GroupVersion.Version},
+					Resources: []string{"helmreleases"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+				},
+			}},
+			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: applicationKindLabel, Operator: metav1.LabelSelectorOpExists,
+			}}},
+			FailurePolicy:      admissionregistrationv1.Fail,
+			SideEffects:        admissionregistrationv1.SideEffectClassNone,
+			TimeoutSeconds:     5,
+			ReinvocationPolicy: admissionregistrationv1.IfNeededReinvocationPolicy,
+			Admit:              m.admitRelease,
+		},
+		{
+			Name: PodWebhookName, Path: PodWebhookPath, Type: module.Validating,
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
+					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+				},
+			}},
+			// Only Pods that have a lineage to walk reach Gatehouse.
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name:       "has-lineage",
+				Expression: `has(object.metadata.ownerReferences) || (has(object.metadata.labels) && '` + fluxNameLabel + `' in object.metadata.labels)`,
+			}},
+			FailurePolicy:  admissionregistrationv1.Ignore,
+			SideEffects:    admissionregistrationv1.SideEffectClassNone,
+			TimeoutSeconds: 3,
+			Admit:          m.admitPod,
+		},
+		{
+			Name: ClassWebhookName, Path: ClassWebhookPath, Type: module.Validating,
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update, admissionregistrationv1.Delete},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{cozyv1alpha1.GroupVersion.Group}, APIVersions: []string{cozyv1alpha1.GroupVersion.Version},
+					Resources: []string{"affinityclasses"}, Scope: ptr.To(admissionregistrationv1.ClusterScope),
+				},
+			}},
+			FailurePolicy:  admissionregistrationv1.Fail,
+			SideEffects:    admissionregistrationv1.SideEffectClassNone,
+			TimeoutSeconds: 5,
+			Admit:          m.admitClass,
+		},
+	}
+}
+
+// classNameSelector selects a cache's objects by the presence of a label.
+func labelExists(key string) labels.Selector {
+	s, err := labels.Parse(key)
+	if err != nil {
+		panic(fmt.Sprintf("label %q: %v", key, err))
+	}
+	return s
+}
+
+// tenantSecrets scopes a cache to the Secrets named cozystack-values, in
+// every namespace: never any other Secret.
+func tenantSecrets() cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Field: fields.OneTermEqualSelector("metadata.name", tenantSecretName)},
+	}}
+}

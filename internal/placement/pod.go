@@ -1,0 +1,136 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
+	corev1 "k8s.io/api/core/v1"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// class is an AffinityClass as the decisions read it.
+type class struct {
+	Name         string
+	NodeSelector map[string]string
+	// Required is the class's node affinity terms, nil when it has none.
+	Required *corev1.NodeSelector
+}
+
+// podVerdict is the decision on one Pod.
+type podVerdict struct {
+	// Denials are the reasons the Pod violates a class, one per class
+	// requirement broken; empty when it is allowed.
+	Denials []string
+	// Unresolved are the ownership links that could not be followed.
+	Unresolved []string
+	// Err is a failure to decide (a class API not served, a cache error).
+	Err error
+}
+
+// podName names a Pod in messages: ReplicaSet-made Pods have only a
+// generateName at admission.
+func podName(pod *corev1.Pod) string {
+	if pod.Name != "" {
+		return pod.Name
+	}
+	return pod.GenerateName
+}
+
+// decidePod walks the Pod's lineage to its applications' HelmReleases and
+// checks the Pod against each release's AffinityClass, reading releases and
+// classes from src. The lineage is always read from the owner caches.
+func (m *Module) decidePod(ctx context.Context, src view, namespace string, pod *corev1.Pod) podVerdict {
+	var v podVerdict
+	l := walkLineage(namespace, pod, m.owners)
+	v.Unresolved = l.Unresolved
+	for _, key := range l.Releases {
+		release, found, err := src.releases.get(ctx, key)
+		if err != nil {
+			v.Err = err
+			return v
+		}
+		if !found {
+			continue // not an application's release: nothing to check
+		}
+		className := release.Labels[classLabel]
+		if className == "" {
+			continue
+		}
+		c, found, err := src.classes.get(ctx, className)
+		if err != nil {
+			v.Err = err
+			return v
+		}
+		if !found {
+			v.Denials = append(v.Denials, fmt.Sprintf("AffinityClass %q not found (HelmRelease %s)", className, key))
+			continue
+		}
+		v.Denials = append(v.Denials, checkPod(namespace, pod, c, key)...)
+	}
+	return v
+}
+
+// checkPod applies one class to a Pod: the class's nodeSelector pairs must
+// all be in the Pod's nodeSelector (the seed's contract), and the Pod's
+// placement must guarantee the class's node affinity.
+func checkPod(namespace string, pod *corev1.Pod, c *class, release releaseKey) []string {
+	var out []string
+	name := namespace + "/" + podName(pod)
+	if missing := MissingSelectorPairs(c.NodeSelector, pod.Spec.NodeSelector); len(missing) > 0 {
+		out = append(out, fmt.Sprintf("pod %s belongs to application with AffinityClass %q but missing required nodeSelector %s",
+			name, c.Name, strings.Join(missing, ", ")))
+	}
+	if c.Required != nil {
+		var podRequired *corev1.NodeSelector
+		if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+			podRequired = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		}
+		if ok, why := ImpliesNodeAffinity(pod.Spec.NodeSelector, podRequired, c.Required); !ok {
+			out = append(out, fmt.Sprintf("pod %s belongs to application with AffinityClass %q but its placement does not guarantee the class's node affinity: %s",
+				name, c.Name, why))
+		}
+	}
+	if len(out) > 0 {
+		out = append(out, fmt.Sprintf("to proceed: render the Pod template of HelmRelease %s from its values' _scheduling (nodeSelector and nodeAffinity of the class), or choose another class in spec.values.affinityClass", release))
+	}
+	return out
+}
+
+// admitPod judges a Pod at CREATE (its nodeSelector and affinity are
+// immutable afterwards). A denial from the caches is made again from the
+// API server before it is returned. A Pod that cannot be judged is
+// admitted with a warning, as the webhook's failure policy would admit it
+// were Gatehouse down: the periodic check judges it again later.
+func (m *Module) admitPod(ctx context.Context, req admission.Request) admission.Response {
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode Pod: %w", err))
+	}
+	log := logf.FromContext(ctx).WithValues("pod", req.Namespace+"/"+podName(pod))
+	v := m.decidePod(ctx, m.view, req.Namespace, pod)
+	if len(v.Unresolved) > 0 {
+		unresolved.Inc()
+		log.Info("ownership not fully resolved from the caches; judged on what was found", "unresolved", v.Unresolved)
+	}
+	if v.Err == nil && len(v.Denials) > 0 && m.live != nil {
+		cached := v
+		v = m.decidePod(ctx, *m.live, req.Namespace, pod)
+		if v.Err == nil && len(v.Denials) == 0 {
+			denialsOverturned.WithLabelValues("pod").Inc()
+			log.Info("the caches would have denied this Pod, the API server did not: admitted", "cached", cached.Denials)
+		}
+	}
+	if v.Err != nil {
+		undecided.Inc()
+		log.Error(v.Err, "placement could not be decided; admitted, the periodic check judges it again")
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("placement: not checked (%v); admitted, and re-checked periodically", v.Err))
+	}
+	if len(v.Denials) > 0 {
+		return admission.Denied(strings.Join(v.Denials, "\n"))
+	}
+	return admission.Allowed("")
+}

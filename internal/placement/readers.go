@@ -1,0 +1,304 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cozyv1alpha1 "github.com/gatehouse-dev/gatehouse/api/cozystack.io/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// tenantIndex keeps every namespace's parsed cozystack-values: a Secret is
+// parsed once per change, never per request.
+type tenantIndex struct {
+	synced func() bool
+	mu     sync.RWMutex
+	byNS   map[string]*tenant
+}
+
+func newTenantIndex(ctx context.Context, host module.Host) (*tenantIndex, error) {
+	c, err := host.NewCache("tenants", tenantSecrets())
+	if err != nil {
+		return nil, err
+	}
+	inf, err := c.GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return nil, err
+	}
+	t := &tenantIndex{byNS: map[string]*tenant{}}
+	store := func(obj any) {
+		s, ok := obj.(*corev1.Secret)
+		if !ok {
+			return
+		}
+		parsed := parseTenant(s.Namespace, s.Data[tenantValuesKey])
+		t.mu.Lock()
+		t.byNS[s.Namespace] = parsed
+		t.mu.Unlock()
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    store,
+		UpdateFunc: func(_, obj any) { store(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if s, ok := obj.(*corev1.Secret); ok {
+				t.mu.Lock()
+				delete(t.byNS, s.Namespace)
+				t.mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.synced = reg.HasSynced
+	return t, nil
+}
+
+// get returns the namespace's tenant settings, nil for no tenant.
+func (t *tenantIndex) get(_ context.Context, namespace string) (*tenant, error) {
+	if !t.synced() {
+		return nil, errors.New("tenant settings (Secrets cozystack-values) not loaded yet")
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.byNS[namespace], nil
+}
+
+// classReader reads AffinityClasses. Their CRD ships with Gatehouse, but is
+// followed as an optional kind all the same: a missing CRD is an error to
+// report, not a reason for a cache that never syncs.
+type classReader struct {
+	cache cache.Cache
+	kind  module.Kind
+}
+
+func newClassReader(host module.Host) (*classReader, error) {
+	c, err := host.NewCache("affinityclasses", cache.Options{})
+	if err != nil {
+		return nil, err
+	}
+	k, err := host.FollowKind(c, &cozyv1alpha1.AffinityClass{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &classReader{cache: c, kind: k}, nil
+}
+
+var errClassAPI = errors.New("the AffinityClass API (cozystack.io/v1alpha1) is not served: install its CRD")
+
+// get returns the class named name; found is false when it does not exist.
+func (r *classReader) get(ctx context.Context, name string) (*class, bool, error) {
+	if !r.kind.Readable() {
+		return nil, false, errClassAPI
+	}
+	ac := &cozyv1alpha1.AffinityClass{}
+	if err := r.cache.Get(ctx, client.ObjectKey{Name: name}, ac, client.UnsafeDisableDeepCopy); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("read AffinityClass %s: %w", name, err)
+	}
+	return classOf(ac), true, nil
+}
+
+// releaseReader holds the metadata of the HelmReleases Cozystack creates
+// for applications (labelled apps.cozystack.io/application.kind). The Flux
+// CRD may be absent: the module then serves Pods only, and follows
+// HelmReleases once the CRD appears.
+type releaseReader struct {
+	cache cache.Cache
+	kind  module.Kind
+}
+
+var releaseGVK = helmv2.GroupVersion.WithKind("HelmRelease")
+
+func releaseMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(releaseGVK)
+	return m
+}
+
+func newReleaseReader(host module.Host) (*releaseReader, error) {
+	// A cache resolves ByObject kinds when built, and the Flux CRD may be
+	// absent then: this cache's only kind is scoped by its default.
+	c, err := host.NewCache("helmreleases", cache.Options{DefaultLabelSelector: labelExists(applicationKindLabel)})
+	if err != nil {
+		return nil, err
+	}
+	k, err := host.FollowKind(c, releaseMetadata(), nil)
+	if err != nil {
+		return nil, err
+	}
+	return &releaseReader{cache: c, kind: k}, nil
+}
+
+// get returns a release's metadata; found is false when it does not exist,
+// is not an application's, or the Flux API is not served.
+func (r *releaseReader) get(ctx context.Context, key releaseKey) (*metav1.PartialObjectMetadata, bool, error) {
+	if !r.kind.Readable() {
+		return nil, false, nil
+	}
+	m := releaseMetadata()
+	if err := r.cache.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, m, client.UnsafeDisableDeepCopy); err != nil {
+		var notCached *cache.ErrResourceNotCached
+		if apierrors.IsNotFound(err) || errors.As(err, &notCached) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("read HelmRelease %s: %w", key, err)
+	}
+	return m, true, nil
+}
+
+// usingClass lists the releases labelled with class.
+func (r *releaseReader) usingClass(ctx context.Context, class string) ([]releaseKey, error) {
+	if !r.kind.Readable() {
+		return nil, nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(helmv2.GroupVersion.WithKind("HelmReleaseList"))
+	if err := r.cache.List(ctx, list, client.MatchingLabels{classLabel: class}, client.UnsafeDisableDeepCopy); err != nil {
+		var notCached *cache.ErrResourceNotCached
+		if errors.As(err, &notCached) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list HelmReleases: %w", err)
+	}
+	out := make([]releaseKey, 0, len(list.Items))
+	for _, m := range list.Items {
+		out = append(out, releaseKey{Namespace: m.Namespace, Name: m.Name})
+	}
+	return out, nil
+}
+
+// ownerCache reads owners' metadata. The common workload kinds are cached
+// from the start; any other kind (an operator's CR) gets a metadata informer
+// the first time a Pod names it, up to a bound, through the host's
+// optional-kind helper (so a CRD removed later stops it). Never a live GET.
+type ownerCache struct {
+	cache  cache.Cache
+	host   module.Host
+	mapper meta.RESTMapper
+	opts   Options
+
+	mu    sync.Mutex
+	kinds map[schema.GroupVersionKind]module.Kind
+}
+
+func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
+}
+
+// workloadKinds are the owners of nearly every Pod.
+var workloadKinds = []schema.GroupVersionKind{
+	appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
+	appsv1.SchemeGroupVersion.WithKind("Deployment"),
+	appsv1.SchemeGroupVersion.WithKind("StatefulSet"),
+	appsv1.SchemeGroupVersion.WithKind("DaemonSet"),
+	batchv1.SchemeGroupVersion.WithKind("Job"),
+	batchv1.SchemeGroupVersion.WithKind("CronJob"),
+}
+
+func newOwnerCache(host module.Host, opts Options) (*ownerCache, error) {
+	byObject := map[client.Object]cache.ByObject{}
+	for _, gvk := range workloadKinds {
+		byObject[metadataOf(gvk)] = cache.ByObject{}
+	}
+	c, err := host.NewCache("owners", cache.Options{ByObject: byObject})
+	if err != nil {
+		return nil, err
+	}
+	o := &ownerCache{cache: c, host: host, mapper: host.RESTMapper(), opts: opts, kinds: map[schema.GroupVersionKind]module.Kind{}}
+	for _, gvk := range workloadKinds {
+		o.kinds[gvk] = always{}
+	}
+	return o, nil
+}
+
+type always struct{}
+
+func (always) Readable() bool { return true }
+func (always) Release()       {}
+
+// Owner implements owners.
+func (o *ownerCache) Owner(namespace string, ref metav1.OwnerReference) (metav1.Object, bool, error) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil, false, fmt.Errorf("apiVersion %q: %w", ref.APIVersion, err)
+	}
+	gvk := gv.WithKind(ref.Kind)
+	if err := o.follow(gvk); err != nil {
+		return nil, false, err
+	}
+	mapping, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, false, err
+	}
+	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
+	if mapping.Scope.Name() == meta.RESTScopeNameRoot {
+		key.Namespace = ""
+	}
+	m := metadataOf(gvk)
+	if err := o.cache.Get(context.Background(), key, m, client.UnsafeDisableDeepCopy); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return m, true, nil
+}
+
+// follow makes sure gvk is cached, waiting a little for a kind seen for
+// the first time.
+func (o *ownerCache) follow(gvk schema.GroupVersionKind) error {
+	o.mu.Lock()
+	k, ok := o.kinds[gvk]
+	if !ok {
+		if len(o.kinds) >= o.opts.MaxOwnerKinds {
+			o.mu.Unlock()
+			ownerKindsRefused.Inc()
+			return fmt.Errorf("kind %s not followed: %d owner kinds are followed already", gvk, o.opts.MaxOwnerKinds)
+		}
+		var err error
+		k, err = o.host.FollowKind(o.cache, metadataOf(gvk), nil)
+		if err != nil {
+			o.mu.Unlock()
+			return err
+		}
+		o.kinds[gvk] = k
+		ownerKinds.Set(float64(len(o.kinds)))
+	}
+	o.mu.Unlock()
+	deadline := time.Now().Add(o.opts.OwnerWait)
+	for !k.Readable() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kind %s is not cached yet", gvk)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// classOf is a class as the decisions read it.
+func classOf(ac *cozyv1alpha1.AffinityClass) *class {
+	return &class{Name: ac.Name, NodeSelector: ac.Spec.NodeSelector, Required: ac.Spec.Required()}
+}
