@@ -200,6 +200,9 @@ type ownerCache struct {
 
 	mu    sync.Mutex
 	kinds map[schema.GroupVersionKind]module.Kind
+	// clusterScoped caches the RESTMapper's answer per kind: asking it on
+	// every hop cost two thirds of a decision.
+	clusterScoped map[schema.GroupVersionKind]bool
 }
 
 func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
@@ -227,7 +230,8 @@ func newOwnerCache(host module.Host, opts Options) (*ownerCache, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &ownerCache{cache: c, host: host, mapper: host.RESTMapper(), opts: opts, kinds: map[schema.GroupVersionKind]module.Kind{}}
+	o := &ownerCache{cache: c, host: host, mapper: host.RESTMapper(), opts: opts,
+		kinds: map[schema.GroupVersionKind]module.Kind{}, clusterScoped: map[schema.GroupVersionKind]bool{}}
 	for _, gvk := range workloadKinds {
 		o.kinds[gvk] = always{}
 	}
@@ -249,12 +253,12 @@ func (o *ownerCache) Owner(namespace string, ref metav1.OwnerReference) (metav1.
 	if err := o.follow(gvk); err != nil {
 		return nil, false, err
 	}
-	mapping, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	clusterScoped, err := o.isClusterScoped(gvk)
 	if err != nil {
 		return nil, false, err
 	}
 	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
-	if mapping.Scope.Name() == meta.RESTScopeNameRoot {
+	if clusterScoped {
 		key.Namespace = ""
 	}
 	m := metadataOf(gvk)
@@ -265,6 +269,21 @@ func (o *ownerCache) Owner(namespace string, ref metav1.OwnerReference) (metav1.
 		return nil, false, err
 	}
 	return m, true, nil
+}
+
+func (o *ownerCache) isClusterScoped(gvk schema.GroupVersionKind) (bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if root, ok := o.clusterScoped[gvk]; ok {
+		return root, nil
+	}
+	mapping, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false, err
+	}
+	root := mapping.Scope.Name() == meta.RESTScopeNameRoot
+	o.clusterScoped[gvk] = root
+	return root, nil
 }
 
 // follow makes sure gvk is cached, waiting a little for a kind seen for

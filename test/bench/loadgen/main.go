@@ -8,9 +8,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -120,6 +123,11 @@ func run(ctx context.Context, cfg loadConfig, only, out string, extraArgs []stri
 				return fmt.Errorf("scenario %s: setup: %w", sc.Name, err)
 			}
 		}
+		if sc.Probe != nil {
+			if err := probe(ctx, env.URL+sc.Path, env.CACert, sc.Probe(), sc.ProbeWant); err != nil {
+				return fmt.Errorf("scenario %s: %w", sc.Name, err)
+			}
+		}
 		warm := cfg
 		warm.Requests = min(cfg.Requests/10, 2000)
 		// Rounds alternate the targets (and which goes first), so that drift
@@ -187,4 +195,29 @@ func round(d time.Duration) time.Duration {
 	default:
 		return d.Round(time.Microsecond)
 	}
+}
+
+// probe posts body until the answer contains want.
+func probe(ctx context.Context, url string, ca, body []byte, want string) error {
+	c := newClient(ca)
+	var last string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		last = string(b)
+		if strings.Contains(last, want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("probe: no answer containing %q; last: %s", want, last)
 }

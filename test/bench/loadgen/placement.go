@@ -51,8 +51,9 @@ kind: HelmRelease
 metadata:
   name: bench-app
   namespace: bench-placement
-  labels: {apps.cozystack.io/application.kind: Bench, apps.cozystack.io/affinity-class: bench-dc1}
+  labels: {apps.cozystack.io/application.kind: Bench}
 spec:
+  values: {affinityClass: bench-dc1}
   interval: 1h
   chart: {spec: {chart: bench, sourceRef: {kind: HelmRepository, name: bench}}}
 ---
@@ -112,10 +113,20 @@ func placementPodCreate() scenario {
 			time.Sleep(2 * time.Second)
 			return nil
 		},
+		// The same Pod without the class's selector is denied: the walk
+		// reaches the release.
+		Probe:     func() []byte { return podCreateReview(-1, string(rs.GetUID()), "") },
+		ProbeWant: "missing required nodeSelector topology.kubernetes.io/zone=zone-a",
 		Body: func(i int) []byte {
-			return []byte(fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-%d","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"bench-placement","operation":"CREATE","userInfo":{"username":"system:serviceaccount:kube-system:replicaset-controller"},"object":{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"web-rs-","namespace":"bench-placement","labels":{"bench-rs":"web"},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web-rs","uid":"%s","controller":true,"blockOwnerDeletion":true}]},"spec":{"nodeSelector":{"topology.kubernetes.io/zone":"zone-a"},"containers":[{"name":"app","image":"registry.example/app:1","resources":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"}],"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","serviceAccountName":"default","securityContext":{},"schedulerName":"default-scheduler","enableServiceLinks":true,"preemptionPolicy":"PreemptLowerPriority","priority":0}}}}`, i, rs.GetUID()))
+			return podCreateReview(i, string(rs.GetUID()), `"nodeSelector":{"topology.kubernetes.io/zone":"zone-a"},`)
 		},
 	}
+}
+
+// podCreateReview is the review kube-apiserver sends when the ReplicaSet
+// controller creates a Pod of the fixture's ReplicaSet (uid).
+func podCreateReview(i int, uid, nodeSelector string) []byte {
+	return []byte(fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-%d","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"bench-placement","operation":"CREATE","userInfo":{"username":"system:serviceaccount:kube-system:replicaset-controller"},"object":{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"web-rs-","namespace":"bench-placement","labels":{"bench-rs":"web"},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web-rs","uid":"%s","controller":true,"blockOwnerDeletion":true}]},"spec":{%s"containers":[{"name":"app","image":"registry.example/app:1","resources":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"}],"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","serviceAccountName":"default","securityContext":{},"schedulerName":"default-scheduler","enableServiceLinks":true,"preemptionPolicy":"PreemptLowerPriority","priority":0}}}}`, i, uid, nodeSelector))
 }
 
 // applyWithOwners creates the documents in order; a document's top-level

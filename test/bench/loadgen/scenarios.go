@@ -13,6 +13,11 @@ type scenario struct {
 	Path  string
 	Setup func(ctx context.Context, env *devenv.Env) error
 	Body  func(i int) []byte
+	// Probe, when set, is a review sent before the load whose response
+	// must contain ProbeWant (retried for 30 s while caches fill): it shows
+	// that the measured path does the work it claims.
+	Probe     func() []byte
+	ProbeWant string
 }
 
 func scenarios() []scenario {
