@@ -373,3 +373,39 @@ func FuzzImpliesNodeAffinity(f *testing.F) {
 		checkAgainstScheduler(t, generate(next))
 	})
 }
+
+// BenchmarkImpliesNodeAffinity: the check on the shapes classes take, next
+// to the nodeSelector check as the baseline.
+//
+//	go test ./internal/placement -run '^$' -bench 'ImpliesNodeAffinity|MissingSelectorPairs' -benchmem -count 3
+func BenchmarkImpliesNodeAffinity(b *testing.B) {
+	dc1OrDc2 := anyOf(term(req("zone", in, "dc1")), term(req("zone", in, "dc2")))
+	for _, bc := range []struct {
+		name     string
+		selector map[string]string
+		pod      *corev1.NodeSelector
+		class    *corev1.NodeSelector
+	}{
+		{"term-by-term", map[string]string{"zone": "dc1"}, nil, dc1OrDc2},
+		{"case-split", nil, anyOf(term(req("zone", in, "dc1", "dc2"))), dc1OrDc2},
+		{"refused-with-witness", nil, anyOf(term(req("zone", in, "dc1", "dc3"))), dc1OrDc2},
+		{"ranges", nil, anyOf(term(req("gen", gt, "0"), req("gen", lt, "10"), req("zone", in, "dc1"))),
+			anyOf(term(req("gen", lt, "5"), req("zone", exists)), term(req("gen", gt, "4"), req("zone", notIn, "dc9")))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				ImpliesNodeAffinity(bc.selector, bc.pod, bc.class)
+			}
+		})
+	}
+}
+
+func BenchmarkMissingSelectorPairs(b *testing.B) {
+	class := map[string]string{"topology.kubernetes.io/zone": "dc1"}
+	pod := map[string]string{"topology.kubernetes.io/zone": "dc1", "kubernetes.io/arch": "amd64"}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		MissingSelectorPairs(class, pod)
+	}
+}
