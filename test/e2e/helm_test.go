@@ -219,11 +219,13 @@ func wantArgs(t *testing.T, args []string, want ...string) {
 
 func crdConversion(t *testing.T, objs []*unstructured.Unstructured) (*apiextensionsv1.CustomResourceDefinition, *apiextensionsv1.CustomResourceConversion) {
 	t.Helper()
-	crd := findObject[apiextensionsv1.CustomResourceDefinition](t, objs, "CustomResourceDefinition")
-	if crd.Name != "nodegroups.deckhouse.io" {
-		t.Fatalf("CRD %s, want nodegroups.deckhouse.io", crd.Name)
+	for _, crd := range findObjects[apiextensionsv1.CustomResourceDefinition](t, objs, "CustomResourceDefinition") {
+		if crd.Name == "nodegroups.deckhouse.io" {
+			return crd, crd.Spec.Conversion
+		}
 	}
-	return crd, crd.Spec.Conversion
+	t.Fatal("no CRD nodegroups.deckhouse.io rendered")
+	return nil, nil
 }
 
 func TestHelmLint(t *testing.T) {
@@ -359,7 +361,8 @@ func TestHelmDefaults(t *testing.T) {
 
 func TestHelmCertManagerStatic(t *testing.T) {
 	ns := namespace(t, "helm-certmanager")
-	objs := renderChart(t, ns, "certificates.mode=certManager", "webhooks.mode=static")
+	// Every module on, as in config/default, whose webhooks are compared.
+	objs := renderChart(t, ns, "certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true")
 	hooks := renderedWebhooks(t, objs, ns)
 	var names []string
 	for name, cc := range hooks {
@@ -373,11 +376,22 @@ func TestHelmCertManagerStatic(t *testing.T) {
 		t.Errorf("chart renders webhooks %v, config/webhook/manifests.yaml has %v", names, want)
 	}
 	inject := ns + "/" + helmRelease + "-gatehouse-serving"
-	for _, kind := range []string{"ValidatingWebhookConfiguration", "CustomResourceDefinition"} {
-		for _, o := range objs {
-			if o.GetKind() == kind && o.GetAnnotations()["cert-manager.io/inject-ca-from"] != inject {
-				t.Errorf("%s %s: cert-manager.io/inject-ca-from %q, want %q", kind, o.GetName(), o.GetAnnotations()["cert-manager.io/inject-ca-from"], inject)
+	// cainjector fills every webhook configuration and the CRDs that have a
+	// conversion webhook (nodegroups); the other CRDs need no CA.
+	for _, o := range objs {
+		want := ""
+		switch o.GetKind() {
+		case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+			want = inject
+		case "CustomResourceDefinition":
+			if o.GetName() == "nodegroups.deckhouse.io" {
+				want = inject
 			}
+		default:
+			continue
+		}
+		if got := o.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != want {
+			t.Errorf("%s %s: cert-manager.io/inject-ca-from %q, want %q", o.GetKind(), o.GetName(), got, want)
 		}
 	}
 	_, conv := crdConversion(t, objs)
@@ -387,7 +401,7 @@ func TestHelmCertManagerStatic(t *testing.T) {
 	}
 	secret := helmRelease + "-gatehouse-serving-cert"
 	args := deploymentArgs(t, objs)
-	wantArgs(t, args, "--modules=nodegroup,pvsafe", "--enforcement=nodegroup=enforce,pvsafe=enforce", "--cert-secret="+ns+"/"+secret)
+	wantArgs(t, args, "--modules=nodegroup,placement,pvsafe", "--enforcement=nodegroup=enforce,placement=enforce,pvsafe=enforce", "--cert-secret="+ns+"/"+secret)
 	for _, a := range args {
 		if strings.HasPrefix(a, "--webhook-service") || a == "--leader-elect" || a == "--self-managed-certs" {
 			t.Errorf("Deployment arg %q in static cert-manager mode", a)
