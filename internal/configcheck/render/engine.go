@@ -1,0 +1,104 @@
+package render
+
+import (
+	"context"
+	"fmt"
+)
+
+// EngineGoTemplate is the name of the text/template + sprig engine, the only
+// value templatingSettings.engine accepts for now.
+const EngineGoTemplate = "gotemplate"
+
+// Engine compiles a config's templates. An engine is chosen by name with
+// NewEngine.
+type Engine interface {
+	// Name is the engine's templatingSettings.engine value.
+	Name() string
+	// Compile parses every template once. Its error is a *CompileError
+	// naming the template that failed.
+	Compile(templates Templates) (Renderer, error)
+}
+
+// Renderer renders compiled templates; it is safe for concurrent use.
+type Renderer interface {
+	// Render executes every template with data. Its error is a
+	// *RenderError naming the template; errors.As finds a *FailError in it
+	// when a template called fail, and ctx's error when ctx ended first.
+	Render(ctx context.Context, data Data) (Output, error)
+}
+
+// Templates are the template sources of an HAProxyTemplateConfig. Every map
+// is keyed by name: snippets by the name render and renderGlob use, the
+// others by the output's file name.
+type Templates struct {
+	Snippets        map[string]string
+	HAProxyConfig   string
+	Maps            map[string]string
+	Files           map[string]string
+	SSLCertificates map[string]string
+}
+
+// Data is what templates render from.
+type Data struct {
+	// Resources are the watched resources' stores by watched name, seen as
+	// .resources.<name>.
+	Resources map[string]Store
+	// ExtraContext is templatingSettings.extraContext, seen as
+	// .extraContext. Render normalizes a copy (whole numbers as int64).
+	ExtraContext map[string]any
+}
+
+// Output is one rendering. Every text ends with exactly one newline.
+type Output struct {
+	HAProxyConfig string
+	Maps          map[string]string
+	Files         map[string]string
+	Certs         map[string]string
+}
+
+// NewEngine returns the engine templatingSettings.engine names; the empty
+// name is the default, gotemplate.
+func NewEngine(name string) (Engine, error) {
+	switch name {
+	case "", EngineGoTemplate:
+		return goTemplateEngine{}, nil
+	default:
+		return nil, fmt.Errorf("unknown template engine %q (supported: %s)", name, EngineGoTemplate)
+	}
+}
+
+// FailError is the error of a template's fail call; Message is exactly the
+// text the template passed, which becomes the admission denial reason.
+type FailError struct {
+	Message string
+}
+
+func (e *FailError) Error() string { return e.Message }
+
+// CompileError reports which template did not compile.
+type CompileError struct {
+	// Template names the template as the config does: haproxyConfig,
+	// templateSnippets[name], maps[name], files[name] or
+	// sslCertificates[name].
+	Template string
+	Err      error
+}
+
+func (e *CompileError) Error() string {
+	return fmt.Sprintf("compile %s: %v", e.Template, e.Err)
+}
+
+func (e *CompileError) Unwrap() error { return e.Err }
+
+// RenderError reports which template failed to render.
+type RenderError struct {
+	// Template names the template as CompileError.Template does.
+	Template string
+	Err      error
+}
+
+func (e *RenderError) Error() string {
+	return fmt.Sprintf("render %s: %v", e.Template, e.Err)
+}
+
+func (e *RenderError) Unwrap() error { return e.Err }
