@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -87,9 +88,24 @@ func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) (notApplied []
 			notApplied = append(notApplied, obj)
 			continue
 		}
-		//nolint:staticcheck // unstructured server-side apply
-		err := controlPlane.Client.Patch(context.Background(), obj.DeepCopy(), client.Apply,
-			client.DryRunAll, client.ForceOwnership, client.FieldOwner("gatehouse-helm-test"))
+		// Validated as a whole object, never merged with what earlier tests
+		// left in the shared cluster (a server-side apply would merge the
+		// chart's service reference into a managed Gatehouse's url):
+		// a dry-run create, or a dry-run replace of an existing namesake.
+		ctx := context.Background()
+		candidate := obj.DeepCopy()
+		existing := &unstructured.Unstructured{}
+		existing.SetGroupVersionKind(obj.GroupVersionKind())
+		var err error
+		switch getErr := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing); {
+		case getErr == nil:
+			candidate.SetResourceVersion(existing.GetResourceVersion())
+			err = controlPlane.Client.Update(ctx, candidate, client.DryRunAll)
+		case apierrors.IsNotFound(getErr):
+			err = controlPlane.Client.Create(ctx, candidate, client.DryRunAll)
+		default:
+			err = getErr
+		}
 		if err != nil {
 			t.Errorf("dry-run apply %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 		}
