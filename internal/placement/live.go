@@ -2,7 +2,6 @@ package placement
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,8 +68,7 @@ func (l liveReleases) usingClass(ctx context.Context, class string) ([]releaseKe
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(releaseGVK.GroupVersion().WithKind("HelmReleaseList"))
 	err := l.r.List(ctx, list, client.MatchingLabels{classLabel: class}, client.HasLabels{applicationKindLabel})
-	var noMatch *meta.NoKindMatchError
-	if errors.As(err, &noMatch) || apierrors.IsNotFound(err) {
+	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {

@@ -244,7 +244,7 @@ func (m *Module) Webhooks() []module.Webhook {
 	}
 }
 
-// classNameSelector selects a cache's objects by the presence of a label.
+// labelExists selects a cache's objects by the presence of a label.
 func labelExists(key string) labels.Selector {
 	s, err := labels.Parse(key)
 	if err != nil {

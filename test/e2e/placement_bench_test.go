@@ -56,7 +56,9 @@ var (
 	applicationGVK = schema.GroupVersionKind{Group: benchBenchGroup, Version: "v1", Kind: "Application"}
 )
 
-func benchCRD(gvk schema.GroupVersionKind, plural string) *apiextensionsv1.CustomResourceDefinition {
+// schemalessCRD is a namespaced CRD of one served version that keeps any
+// field: an operator's kind, as far as ownership walks are concerned.
+func schemalessCRD(gvk schema.GroupVersionKind, plural string) *apiextensionsv1.CustomResourceDefinition {
 	return &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + gvk.Group},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
@@ -96,7 +98,7 @@ func createPlacementFixture(b *testing.B) benchLineage {
 		return obj
 	}
 	mustCreate(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}})
-	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{benchCRD(databaseGVK, "databases"), benchCRD(applicationGVK, "applications")} {
+	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{schemalessCRD(databaseGVK, "databases"), schemalessCRD(applicationGVK, "applications")} {
 		mustCreate(crd)
 	}
 	mustCreate(&cozyv1alpha1.AffinityClass{ObjectMeta: metav1.ObjectMeta{Name: "bench-dc1"},
