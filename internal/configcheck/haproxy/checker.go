@@ -1,0 +1,555 @@
+package haproxy
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// Layout of a run's private directory. Templates refer to auxiliary files by
+// these paths, relative to the directory of haproxy.cfg.
+const (
+	ConfigFile = "haproxy.cfg"
+	MapsDir    = "maps"
+	FilesDir   = "general"
+	CertsDir   = "ssl"
+)
+
+const (
+	// fallbackBinary is where Debian's haproxy package installs the binary.
+	fallbackBinary = "/usr/sbin/haproxy"
+	installHint    = "install Debian's package: apt-get install haproxy"
+
+	defaultCacheSize = 256
+	// initialEstimate is the expected duration of a run before any run
+	// has been measured.
+	initialEstimate = 100 * time.Millisecond
+	// newestWeight is the weight of the newest run in the average.
+	newestWeight = 0.2
+	// waitDelay bounds how long Wait waits for the output pipes after the
+	// process exited or was killed.
+	waitDelay = time.Second
+	// maxOutput bounds the haproxy output kept in memory.
+	maxOutput = 1 << 20
+)
+
+// DefaultEnv is the environment of a haproxy run unless Options.Env is set:
+// no variable of the controller's own environment reaches haproxy, so a
+// config's "${VAR}" cannot copy a secret into a denial message.
+var DefaultEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+// ErrBusy is returned, wrapped with the queue length and the expected wait,
+// when a check could not start and finish before its context's deadline.
+var ErrBusy = errors.New("haproxy check refused: it cannot finish before the deadline")
+
+// Options configure a Checker. Every zero field has a default, applied by
+// New.
+type Options struct {
+	// Binary is the haproxy executable: a path, or a name looked up in
+	// PATH. Default: "haproxy" in PATH, else /usr/sbin/haproxy.
+	Binary string
+	// MaxConcurrent is how many haproxy -c runs may run at once. Default:
+	// the CPUs available to the process (GOMAXPROCS), at least 1.
+	MaxConcurrent int
+	// TempDir is the parent of every run's private directory. Default:
+	// os.TempDir().
+	TempDir string
+	// CacheSize is how many verdicts are remembered by checksum. Default
+	// 256.
+	CacheSize int
+	// Env is the environment of every run. Default (nil): DefaultEnv.
+	Env []string
+}
+
+// withDefaults is the one place defaults are applied and options checked.
+func (o Options) withDefaults() (Options, error) {
+	binary, err := findBinary(o.Binary)
+	if err != nil {
+		return o, err
+	}
+	o.Binary = binary
+	switch {
+	case o.MaxConcurrent < 0:
+		return o, fmt.Errorf("haproxy checker: MaxConcurrent %d is negative", o.MaxConcurrent)
+	case o.MaxConcurrent == 0:
+		o.MaxConcurrent = max(1, runtime.GOMAXPROCS(0))
+	}
+	switch {
+	case o.CacheSize < 0:
+		return o, fmt.Errorf("haproxy checker: CacheSize %d is negative", o.CacheSize)
+	case o.CacheSize == 0:
+		o.CacheSize = defaultCacheSize
+	}
+	if o.TempDir == "" {
+		o.TempDir = os.TempDir()
+	}
+	if info, err := os.Stat(o.TempDir); err != nil {
+		return o, fmt.Errorf("haproxy checker: temporary directory: %w", err)
+	} else if !info.IsDir() {
+		return o, fmt.Errorf("haproxy checker: temporary directory %s is not a directory", o.TempDir)
+	}
+	if o.Env == nil {
+		o.Env = DefaultEnv
+	}
+	return o, nil
+}
+
+// findBinary resolves the haproxy executable to an absolute path (runs
+// change their working directory, so a relative path would break).
+func findBinary(name string) (string, error) {
+	var path string
+	if name == "" {
+		if p, err := exec.LookPath("haproxy"); err == nil {
+			path = p
+		} else if p, err := exec.LookPath(fallbackBinary); err == nil {
+			path = p
+		} else {
+			return "", fmt.Errorf("haproxy not found (not in PATH, not at %s): %s", fallbackBinary, installHint)
+		}
+	} else {
+		p, err := exec.LookPath(name)
+		if err != nil && !errors.Is(err, exec.ErrDot) {
+			return "", fmt.Errorf("haproxy not found (%v): %s", err, installHint)
+		}
+		path = p
+	}
+	return filepath.Abs(path)
+}
+
+// Verdict is the result of a check.
+type Verdict struct {
+	// Valid is true when haproxy -c accepted the configuration.
+	Valid bool
+	// Message is the simplified haproxy output when invalid, "" when
+	// valid.
+	Message string
+	// Checksum identifies the checked configuration and auxiliary files;
+	// see Checksum.
+	Checksum string
+	// Cached is true when the verdict was reused (from the cache, or from
+	// a concurrent identical check) without running haproxy.
+	Cached bool
+	// Duration is how long the haproxy run took; 0 when Cached.
+	Duration time.Duration
+}
+
+// Stats are counters since New.
+type Stats struct {
+	// Runs counts haproxy processes started.
+	Runs int64
+	// CacheHits counts verdicts reused without a run of their own
+	// (Verdict.Cached).
+	CacheHits int64
+	// Busy counts checks refused with ErrBusy.
+	Busy int64
+}
+
+// Checker runs haproxy -c on rendered configurations. It is safe for
+// concurrent use.
+type Checker struct {
+	opts  Options
+	slots chan struct{}
+
+	runs, hits, busy atomic.Int64
+
+	mu       sync.Mutex
+	queued   int           // checks waiting for or holding a slot
+	average  time.Duration // weighted average of run durations
+	measured bool          // average comes from a run, not initialEstimate
+	cache    verdictCache
+	inflight map[string]*flight
+}
+
+// flight is a run other identical checks wait for.
+type flight struct {
+	done chan struct{}
+	// due is when the run is expected to end, estimated at admission.
+	due     time.Time
+	verdict Verdict
+	err     error
+}
+
+// New returns a Checker. Its error says how to install haproxy when the
+// binary is missing.
+func New(opts Options) (*Checker, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Checker{
+		opts:     opts,
+		slots:    make(chan struct{}, opts.MaxConcurrent),
+		average:  initialEstimate,
+		cache:    newVerdictCache(opts.CacheSize),
+		inflight: make(map[string]*flight),
+	}, nil
+}
+
+// Stats returns the counters.
+func (c *Checker) Stats() Stats {
+	return Stats{Runs: c.runs.Load(), CacheHits: c.hits.Load(), Busy: c.busy.Load()}
+}
+
+// Check validates out with haproxy -c. Its error is for checks that reached
+// no verdict: ErrBusy (wrapped), ctx's end, or haproxy failing to start or
+// ending without saying why. An invalid configuration is a Verdict with
+// Valid false and a nil error.
+func (c *Checker) Check(ctx context.Context, out render.Output) (Verdict, error) {
+	sum := Checksum(out)
+	if msg := checkNames(out); msg != "" {
+		return Verdict{Message: msg, Checksum: sum}, nil
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return Verdict{}, fmt.Errorf("haproxy check: %w", err)
+		}
+		c.mu.Lock()
+		if v, ok := c.cache.get(sum); ok {
+			c.mu.Unlock()
+			c.hits.Add(1)
+			return reused(v), nil
+		}
+		if f, ok := c.inflight[sum]; ok {
+			c.mu.Unlock()
+			if deadline, ok := ctx.Deadline(); ok && deadline.Before(f.due) {
+				c.busy.Add(1)
+				return Verdict{}, fmt.Errorf("%w: an identical check is running, expected to end in %v, deadline in %v",
+					ErrBusy, time.Until(f.due).Round(time.Millisecond), max(time.Until(deadline), 0).Round(time.Millisecond))
+			}
+			select {
+			case <-f.done:
+				if f.err == nil {
+					c.hits.Add(1)
+					return reused(f.verdict), nil
+				}
+				// That run ended without a verdict for a reason of
+				// its own (its context): try again.
+				continue
+			case <-ctx.Done():
+				return Verdict{}, fmt.Errorf("waiting for an identical haproxy check: %w", ctx.Err())
+			}
+		}
+		expected, err := c.admitLocked(ctx)
+		if err != nil {
+			c.mu.Unlock()
+			c.busy.Add(1)
+			return Verdict{}, err
+		}
+		f := &flight{done: make(chan struct{}), due: time.Now().Add(expected)}
+		c.inflight[sum] = f
+		c.mu.Unlock()
+
+		return c.lead(ctx, sum, out, f)
+	}
+}
+
+func reused(v Verdict) Verdict {
+	v.Cached = true
+	v.Duration = 0
+	return v
+}
+
+// admitLocked refuses the check when, with the checks already queued or
+// running ahead of it, it is not expected to finish before ctx's deadline;
+// otherwise it counts the check as queued and returns how long it is
+// expected to take. c.mu is held.
+func (c *Checker) admitLocked(ctx context.Context) (time.Duration, error) {
+	ahead := c.queued
+	expected := time.Duration(ahead/c.opts.MaxConcurrent+1) * c.average
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := time.Until(deadline); expected > left {
+			return 0, fmt.Errorf("%w: %d checks queued or running ahead of it on %d slots, expected wait %v, deadline in %v",
+				ErrBusy, ahead, c.opts.MaxConcurrent, expected.Round(time.Millisecond), max(left, 0).Round(time.Millisecond))
+		}
+	}
+	c.queued++
+	return expected, nil
+}
+
+// lead runs the check f stands for, then remembers a verdict and hands the
+// result to the checks waiting for f.
+func (c *Checker) lead(ctx context.Context, sum string, out render.Output, f *flight) (v Verdict, err error) {
+	defer func() {
+		// Also when the run panicked: the waiting checks then try
+		// again, and nothing is remembered.
+		f.verdict, f.err = v, err
+		if f.err == nil && f.verdict.Checksum == "" {
+			f.err = errors.New("haproxy check ended without a verdict")
+		}
+		c.mu.Lock()
+		c.queued--
+		delete(c.inflight, sum)
+		if f.err == nil {
+			c.cache.add(sum, f.verdict)
+		}
+		c.mu.Unlock()
+		close(f.done)
+	}()
+	v, err = c.runInSlot(ctx, out)
+	if err != nil {
+		return Verdict{}, err
+	}
+	v.Checksum = sum
+	return v, nil
+}
+
+// runInSlot waits for a slot and runs haproxy.
+func (c *Checker) runInSlot(ctx context.Context, out render.Output) (Verdict, error) {
+	select {
+	case c.slots <- struct{}{}:
+	case <-ctx.Done():
+		return Verdict{}, fmt.Errorf("waiting for a free haproxy slot: %w", ctx.Err())
+	}
+	defer func() { <-c.slots }()
+	if err := ctx.Err(); err != nil {
+		return Verdict{}, fmt.Errorf("haproxy check: %w", err)
+	}
+	return c.run(ctx, out)
+}
+
+// run writes out into a private directory and runs haproxy -c there.
+func (c *Checker) run(ctx context.Context, out render.Output) (Verdict, error) {
+	dir, err := os.MkdirTemp(c.opts.TempDir, "gatehouse-haproxy-*")
+	if err != nil {
+		return Verdict{}, fmt.Errorf("haproxy check: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if err := writeTree(dir, out); err != nil {
+		return Verdict{}, fmt.Errorf("haproxy check: %w", err)
+	}
+
+	var output limitedBuffer
+	// Only the basename, with the directory as cwd: messages say
+	// [haproxy.cfg:N], never a temporary path. No -dr: an unresolvable
+	// server name is an error.
+	cmd := exec.CommandContext(ctx, c.opts.Binary, "-c", "-f", ConfigFile)
+	cmd.Dir = dir
+	cmd.Env = c.opts.Env
+	cmd.Stdout = &output
+	cmd.Stderr = &output
+	// Its own process group, killed whole when ctx ends: nothing it
+	// started outlives the check.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+			if errors.Is(err, syscall.ESRCH) {
+				return os.ErrProcessDone
+			}
+			return err
+		}
+		return nil
+	}
+	cmd.WaitDelay = waitDelay
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		if ctx.Err() != nil {
+			return Verdict{}, fmt.Errorf("haproxy check: %w", ctx.Err())
+		}
+		return Verdict{}, fmt.Errorf("starting %s: %w", c.opts.Binary, err)
+	}
+	c.runs.Add(1)
+	err = cmd.Wait()
+	elapsed := time.Since(start)
+	if ctx.Err() != nil {
+		return Verdict{}, fmt.Errorf("haproxy -c stopped after %v: %w", elapsed.Round(time.Millisecond), ctx.Err())
+	}
+	c.observe(elapsed)
+
+	text := strings.ReplaceAll(output.String(), dir+string(filepath.Separator), "")
+	text = strings.ReplaceAll(text, dir, ".")
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return Verdict{Valid: true, Duration: elapsed}, nil
+	case errors.As(err, &exitErr) && exitErr.ExitCode() > 0 && strings.TrimSpace(text) != "":
+		return Verdict{Message: Simplify(text, out.HAProxyConfig), Duration: elapsed}, nil
+	default:
+		return Verdict{}, fmt.Errorf("haproxy -c ended without a verdict: %w (output: %q)", err, bound(strings.TrimSpace(text), 512))
+	}
+}
+
+// observe adds a run's duration to the average.
+func (c *Checker) observe(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.measured {
+		c.average, c.measured = d, true
+		return
+	}
+	c.average = time.Duration((1-newestWeight)*float64(c.average) + newestWeight*float64(d))
+}
+
+// auxDirs pairs each kind of auxiliary file with its directory and the name
+// the HAProxyTemplateConfig gives it.
+func auxDirs(out render.Output) []struct {
+	dir, field string
+	files      map[string]string
+} {
+	return []struct {
+		dir, field string
+		files      map[string]string
+	}{
+		{MapsDir, "maps", out.Maps},
+		{FilesDir, "files", out.Files},
+		{CertsDir, "sslCertificates", out.Certs},
+	}
+}
+
+// checkNames returns why some auxiliary file names cannot be written flat
+// into their directory, or "".
+func checkNames(out render.Output) string {
+	var problems []string
+	for _, aux := range auxDirs(out) {
+		for _, name := range slices.Sorted(maps.Keys(aux.files)) {
+			var why string
+			switch {
+			case name == "":
+				why = "is empty"
+			case name == "." || name == "..":
+				why = "is " + name
+			case strings.Contains(name, "/"):
+				why = `contains "/"`
+			case strings.ContainsRune(name, 0):
+				why = "contains a NUL byte"
+			default:
+				continue
+			}
+			problems = append(problems, fmt.Sprintf("%s[%q] %s", aux.field, name, why))
+		}
+	}
+	if len(problems) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("invalid file name: %s (a file name is one path element, written into %s/, %s/ or %s/ next to %s)",
+		strings.Join(problems, "; "), MapsDir, FilesDir, CertsDir, ConfigFile)
+}
+
+// writeTree writes haproxy.cfg and the auxiliary files into dir.
+func writeTree(dir string, out render.Output) error {
+	for _, aux := range auxDirs(out) {
+		sub := filepath.Join(dir, aux.dir)
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			return err
+		}
+		for name, content := range aux.files {
+			if err := os.WriteFile(filepath.Join(sub, name), []byte(content), 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, ConfigFile), []byte(out.HAProxyConfig), 0o600)
+}
+
+// Checksum is the sha256 (hex) of haproxy.cfg and every auxiliary file's
+// kind, name and content, names sorted, each field length-prefixed so that
+// no two different outputs share an encoding.
+func Checksum(out render.Output) string {
+	h := sha256.New()
+	writeField(h, "gatehouse-haproxy-check/v1")
+	writeField(h, out.HAProxyConfig)
+	for _, aux := range auxDirs(out) {
+		writeField(h, aux.dir)
+		names := slices.Sorted(maps.Keys(aux.files))
+		writeLength(h, len(names))
+		for _, name := range names {
+			writeField(h, name)
+			writeField(h, aux.files[name])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func writeLength(h hash.Hash, n int) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(n))
+	h.Write(b[:])
+}
+
+func writeField(h hash.Hash, s string) {
+	writeLength(h, len(s))
+	h.Write([]byte(s))
+}
+
+// verdictCache is a least-recently-used map of checksum to verdict. It is
+// guarded by Checker.mu.
+type verdictCache struct {
+	size  int
+	order *list.List // of *cacheEntry, most recently used first
+	index map[string]*list.Element
+}
+
+type cacheEntry struct {
+	sum     string
+	verdict Verdict
+}
+
+func newVerdictCache(size int) verdictCache {
+	return verdictCache{size: size, order: list.New(), index: make(map[string]*list.Element)}
+}
+
+func (vc *verdictCache) get(sum string) (Verdict, bool) {
+	e, ok := vc.index[sum]
+	if !ok {
+		return Verdict{}, false
+	}
+	vc.order.MoveToFront(e)
+	return e.Value.(*cacheEntry).verdict, true
+}
+
+func (vc *verdictCache) add(sum string, v Verdict) {
+	if e, ok := vc.index[sum]; ok {
+		e.Value.(*cacheEntry).verdict = v
+		vc.order.MoveToFront(e)
+		return
+	}
+	vc.index[sum] = vc.order.PushFront(&cacheEntry{sum: sum, verdict: v})
+	for vc.order.Len() > vc.size {
+		oldest := vc.order.Back()
+		vc.order.Remove(oldest)
+		delete(vc.index, oldest.Value.(*cacheEntry).sum)
+	}
+}
+
+// limitedBuffer keeps the first maxOutput bytes written to it. exec writes
+// from one goroutine at a time when Stdout and Stderr are the same writer.
+type limitedBuffer struct {
+	b         []byte
+	truncated bool
+}
+
+func (lb *limitedBuffer) Write(p []byte) (int, error) {
+	room := maxOutput - len(lb.b)
+	if len(p) > room {
+		lb.b = append(lb.b, p[:max(room, 0)]...)
+		lb.truncated = true
+	} else {
+		lb.b = append(lb.b, p...)
+	}
+	return len(p), nil
+}
+
+func (lb *limitedBuffer) String() string {
+	if lb.truncated {
+		return string(lb.b) + "\n(output truncated)"
+	}
+	return string(lb.b)
+}

@@ -1,0 +1,666 @@
+package haproxy
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// realChecker returns a Checker running the installed haproxy, with runs
+// under a temporary directory that must be empty again after the test.
+func realChecker(t testing.TB) *Checker {
+	t.Helper()
+	tmp := t.TempDir()
+	c, err := New(Options{TempDir: tmp})
+	if err != nil {
+		t.Fatalf("New: %v (configcheck's tests run the real haproxy)", err)
+	}
+	t.Cleanup(func() {
+		entries, err := os.ReadDir(tmp)
+		if err != nil {
+			t.Error(err)
+		}
+		for _, e := range entries {
+			t.Errorf("run directory left behind: %s", e.Name())
+		}
+	})
+	return c
+}
+
+// fakeBinary writes a shell script standing in for haproxy. It appends a
+// line to the returned counter file on every run, then runs body.
+func fakeBinary(t testing.TB, body string) (binary, counter string) {
+	t.Helper()
+	dir := t.TempDir()
+	binary = filepath.Join(dir, "haproxy")
+	counter = filepath.Join(dir, "runs")
+	script := fmt.Sprintf("#!/bin/sh\necho run >> '%s'\n%s\n", counter, body)
+	if err := os.WriteFile(binary, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return binary, counter
+}
+
+func runCount(t testing.TB, counter string) int {
+	t.Helper()
+	data, err := os.ReadFile(counter)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(data), "run\n")
+}
+
+func fakeChecker(t testing.TB, body string, opts Options) (*Checker, string) {
+	t.Helper()
+	binary, counter := fakeBinary(t, body)
+	opts.Binary = binary
+	if opts.TempDir == "" {
+		opts.TempDir = t.TempDir()
+	}
+	c, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, counter
+}
+
+const validConfig = `global
+    default-path config
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend fe
+    bind 127.0.0.1:8080
+    default_backend be_a
+backend be_a
+    server s1 127.0.0.1:8081
+`
+
+// selfSigned returns a PEM certificate followed by its PEM private key.
+func selfSigned(t testing.TB) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "example.test"},
+		DNSNames:     []string{"example.test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})) +
+		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
+}
+
+// auxConfig uses a map (in a dynamic use_backend, the form resolved after
+// parsing, and in an acl), a general file and a certificate.
+const auxConfig = `global
+    default-path config
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend fe
+    bind 127.0.0.1:8443 ssl crt ssl/site.pem
+    acl known_host req.hdr(host),lower,map(maps/hosts.map) -m found
+    http-request deny unless known_host
+    use_backend %[req.hdr(host),lower,map(maps/hosts.map,be_a)]
+    errorfile 503 general/503.http
+    default_backend be_a
+backend be_a
+    server s1 127.0.0.1:8081
+backend be_b
+    server s1 127.0.0.1:8082
+`
+
+const errorFile = "HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n\r\nunavailable\n"
+
+// cleanMessage fails when a simplified message still carries what Simplify
+// must remove.
+func cleanMessage(t *testing.T, msg string) {
+	t.Helper()
+	for _, bad := range []*regexp.Regexp{
+		regexp.MustCompile(`\(\d+\)`),            // PID
+		regexp.MustCompile(`\d+/\d{6}`),          // old date prefix
+		regexp.MustCompile(`gatehouse-haproxy-`), // temporary directory
+		regexp.MustCompile(`(?i)fatal errors found|error\(s\) found`),
+		regexp.MustCompile(`\[NOTICE\]|\[ALERT\] {2,}`),
+		regexp.MustCompile(regexp.QuoteMeta(os.TempDir())),
+	} {
+		if bad.MatchString(msg) {
+			t.Errorf("message matches %s:\n%s", bad, msg)
+		}
+	}
+	if len(msg) > maxMessage {
+		t.Errorf("message is %d bytes, more than %d", len(msg), maxMessage)
+	}
+}
+
+func TestCheckRealHAProxy(t *testing.T) {
+	cert := selfSigned(t)
+	aux := func(mutate func(*render.Output)) render.Output {
+		out := render.Output{
+			HAProxyConfig: auxConfig,
+			Maps:          map[string]string{"hosts.map": "a.example.test be_a\nb.example.test be_b\n"},
+			Files:         map[string]string{"503.http": errorFile},
+			Certs:         map[string]string{"site.pem": cert},
+		}
+		if mutate != nil {
+			mutate(&out)
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		out   render.Output
+		valid bool
+		// want are substrings of the message, in order.
+		want []string
+	}{
+		{name: "valid minimal", out: render.Output{HAProxyConfig: validConfig}, valid: true},
+		{
+			name: "unknown keyword",
+			out:  render.Output{HAProxyConfig: strings.Replace(validConfig, "    default_backend be_a\n", "    frobnicate now\n    default_backend be_a\n", 1)},
+			want: []string{"[ALERT] config : parsing [haproxy.cfg:10] : unknown keyword 'frobnicate' in 'frontend' section", "\n  line 10: frobnicate now"},
+		},
+		{
+			name: "duplicate backend",
+			out:  render.Output{HAProxyConfig: validConfig + "backend be_a\n    server s2 127.0.0.1:8082\n"},
+			want: []string{
+				"[ALERT] config : Parsing [haproxy.cfg:13]: backend 'be_a' has the same name as backend 'be_a' declared at haproxy.cfg:11.",
+				"\n  line 13: backend be_a",
+				"\n  line 11: backend be_a",
+			},
+		},
+		{
+			name: "two alerts",
+			out: render.Output{HAProxyConfig: strings.Replace(validConfig, "    default_backend be_a\n", "    frobnicate now\n    default_backend be_a\n", 1) +
+				"backend be_a\n    server s2 127.0.0.1:8082\n"},
+			want: []string{"unknown keyword 'frobnicate'", "\n  line 10: frobnicate now\n[ALERT] config : Parsing [haproxy.cfg:14]: backend 'be_a'", "\n  line 14: backend be_a"},
+		},
+		{name: "map, general file and certificate", out: aux(nil), valid: true},
+		{
+			name: "unresolvable server name (strict DNS)",
+			out:  render.Output{HAProxyConfig: validConfig + "backend be_dns\n    server s1 backend.nowhere.invalid:80\n"},
+			want: []string{"[haproxy.cfg:14]", "could not resolve address 'backend.nowhere.invalid'", "\n  line 14: server s1 backend.nowhere.invalid:80"},
+		},
+		{
+			name: "missing map file",
+			out:  aux(func(o *render.Output) { o.Maps = nil }),
+			want: []string{"[ALERT] config : ", "[haproxy.cfg:10]", "maps/hosts.map", "\n  line 10: acl known_host req.hdr(host),lower,map(maps/hosts.map) -m found"},
+		},
+		{
+			name: "map in use_backend missing",
+			out: aux(func(o *render.Output) {
+				o.Maps = map[string]string{"other.map": "x y\n"}
+				o.HAProxyConfig = strings.Replace(auxConfig, "map(maps/hosts.map) -m found", "map(maps/other.map) -m found", 1)
+			}),
+			want: []string{"[haproxy.cfg:12]", "failed to open pattern file <maps/hosts.map>", "\n  line 12: use_backend %[req.hdr(host),lower,map(maps/hosts.map,be_a)]"},
+		},
+		{
+			name: "missing certificate",
+			out:  aux(func(o *render.Output) { o.Certs = nil }),
+			want: []string{"[haproxy.cfg:9]", "ssl/site.pem", "\n  line 9: bind 127.0.0.1:8443 ssl crt ssl/site.pem"},
+		},
+	}
+	c := realChecker(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := c.Check(context.Background(), tt.out)
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if v.Valid != tt.valid {
+				t.Fatalf("Valid = %v, want %v; message:\n%s", v.Valid, tt.valid, v.Message)
+			}
+			if v.Cached || v.Duration <= 0 {
+				t.Errorf("Cached = %v, Duration = %v: want a run of its own", v.Cached, v.Duration)
+			}
+			if v.Checksum != Checksum(tt.out) {
+				t.Errorf("Checksum = %s, want Checksum(out) = %s", v.Checksum, Checksum(tt.out))
+			}
+			if tt.valid {
+				if v.Message != "" {
+					t.Errorf("valid verdict with message %q", v.Message)
+				}
+				return
+			}
+			cleanMessage(t, v.Message)
+			rest := v.Message
+			for _, want := range tt.want {
+				i := strings.Index(rest, want)
+				if i < 0 {
+					t.Fatalf("message lacks %q (in order):\n%s", want, v.Message)
+				}
+				rest = rest[i+len(want):]
+			}
+			t.Logf("message:\n%s", v.Message)
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	c, err := New(Options{})
+	if err != nil {
+		t.Fatalf("New with defaults: %v", err)
+	}
+	if !filepath.IsAbs(c.opts.Binary) || c.opts.MaxConcurrent < 1 || c.opts.CacheSize != defaultCacheSize ||
+		c.opts.TempDir != os.TempDir() || len(c.opts.Env) != 1 || cap(c.slots) != c.opts.MaxConcurrent {
+		t.Errorf("defaults not applied: %+v", c.opts)
+	}
+
+	missing := filepath.Join(t.TempDir(), "no-haproxy")
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"missing binary path", Options{Binary: missing}, "haproxy not found ("},
+		{"missing binary name", Options{Binary: "no-such-haproxy-binary"}, "haproxy not found ("},
+		{"negative concurrency", Options{MaxConcurrent: -1}, "MaxConcurrent -1"},
+		{"negative cache", Options{CacheSize: -1}, "CacheSize -1"},
+		{"missing temp dir", Options{TempDir: missing}, "temporary directory"},
+		{"temp dir is a file", Options{TempDir: notDir}, "not a directory"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New(%+v) = %v, want an error containing %q", tt.opts, err, tt.want)
+			}
+			if strings.HasPrefix(tt.want, "haproxy not found") && !strings.HasSuffix(err.Error(), ": install Debian's package: apt-get install haproxy") {
+				t.Errorf("error lacks the install hint: %v", err)
+			}
+		})
+	}
+	t.Run("binary not in PATH", func(t *testing.T) {
+		t.Setenv("PATH", t.TempDir())
+		_, err := findBinary("haproxy")
+		if err == nil || !strings.Contains(err.Error(), "apt-get install haproxy") {
+			t.Fatalf("findBinary = %v, want the install hint", err)
+		}
+	})
+}
+
+func TestChecksum(t *testing.T) {
+	base := func() render.Output {
+		return render.Output{
+			HAProxyConfig: "global\n",
+			Maps:          map[string]string{"a.map": "x 1\n", "b.map": "y 2\n"},
+			Files:         map[string]string{"503.http": "page\n"},
+			Certs:         map[string]string{"site.pem": "PEM\n"},
+		}
+	}
+	variants := map[string]func(*render.Output){
+		"config":                    func(o *render.Output) { o.HAProxyConfig = "global \n" },
+		"map content":               func(o *render.Output) { o.Maps["a.map"] = "x 2\n" },
+		"map name":                  func(o *render.Output) { o.Maps = map[string]string{"a2.map": "x 1\n", "b.map": "y 2\n"} },
+		"map added":                 func(o *render.Output) { o.Maps["c.map"] = "" },
+		"map removed":               func(o *render.Output) { delete(o.Maps, "b.map") },
+		"file content":              func(o *render.Output) { o.Files["503.http"] = "other\n" },
+		"cert content":              func(o *render.Output) { o.Certs["site.pem"] = "PEM2\n" },
+		"file moved to maps":        func(o *render.Output) { delete(o.Files, "503.http"); o.Maps["503.http"] = "page\n" },
+		"cert moved to files":       func(o *render.Output) { delete(o.Certs, "site.pem"); o.Files["site.pem"] = "PEM\n" },
+		"content moved into config": func(o *render.Output) { o.HAProxyConfig = "global\nPEM\n"; o.Certs = nil },
+	}
+	seen := map[string]string{Checksum(base()): "base"}
+	for name, mutate := range variants {
+		out := base()
+		mutate(&out)
+		sum := Checksum(out)
+		if other, ok := seen[sum]; ok {
+			t.Errorf("%s has the checksum of %s", name, other)
+		}
+		seen[sum] = name
+	}
+
+	// Name/content framing.
+	ab := Checksum(render.Output{Maps: map[string]string{"a": "bc"}})
+	if ab == Checksum(render.Output{Maps: map[string]string{"ab": "c"}}) {
+		t.Error(`map "a"→"bc" and "ab"→"c" share a checksum`)
+	}
+	if Checksum(render.Output{Maps: map[string]string{"a": "b", "c": "d"}}) == Checksum(render.Output{Maps: map[string]string{"a": "bcd"}}) {
+		t.Error("two maps share a checksum with one")
+	}
+	// Deterministic, whatever the map order; nil and empty alike.
+	want := Checksum(base())
+	for range 20 {
+		if got := Checksum(base()); got != want {
+			t.Fatalf("checksum changed between calls: %s, %s", want, got)
+		}
+	}
+	if Checksum(render.Output{HAProxyConfig: "x"}) != Checksum(render.Output{HAProxyConfig: "x", Maps: map[string]string{}}) {
+		t.Error("nil and empty maps differ")
+	}
+	if len(want) != 64 {
+		t.Errorf("checksum %q is not sha256 hex", want)
+	}
+}
+
+func TestCache(t *testing.T) {
+	t.Run("identical output reuses the verdict", func(t *testing.T) {
+		c, counter := fakeChecker(t, "echo 'Configuration file is valid'", Options{})
+		out := render.Output{HAProxyConfig: "global\n", Maps: map[string]string{"a.map": "x\n"}}
+		first, err := c.Check(context.Background(), out)
+		if err != nil || !first.Valid || first.Cached || first.Duration <= 0 {
+			t.Fatalf("first Check = %+v, %v", first, err)
+		}
+		// A copy: identical content, not the same maps.
+		again := render.Output{HAProxyConfig: "global\n", Maps: map[string]string{"a.map": "x\n"}}
+		second, err := c.Check(context.Background(), again)
+		if err != nil || !second.Valid || !second.Cached || second.Duration != 0 || second.Checksum != first.Checksum {
+			t.Fatalf("second Check = %+v, %v; want the first's verdict, cached", second, err)
+		}
+		if n := runCount(t, counter); n != 1 {
+			t.Fatalf("haproxy ran %d times, want 1", n)
+		}
+		changed := render.Output{HAProxyConfig: "global\n", Maps: map[string]string{"a.map": "y\n"}}
+		third, err := c.Check(context.Background(), changed)
+		if err != nil || third.Cached || third.Checksum == first.Checksum {
+			t.Fatalf("Check after a map change = %+v, %v; want a new run", third, err)
+		}
+		if n := runCount(t, counter); n != 2 {
+			t.Fatalf("haproxy ran %d times, want 2", n)
+		}
+		if s := c.Stats(); s != (Stats{Runs: 2, CacheHits: 1}) {
+			t.Errorf("Stats = %+v", s)
+		}
+	})
+	t.Run("invalid verdicts are cached", func(t *testing.T) {
+		c, counter := fakeChecker(t, "echo '[ALERT]    (42) : config : parsing [haproxy.cfg:1] : unknown keyword' >&2; exit 1", Options{})
+		out := render.Output{HAProxyConfig: "bogus\n"}
+		for i := range 2 {
+			v, err := c.Check(context.Background(), out)
+			if err != nil || v.Valid || v.Cached != (i == 1) {
+				t.Fatalf("Check %d = %+v, %v", i, v, err)
+			}
+			if want := "[ALERT] config : parsing [haproxy.cfg:1] : unknown keyword\n  line 1: bogus"; v.Message != want {
+				t.Errorf("Message = %q, want %q", v.Message, want)
+			}
+		}
+		if n := runCount(t, counter); n != 1 {
+			t.Fatalf("haproxy ran %d times, want 1", n)
+		}
+	})
+	t.Run("errors are not cached", func(t *testing.T) {
+		c, counter := fakeChecker(t, "exit 3", Options{})
+		out := render.Output{HAProxyConfig: "global\n"}
+		for i := range 2 {
+			if v, err := c.Check(context.Background(), out); err == nil {
+				t.Fatalf("Check %d = %+v, want an error (exit 3 without output)", i, v)
+			}
+		}
+		if n := runCount(t, counter); n != 2 {
+			t.Fatalf("haproxy ran %d times, want 2", n)
+		}
+	})
+	t.Run("least recently used is evicted", func(t *testing.T) {
+		c, counter := fakeChecker(t, "true", Options{CacheSize: 2})
+		outs := []render.Output{{HAProxyConfig: "a\n"}, {HAProxyConfig: "b\n"}, {HAProxyConfig: "c\n"}}
+		check := func(o render.Output) Verdict {
+			v, err := c.Check(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		check(outs[0])
+		check(outs[1])
+		check(outs[0]) // a is now the most recently used
+		check(outs[2]) // evicts b
+		if !check(outs[0]).Cached || check(outs[1]).Cached {
+			t.Error("want a cached and b evicted")
+		}
+		if n := runCount(t, counter); n != 4 {
+			t.Errorf("haproxy ran %d times, want 4", n)
+		}
+	})
+	t.Run("concurrent identical checks share one run", func(t *testing.T) {
+		c, counter := fakeChecker(t, "sleep 0.3", Options{MaxConcurrent: 2})
+		out := render.Output{HAProxyConfig: "global\n"}
+		const n = 6
+		verdicts := make([]Verdict, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { verdicts[i], errs[i] = c.Check(context.Background(), out) })
+		}
+		wg.Wait()
+		own := 0
+		for i := range n {
+			if errs[i] != nil || !verdicts[i].Valid {
+				t.Fatalf("Check %d = %+v, %v", i, verdicts[i], errs[i])
+			}
+			if !verdicts[i].Cached {
+				own++
+			}
+		}
+		if runs := runCount(t, counter); runs != 1 || own != 1 {
+			t.Fatalf("haproxy ran %d times, %d verdicts not shared; want 1 and 1", runs, own)
+		}
+	})
+}
+
+func TestBadFileNames(t *testing.T) {
+	c, counter := fakeChecker(t, "true", Options{})
+	for _, name := range []string{"", ".", "..", "a/b", "../escape", "/abs", "nul\x00byte"} {
+		for _, field := range []string{"maps", "files", "sslCertificates"} {
+			out := render.Output{HAProxyConfig: "global\n"}
+			files := map[string]string{"ok.map": "x\n", name: "content\n"}
+			switch field {
+			case "maps":
+				out.Maps = files
+			case "files":
+				out.Files = files
+			default:
+				out.Certs = files
+			}
+			v, err := c.Check(context.Background(), out)
+			if err != nil {
+				t.Fatalf("%s[%q]: Check error %v, want an invalid verdict", field, name, err)
+			}
+			if want := fmt.Sprintf("%s[%q]", field, name); v.Valid || !strings.Contains(v.Message, want) || strings.Contains(v.Message, "ok.map") {
+				t.Errorf("%s[%q]: verdict %+v, want invalid naming %s only", field, name, v, want)
+			}
+		}
+	}
+	if n := runCount(t, counter); n != 0 {
+		t.Errorf("haproxy ran %d times for bad names", n)
+	}
+}
+
+// processGone reports whether pid has exited (or is a zombie nobody reaped).
+func processGone(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// pid (comm) state ...: the state follows the last ')'.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
+}
+
+func TestDeadlineKillsRun(t *testing.T) {
+	pids := filepath.Join(t.TempDir(), "pids")
+	// The script starts a child and waits for it: both must die.
+	c, counter := fakeChecker(t, fmt.Sprintf("sleep 30 &\necho $$ $! > '%s'\nwait", pids), Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	v, err := c.Check(ctx, render.Output{HAProxyConfig: "global\n"})
+	elapsed := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Check = %+v, %v; want the deadline's error", v, err)
+	}
+	if elapsed > 5*time.Second {
+		t.Fatalf("Check returned after %v, want about 300ms", elapsed)
+	}
+	if runCount(t, counter) != 1 {
+		t.Fatal("the fake haproxy did not run")
+	}
+	data, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range strings.Fields(string(data)) {
+		pid, err := strconv.Atoi(field)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for !processGone(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d still alive after the check returned", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// A cancellation is not a verdict: the next check runs again.
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if v, err := c.Check(ctx, render.Output{HAProxyConfig: "global\n"}); !errors.Is(err, context.DeadlineExceeded) || v.Cached {
+		t.Fatalf("second Check = %+v, %v; want a new run stopped by the deadline", v, err)
+	}
+	if n := runCount(t, counter); n != 2 {
+		t.Fatalf("haproxy ran %d times, want 2", n)
+	}
+}
+
+func TestEarlyRefusal(t *testing.T) {
+	c, counter := fakeChecker(t, "sleep 0.5", Options{MaxConcurrent: 1})
+	holder := make(chan error, 1)
+	go func() {
+		_, err := c.Check(context.Background(), render.Output{HAProxyConfig: "first\n"})
+		holder <- err
+	}()
+	// Wait until the first check holds the slot (its run has started).
+	for deadline := time.Now().Add(5 * time.Second); runCount(t, counter) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first check never started")
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	v, err := c.Check(ctx, render.Output{HAProxyConfig: "second\n"})
+	if !errors.Is(err, ErrBusy) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Check = %+v, %v; want ErrBusy at once, not a wait until the deadline", v, err)
+	}
+	if !strings.Contains(err.Error(), "1 checks queued or running") || !strings.Contains(err.Error(), "expected wait 200ms") {
+		t.Errorf("ErrBusy message lacks the queue and the expected wait: %v", err)
+	}
+	if c.Stats().Busy != 1 {
+		t.Errorf("Stats = %+v, want Busy 1", c.Stats())
+	}
+
+	// With time enough, a check waits for the slot.
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if v, err := c.Check(ctx, render.Output{HAProxyConfig: "third\n"}); err != nil || !v.Valid {
+		t.Fatalf("Check with a 10s deadline = %+v, %v", v, err)
+	}
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+
+	// A wait for the slot ends with ctx, too.
+	c2, _ := fakeChecker(t, "sleep 1", Options{MaxConcurrent: 1})
+	long := make(chan error, 1)
+	go func() {
+		_, err := c2.Check(context.Background(), render.Output{HAProxyConfig: "long\n"})
+		long <- err
+	}()
+	for c2.Stats().Runs == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, err := c2.Check(ctx, render.Output{HAProxyConfig: "waiting\n"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Check waiting for the slot = %v, want context.Canceled", err)
+	}
+	if err := <-long; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEnvironment(t *testing.T) {
+	t.Setenv("GATEHOUSE_TEST_SECRET", "hunter2")
+	body := `echo "[ALERT]    (1) : secret=[$GATEHOUSE_TEST_SECRET] extra=[$EXTRA]" >&2; exit 1`
+	c, _ := fakeChecker(t, body, Options{})
+	v, err := c.Check(context.Background(), render.Output{HAProxyConfig: "a\n"})
+	if err != nil || v.Message != "[ALERT] secret=[] extra=[]" {
+		t.Errorf("default environment: %+v, %v; want no variable of the controller's", v, err)
+	}
+	c, _ = fakeChecker(t, body, Options{Env: []string{"EXTRA=given"}})
+	v, err = c.Check(context.Background(), render.Output{HAProxyConfig: "a\n"})
+	if err != nil || v.Message != "[ALERT] secret=[] extra=[given]" {
+		t.Errorf("Options.Env: %+v, %v", v, err)
+	}
+}
+
+func TestEarlyRefusalOfIdenticalCheck(t *testing.T) {
+	c, counter := fakeChecker(t, "sleep 0.5", Options{MaxConcurrent: 2})
+	// One measured run: the average becomes about 500ms.
+	if _, err := c.Check(context.Background(), render.Output{HAProxyConfig: "warm-up\n"}); err != nil {
+		t.Fatal(err)
+	}
+	out := render.Output{HAProxyConfig: "same\n"}
+	holder := make(chan error, 1)
+	go func() {
+		_, err := c.Check(context.Background(), out)
+		holder <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); runCount(t, counter) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first check never started")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	v, err := c.Check(ctx, out)
+	if !errors.Is(err, ErrBusy) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("identical Check = %+v, %v; want ErrBusy at once", v, err)
+	}
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,77 @@
+// Package haproxy is configcheck's last phase: it runs the real haproxy
+// binary, "haproxy -c", on a rendering ([render.Output]) and turns the
+// result into a [Verdict] whose Message can be an admission denial reason.
+//
+// # Why it works the way it does
+//
+//   - Each run gets a private directory (os.MkdirTemp under
+//     [Options].TempDir, named gatehouse-haproxy-*, mode 0700, files 0600),
+//     removed afterwards. haproxy runs with that directory as its working
+//     directory and is given the basename only, "haproxy -c -f haproxy.cfg",
+//     so its messages say [haproxy.cfg:N] and never carry a temporary path
+//     ([Simplify] removes one anyway, should a message ever contain it).
+//   - The run is bound to the caller's context: haproxy is started in its
+//     own process group, and when the context ends the whole group is
+//     killed (SIGKILL), so neither haproxy nor anything it started outlives
+//     the check, and Check returns at once. (The upstream haptic controller
+//     started haproxy without a context, so a deadline could not stop it.)
+//   - Runs are bounded: at most [Options].MaxConcurrent at once, the others
+//     wait (honouring their context).
+//   - A check that is not expected to finish before its context's deadline
+//     is refused at once with [ErrBusy], instead of waiting in the queue: the
+//     expected wait is (checks queued or running ahead / MaxConcurrent + 1)
+//     runs of the average duration (a weighted average of measured runs,
+//     100ms before the first). The webhook can then answer within its own
+//     budget, before the API server's timeout fires and failurePolicy
+//     decides in its place. A check waiting for an identical run (see
+//     below) is refused the same way when that run is expected to end after
+//     its deadline.
+//   - Verdicts, valid and invalid, are remembered by [Checksum] (an LRU of
+//     [Options].CacheSize): a change that renders identically, such as a
+//     label the templates do not read, skips haproxy. Concurrent identical
+//     checks share one run. Errors (refusals, cancellations, failures to
+//     start) are never remembered.
+//   - DNS is strict: no -dr, so a server name that does not resolve is an
+//     error, as the admission check should report it.
+//   - haproxy's environment is [DefaultEnv] (PATH only) unless
+//     [Options].Env says otherwise: a "${VAR}" in a config cannot copy the
+//     controller's environment into a denial message.
+//
+// # Directory layout
+//
+// The private directory holds
+//
+//	haproxy.cfg       render.Output.HAProxyConfig
+//	maps/<name>       render.Output.Maps
+//	general/<name>    render.Output.Files
+//	ssl/<name>        render.Output.Certs
+//
+// Names are single path elements: empty, ".", ".." and names containing "/"
+// (or NUL) are refused with an invalid Verdict naming them, before any run.
+// Templates refer to the files by these paths relative to the directory of
+// haproxy.cfg, e.g. map(maps/hosts.map), "crt ssl/site.pem",
+// "errorfile 503 general/503.http", and should say, in global,
+//
+//	default-path config
+//
+// so that haproxy resolves relative paths against the directory of the
+// configuration file rather than its working directory when the same
+// configuration is deployed.
+//
+// What haproxy 2.6.12 (Debian's package) was observed to do, running
+// "haproxy -c -f /abs/dir/haproxy.cfg" from another working directory:
+// with "default-path config", "crt ssl/x.pem", "errorfile ... general/x",
+// "http-request return ... file general/x", "acl ... -f maps/x" and map()
+// in acl, set-var, set-header and "if { ... }" conditions are all found.
+// map() inside a dynamic "use_backend %[...]" rule is not: that expression
+// is resolved after parsing, once default-path has stopped applying, so it
+// is looked up relative to the working directory ("failed to open pattern
+// file <maps/x.map>"). Without default-path, every relative path is
+// relative to the working directory. This checker runs haproxy with the
+// configuration's directory as its working directory, so all of these
+// forms pass here with or without default-path; the deployed haproxy must
+// likewise start with the configuration's directory as its working
+// directory for "use_backend %[...map(maps/...)]" to work. "default-path
+// origin <dir>" makes paths relative to <dir>, not to the checked
+// directory, and is not rewritten: do not use it in templates.
+package haproxy
