@@ -23,6 +23,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "configcheck" {
+		os.Exit(configcheckCommand(os.Args[2:]))
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "gatehouse:", err)
 		os.Exit(1)

@@ -57,6 +57,51 @@ func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
 	return c, nil
 }
 
+func (h *host) StartCache(name string, opts cache.Options) (cache.Cache, func(), error) {
+	h.mu.Lock()
+	if h.caches[name] {
+		h.mu.Unlock()
+		return nil, nil, fmt.Errorf("module %s: cache %q created twice", h.name, name)
+	}
+	h.caches[name] = true
+	h.mu.Unlock()
+	release := func() {
+		h.mu.Lock()
+		delete(h.caches, name)
+		h.mu.Unlock()
+	}
+	c, err := cache.New(h.g.Manager.GetConfig(), h.g.cacheOptions(opts))
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("module %s: cache %s: %w", h.name, name, err)
+	}
+	series := h.name + "/" + name
+	metrics.CacheSynced.WithLabelValues(series).Set(0)
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Start(ctx); err != nil {
+			h.log.Error(err, "run-time cache stopped", "cache", name)
+		}
+	}()
+	go func() {
+		if c.WaitForCacheSync(ctx) {
+			metrics.CacheSynced.WithLabelValues(series).Set(1)
+		}
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			metrics.CacheSynced.DeleteLabelValues(series)
+			release()
+		})
+	}
+	return c, stop, nil
+}
+
 func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (module.Kind, error) {
 	k, err := h.g.kinds.Follow(c, obj, onChange)
 	if err != nil {
@@ -83,16 +128,7 @@ func (h *host) SetWebhooks(hooks []module.Webhook) error {
 // names (so that its sync covers them), and wires its readiness and
 // gatehouse_cache_synced series.
 func (g *Gatehouse) newCache(ctx context.Context, name string, opts cache.Options) (cache.Cache, error) {
-	opts.Scheme = g.Manager.GetScheme()
-	opts.Mapper = g.Manager.GetRESTMapper()
-	opts.HTTPClient = g.Manager.GetHTTPClient()
-	if opts.DefaultTransform == nil {
-		// No decision reads managedFields; dropping them roughly halves
-		// what a cache holds.
-		opts.DefaultTransform = cache.TransformStripManagedFields()
-	}
-	opts.ReaderFailOnMissingInformer = true
-	c, err := cache.New(g.Manager.GetConfig(), opts)
+	c, err := cache.New(g.Manager.GetConfig(), g.cacheOptions(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +150,21 @@ func (g *Gatehouse) newCache(ctx context.Context, name string, opts cache.Option
 		}
 		return nil
 	}))
+}
+
+// cacheOptions completes a module's cache options with what every module
+// cache shares.
+func (g *Gatehouse) cacheOptions(opts cache.Options) cache.Options {
+	opts.Scheme = g.Manager.GetScheme()
+	opts.Mapper = g.Manager.GetRESTMapper()
+	opts.HTTPClient = g.Manager.GetHTTPClient()
+	if opts.DefaultTransform == nil {
+		// No decision reads managedFields; dropping them roughly halves
+		// what a cache holds.
+		opts.DefaultTransform = cache.TransformStripManagedFields()
+	}
+	opts.ReaderFailOnMissingInformer = true
+	return opts
 }
 
 // ownedCache makes the manager start a cache with its other caches (before

@@ -3,6 +3,7 @@
 package catalogue
 
 import (
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/nodegroup"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
@@ -15,5 +16,6 @@ func All() []module.Module {
 		pvsafe.New(pvsafe.Options{}),
 		nodegroup.New(),
 		placement.New(placement.Options{}),
+		configcheck.New(configcheck.Options{}),
 	}
 }

@@ -1,10 +1,12 @@
 package module
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -50,4 +52,21 @@ func denialWarnings(moduleName, message string) []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// Undecided answers a request the module cannot decide in time (a queue of
+// checks too long for the webhook's timeout, caches not synced yet). The
+// server turns it into HTTP 503 carrying reason, so the API server applies
+// the webhook's failurePolicy at once (Fail refuses the request with reason
+// in its message, Ignore admits it) instead of waiting for its timeout.
+func Undecided(reason string) admission.Response {
+	resp := admission.Errored(http.StatusServiceUnavailable, errors.New(reason))
+	resp.Result.Reason = metav1.StatusReasonServiceUnavailable
+	return resp
+}
+
+// IsUndecided reports a response made by Undecided.
+func IsUndecided(resp admission.Response) bool {
+	return !resp.Allowed && resp.Result != nil && resp.Result.Code == http.StatusServiceUnavailable &&
+		resp.Result.Reason == metav1.StatusReasonServiceUnavailable
 }

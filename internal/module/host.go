@@ -39,6 +39,14 @@ type Host interface {
 	// cluster-wide informer by accident. managedFields are stripped unless
 	// opts.DefaultTransform says otherwise.
 	NewCache(name string, opts cache.Options) (cache.Cache, error)
+	// StartCache returns a cache of the module's own, scoped by opts like
+	// NewCache's, for what configuration objects ask for at run time: it
+	// starts at once, runs until stop is called or the host stops, and does
+	// not gate /readyz (the module checks its kinds' Readable and its
+	// handlers' sync before reading). Its gatehouse_cache_synced series
+	// ("<module>/<name>") is removed by stop. The name must be unique among
+	// the module's running caches.
+	StartCache(name string, opts cache.Options) (c cache.Cache, stop func(), err error)
 	// FollowKind follows a kind whose CRD may be installed or removed at any
 	// time: obj's informer runs in c while the CRD is served and is removed
 	// when it goes. Built-in kinds are always served. onChange, if not nil,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
@@ -62,13 +63,22 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.UID = req.UID
 
-	status := http.StatusOK
-	if panicked {
-		status = http.StatusInternalServerError
+	if module.IsUndecided(resp) {
+		// A failed call, not an answer: the API server applies the
+		// webhook's failurePolicy, and shows this Status's message.
+		status := *resp.Result
+		status.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}
+		status.Status = metav1.StatusFailure
+		writeJSON(w, http.StatusServiceUnavailable, &status)
+	} else {
+		status := http.StatusOK
+		if panicked {
+			status = http.StatusInternalServerError
+		}
+		out := admissionv1.AdmissionReview{Response: &resp.AdmissionResponse}
+		out.SetGroupVersionKind(admissionReviewGVK)
+		writeJSON(w, status, &out)
 	}
-	out := admissionv1.AdmissionReview{Response: &resp.AdmissionResponse}
-	out.SetGroupVersionKind(admissionReviewGVK)
-	writeJSON(w, status, &out)
 
 	elapsed := time.Since(start)
 	metrics.Requests.WithLabelValues(h.hook.Name, h.module, string(req.Operation), decision).Inc()

@@ -114,6 +114,9 @@ func (r *Runner) runTest(ctx context.Context, name string, test Test, global map
 	}
 	run := &testRun{runner: r, ctx: ctx, data: render.Data{Resources: stores, ExtraContext: r.ExtraContext}}
 	run.output, run.renderErr = r.Renderer.Render(ctx, run.data)
+	if run.renderErr == nil && r.OnRendered != nil {
+		r.OnRendered(name, run.output)
+	}
 	if run.renderErr != nil {
 		if err := ctx.Err(); err != nil {
 			return result, notInTime(err)

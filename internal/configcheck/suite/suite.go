@@ -85,6 +85,9 @@ type Runner struct {
 	// Check validates a rendering with haproxy. When nil, every
 	// haproxy_valid assertion fails with "no haproxy checker".
 	Check CheckFunc
+	// OnRendered, when set, receives each test's rendering (the offline
+	// CLI's --dump-rendered).
+	OnRendered func(test string, out render.Output)
 }
 
 // Report is the outcome of a run.

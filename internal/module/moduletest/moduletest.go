@@ -88,6 +88,19 @@ func (h *Host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
 	return c, nil
 }
 
+// StartCache builds an unstarted cache like NewCache; stop forgets it.
+func (h *Host) StartCache(name string, opts cache.Options) (cache.Cache, func(), error) {
+	c, err := h.NewCache(name, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.Caches, name)
+	}, nil
+}
+
 // FollowKind records obj; the kind is never readable.
 func (h *Host) FollowKind(_ cache.Cache, obj client.Object, _ func()) (module.Kind, error) {
 	h.mu.Lock()

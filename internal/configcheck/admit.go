@@ -1,0 +1,300 @@
+package configcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// Phases of a watched resource's admission, as metrics and logs name them.
+const (
+	phaseStructure = "structure"
+	phaseRender    = "render"
+	phaseHAProxy   = "haproxy"
+	phaseTests     = "tests"
+)
+
+// verdict is the outcome of judging one rendering.
+type verdict struct {
+	// denial is the reason to refuse ("" to admit); phase says where.
+	denial string
+	phase  string
+	// undecided is why no decision could be made in time.
+	undecided string
+	cached    bool
+}
+
+// admitWatched returns the Admit function of one config's watched resource.
+func (m *Module) admitWatched(key types.NamespacedName, watched string) module.AdmitFunc {
+	return func(ctx context.Context, req admission.Request) admission.Response {
+		start := time.Now()
+		st := m.state(key)
+		if st == nil {
+			return admission.Allowed("HAProxyTemplateConfig " + key.String() + " is gone")
+		}
+		if st.compiled == nil {
+			return admission.Allowed("").WithWarnings(bounded(fmt.Sprintf(
+				"HAProxyTemplateConfig %s is invalid, so this change was not validated against it: %s", key, st.invalid), 250))
+		}
+		w, ok := st.compiled.watched[watched]
+		if !ok || !w.webhook {
+			return admission.Allowed("not validated by " + key.String())
+		}
+		ctx, cancel := context.WithDeadline(ctx, start.Add(time.Duration(st.compiled.timeout)*time.Second-m.opts.Margin))
+		defer cancel()
+		resp := m.decide(ctx, st, w, req)
+		observeAdmission(watched, resp, time.Since(start))
+		return resp
+	}
+}
+
+func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, req admission.Request) admission.Response {
+	log := logf.FromContext(ctx).WithValues("config", st.key, "watched", w.name)
+	op, obj, reason, err := m.proposal(st, w, req)
+	if err != nil {
+		countPhase(phaseStructure, "denied")
+		return admission.Denied(err.Error())
+	}
+	if op == "" {
+		countPhase(phaseStructure, "unselected")
+		return admission.Allowed(reason)
+	}
+	if !st.synced() {
+		countUndecided("not-synced")
+		return module.Undecided(fmt.Sprintf("configcheck: the watched resources of HAProxyTemplateConfig %s are still loading; try again in a moment", st.key))
+	}
+	data, err := overlaid(st.stores(), w.name, op, obj)
+	if err != nil {
+		return admission.Denied(err.Error())
+	}
+	v := m.judge(ctx, st.compiled, data, st.failedTests())
+	if v.undecided != "" {
+		countUndecided("deadline")
+		return module.Undecided(v.undecided)
+	}
+	if v.denial == "" {
+		return admission.Allowed("")
+	}
+	// Nothing is denied from a stale cache: the denial is made again over
+	// the API server's own lists (a Service created a moment ago may not be
+	// in the store yet).
+	live, err := m.liveStores(ctx, st)
+	if err != nil {
+		countUndecided("confirmation")
+		return module.Undecided(fmt.Sprintf("configcheck: the denial could not be confirmed against the API server in time (%v); the first check said: %s", err, bounded(v.denial, 1000)))
+	}
+	liveData, err := overlaid(live, w.name, op, obj)
+	if err != nil {
+		return admission.Denied(err.Error())
+	}
+	confirmed := m.judge(ctx, st.compiled, liveData, st.failedTests())
+	switch {
+	case confirmed.undecided != "":
+		countUndecided("confirmation")
+		return module.Undecided(confirmed.undecided)
+	case confirmed.denial == "":
+		denialsOverturned.Inc()
+		log.Info("denial overturned by the API server's state: the cache was behind", "phase", v.phase)
+		return admission.Allowed("")
+	}
+	countPhase(confirmed.phase, "denied")
+	return admission.Denied(confirmed.denial)
+}
+
+// proposal reads the request as a change to w's store: the operation to
+// overlay and the object, or no operation (and why) when the store would not
+// change because w's selectors exclude the object before and after.
+func (m *Module) proposal(st *configState, w *watchedSpec, req admission.Request) (render.Operation, map[string]any, string, error) {
+	var obj, old map[string]any
+	if len(req.Object.Raw) > 0 {
+		if err := utiljson.Unmarshal(req.Object.Raw, &obj); err != nil {
+			return "", nil, "", fmt.Errorf("failed to parse object: %v", err)
+		}
+	}
+	if len(req.OldObject.Raw) > 0 {
+		if err := utiljson.Unmarshal(req.OldObject.Raw, &old); err != nil {
+			return "", nil, "", fmt.Errorf("failed to parse old object: %v", err)
+		}
+	}
+	scoped := st.scoped[w.name]
+	selected := func(o map[string]any) bool {
+		if o == nil {
+			return false
+		}
+		var nsLabels labels.Set
+		if w.nsSel != nil && !scoped {
+			nsLabels = m.namespaceLabels(req.Namespace)
+		}
+		return w.selects(o, nsLabels, scoped)
+	}
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update:
+		if err := checkStructure(obj); err != nil {
+			return "", nil, "", err
+		}
+		if obj["metadata"].(map[string]any)["name"] == nil {
+			// A generated name is not known yet; judge the object under
+			// its prefix, which no other object has.
+			obj["metadata"].(map[string]any)["name"] = obj["metadata"].(map[string]any)["generateName"]
+		}
+		switch {
+		case selected(obj) && req.Operation == admissionv1.Create:
+			return render.OperationCreate, obj, "", nil
+		case selected(obj):
+			return render.OperationUpdate, obj, "", nil
+		case req.Operation == admissionv1.Update && selected(old):
+			// The object leaves the store: judge its removal.
+			return render.OperationDelete, old, "", nil
+		}
+		return "", nil, fmt.Sprintf("not selected by %s's watched resource %s", st.key, w.name), nil
+	case admissionv1.Delete:
+		if old == nil {
+			return "", nil, "", errors.New("a DELETE request without oldObject cannot be validated")
+		}
+		if selected(old) {
+			return render.OperationDelete, old, "", nil
+		}
+		return "", nil, fmt.Sprintf("not selected by %s's watched resource %s", st.key, w.name), nil
+	}
+	return "", nil, "operation " + string(req.Operation) + " is not validated", nil
+}
+
+// checkStructure is the spec's basic check, before any rendering.
+func checkStructure(obj map[string]any) error {
+	if obj == nil {
+		return errors.New("failed to parse object: the request carries no object")
+	}
+	meta, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		return errors.New("metadata.name or metadata.generateName is required")
+	}
+	name, _ := meta["name"].(string)
+	generateName, _ := meta["generateName"].(string)
+	if name == "" && generateName == "" {
+		return errors.New("metadata.name or metadata.generateName is required")
+	}
+	if name == "" {
+		delete(meta, "name")
+	}
+	return nil
+}
+
+// overlaid shows stores as they would be after op on obj in the store of
+// watched.
+func overlaid(stores map[string]render.IndexedStore, watched string, op render.Operation, obj map[string]any) (render.Data, error) {
+	data := render.Data{Resources: make(map[string]render.Store, len(stores))}
+	for name, s := range stores {
+		data.Resources[name] = s
+	}
+	base, ok := stores[watched]
+	if !ok {
+		return data, fmt.Errorf("no store for watched resource %s", watched)
+	}
+	o, err := render.Overlay(base, op, obj)
+	if err != nil {
+		return data, err
+	}
+	data.Resources[watched] = o
+	return data, nil
+}
+
+// judge renders data, checks the rendering with haproxy, and applies the
+// embedded tests' result, stopping at the first phase that fails.
+func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, failedTests string) verdict {
+	data.ExtraContext = c.extraContext
+	start := time.Now()
+	out, err := c.renderer.Render(ctx, data)
+	observePhase(phaseRender, time.Since(start))
+	if err != nil {
+		if ctx.Err() != nil {
+			return verdict{undecided: "configcheck: rendering did not finish within the webhook's timeout"}
+		}
+		return verdict{denial: renderFailure(err), phase: phaseRender}
+	}
+	start = time.Now()
+	checked, err := m.checker.Check(ctx, out)
+	observePhase(phaseHAProxy, time.Since(start))
+	if err != nil {
+		if errors.Is(err, haproxy.ErrBusy) || ctx.Err() != nil {
+			return verdict{undecided: "configcheck: " + err.Error()}
+		}
+		return verdict{undecided: "configcheck: haproxy -c could not run: " + err.Error()}
+	}
+	countCheck(checked)
+	if !checked.Valid {
+		return verdict{denial: "haproxy -c rejects the rendered configuration:\n" + checked.Message, phase: phaseHAProxy, cached: checked.Cached}
+	}
+	if failedTests != "" {
+		return verdict{denial: failedTests, phase: phaseTests, cached: checked.Cached}
+	}
+	return verdict{cached: checked.Cached}
+}
+
+// renderFailure is a render error as a person reads it: a template's fail
+// text alone, as the spec asks, or the engine's error naming the template.
+func renderFailure(err error) string {
+	var failure *render.FailError
+	if errors.As(err, &failure) {
+		return failure.Message
+	}
+	return "rendering failed: " + err.Error()
+}
+
+// admitConfig validates a config itself: its spec compiles and its
+// embedded tests pass.
+func (m *Module) admitConfig(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
+	if err := utiljson.Unmarshal(req.Object.Raw, cfg); err != nil {
+		return admission.Denied("failed to parse object: " + err.Error())
+	}
+	c, errs := compileConfig(&cfg.Spec)
+	if len(errs) > 0 {
+		return admission.Denied(bounded(errs.ToAggregate().Error(), 4000))
+	}
+	ctx, cancel := context.WithDeadline(ctx, start.Add(configWebhookTimeout*time.Second-m.opts.Margin))
+	defer cancel()
+	report, err := m.runTests(ctx, c, configWebhookTimeout*time.Second)
+	if err != nil {
+		return module.Undecided("configcheck: the embedded tests did not finish in time: " + err.Error())
+	}
+	if report.Failed > 0 {
+		return admission.Denied(report.Message())
+	}
+	var warnings []string
+	for _, name := range sortedKeys(c.watched) {
+		if _, _, err := m.resolve(c.watched[name].gvr); err != nil {
+			warnings = append(warnings, bounded(fmt.Sprintf("watched resource %s: %s is not served by this cluster (yet); its store stays empty until it is", name, c.watched[name].gvr), 250))
+		}
+	}
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// bounded cuts s to n bytes, saying so.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "... (cut)"
+	cut := n - len(more)
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	return strings.TrimRight(s[:cut], " \n") + more
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

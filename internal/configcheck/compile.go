@@ -1,0 +1,277 @@
+package configcheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
+)
+
+// Defaults of a config's validation webhook.
+const (
+	defaultTimeoutSeconds = 10
+	defaultFailurePolicy  = admissionregistrationv1.Fail
+)
+
+// compiled is an HAProxyTemplateConfig made ready to render: everything
+// that can be derived from its spec alone, without the cluster. It is
+// immutable once built.
+type compiled struct {
+	renderer     render.Renderer
+	watched      map[string]*watchedSpec
+	tests        map[string]suite.Test
+	extraContext map[string]any
+	policy       admissionregistrationv1.FailurePolicyType
+	timeout      int32
+}
+
+// watchedSpec is one watched resource as the config declares it.
+type watchedSpec struct {
+	name     string
+	gvr      schema.GroupVersionResource
+	indexBy  []string
+	indexer  *render.Indexer
+	labels   labels.Selector
+	labelSel *metav1.LabelSelector
+	fields   fieldSelector
+	nsSel    labels.Selector // nil: every namespace
+	nsSelAPI *metav1.LabelSelector
+	webhook  bool
+}
+
+// compileConfig validates spec and compiles it. It is pure: the webhook
+// for configs, the reconciler and the offline CLI all call it.
+func compileConfig(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) (*compiled, field.ErrorList) {
+	root := field.NewPath("spec")
+	c := &compiled{policy: defaultFailurePolicy, timeout: defaultTimeoutSeconds}
+	var errs field.ErrorList
+	watched, werrs := compileWatched(root.Child("watchedResources"), spec.WatchedResources)
+	errs = append(errs, werrs...)
+	c.watched = watched
+	errs = append(errs, validateOutputNames(root, spec)...)
+	errs = append(errs, validateWebhookSettings(root.Child("validationWebhook"), spec.ValidationWebhook)...)
+	if p := spec.ValidationWebhook.FailurePolicy; p != "" {
+		c.policy = p
+	}
+	if t := spec.ValidationWebhook.TimeoutSeconds; t != 0 {
+		c.timeout = t
+	}
+	extra, err := decodeExtraContext(spec.TemplatingSettings.ExtraContext)
+	if err != nil {
+		errs = append(errs, field.Invalid(root.Child("templatingSettings", "extraContext"), "", err.Error()))
+	}
+	c.extraContext = extra
+	renderer, rerr := compileTemplates(root, spec)
+	errs = append(errs, rerr...)
+	c.renderer = renderer
+	tests, terrs := convertTests(root.Child("validationTests"), spec.ValidationTests)
+	errs = append(errs, terrs...)
+	if len(werrs) == 0 {
+		indexBy := make(map[string][]string, len(watched))
+		for name, w := range watched {
+			indexBy[name] = w.indexBy
+		}
+		errs = append(errs, suite.Validate(tests, indexBy)...)
+	}
+	c.tests = tests
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return c, nil
+}
+
+func compileWatched(path *field.Path, specs map[string]gatehousev1alpha1.WatchedResource) (map[string]*watchedSpec, field.ErrorList) {
+	var errs field.ErrorList
+	if len(specs) == 0 {
+		errs = append(errs, field.Required(path, "at least one watched resource"))
+	}
+	out := make(map[string]*watchedSpec, len(specs))
+	for _, name := range sortedKeys(specs) {
+		w, werrs := compileWatchedResource(path.Key(name), name, specs[name])
+		errs = append(errs, werrs...)
+		if w != nil {
+			out[name] = w
+		}
+	}
+	return out, errs
+}
+
+// templateName is what a watched resource may be called: templates reach it
+// as .resources.<name>, so it must be a Go template field name.
+var templateName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func compileWatchedResource(path *field.Path, name string, spec gatehousev1alpha1.WatchedResource) (*watchedSpec, field.ErrorList) {
+	var errs field.ErrorList
+	if !templateName.MatchString(name) {
+		errs = append(errs, field.Invalid(path, name, "a watched resource's name is used as .resources.<name> in templates: letters, digits and _ only, not starting with a digit"))
+	}
+	gv, err := schema.ParseGroupVersion(spec.APIVersion)
+	if err != nil || gv.Version == "" {
+		errs = append(errs, field.Invalid(path.Child("apiVersion"), spec.APIVersion, "want group/version, or v1 for the core group"))
+	}
+	w := &watchedSpec{name: name, gvr: gv.WithResource(spec.Resources), webhook: spec.EnableValidationWebhook,
+		labelSel: spec.LabelSelector, nsSelAPI: spec.NamespaceSelector}
+	w.indexBy = spec.IndexBy
+	if len(w.indexBy) == 0 {
+		w.indexBy = []string{"metadata.namespace", "metadata.name"}
+	}
+	if w.indexer, err = render.NewIndexer(w.indexBy); err != nil {
+		errs = append(errs, field.Invalid(path.Child("indexBy"), spec.IndexBy, err.Error()))
+	}
+	w.labels = labels.Everything()
+	if spec.LabelSelector != nil {
+		if w.labels, err = metav1.LabelSelectorAsSelector(spec.LabelSelector); err != nil {
+			errs = append(errs, field.Invalid(path.Child("labelSelector"), spec.LabelSelector, err.Error()))
+		}
+	}
+	if spec.NamespaceSelector != nil {
+		if w.nsSel, err = metav1.LabelSelectorAsSelector(spec.NamespaceSelector); err != nil {
+			errs = append(errs, field.Invalid(path.Child("namespaceSelector"), spec.NamespaceSelector, err.Error()))
+		}
+	}
+	if w.fields, err = parseFieldSelector(spec.FieldSelector); err != nil {
+		errs = append(errs, field.Invalid(path.Child("fieldSelector"), spec.FieldSelector, err.Error()))
+	}
+	errs = append(errs, validateSecretsSelected(path, w)...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return w, nil
+}
+
+// validateSecretsSelected refuses to watch every Secret of a cluster: a
+// Secret watched resource needs a label selector (the cache is then scoped in
+// the API server) or a namespace selector.
+func validateSecretsSelected(path *field.Path, w *watchedSpec) field.ErrorList {
+	if w.gvr.Group != "" || w.gvr.Resource != "secrets" {
+		return nil
+	}
+	if w.labels.Empty() && w.nsSel == nil {
+		return field.ErrorList{field.Required(path.Child("labelSelector"),
+			"watching Secrets needs a labelSelector (or a namespaceSelector): Gatehouse never caches every Secret of a cluster")}
+	}
+	return nil
+}
+
+// outputName is what a map, file or certificate may be called: its name is
+// part of a ConfigMap or Secret key when the rendering is published.
+var outputName = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+
+func validateOutputNames(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) field.ErrorList {
+	var errs field.ErrorList
+	for kind, templates := range map[string]map[string]gatehousev1alpha1.Template{
+		"maps": spec.Maps, "files": spec.Files, "sslCertificates": spec.SSLCertificates,
+	} {
+		for name := range templates {
+			if !outputName.MatchString(name) || name == "." || name == ".." || len(name) > 200 {
+				errs = append(errs, field.Invalid(root.Child(kind).Key(name), name,
+					"a file name of letters, digits, '-', '_' and '.', at most 200 characters (it becomes a ConfigMap or Secret key)"))
+			}
+		}
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
+	return errs
+}
+
+func validateWebhookSettings(path *field.Path, w gatehousev1alpha1.ValidationWebhook) field.ErrorList {
+	var errs field.ErrorList
+	switch w.FailurePolicy {
+	case "", admissionregistrationv1.Fail, admissionregistrationv1.Ignore:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("failurePolicy"), w.FailurePolicy, []string{"Fail", "Ignore"}))
+	}
+	if w.TimeoutSeconds != 0 && (w.TimeoutSeconds < 2 || w.TimeoutSeconds > 30) {
+		errs = append(errs, field.Invalid(path.Child("timeoutSeconds"), w.TimeoutSeconds, "between 2 and 30"))
+	}
+	return errs
+}
+
+func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) (render.Renderer, field.ErrorList) {
+	engine, err := render.NewEngine(spec.TemplatingSettings.Engine)
+	if err != nil {
+		return nil, field.ErrorList{field.NotSupported(root.Child("templatingSettings", "engine"), spec.TemplatingSettings.Engine, []string{render.EngineGoTemplate})}
+	}
+	if strings.TrimSpace(spec.HAProxyConfig.Template) == "" {
+		return nil, field.ErrorList{field.Required(root.Child("haproxyConfig", "template"), "the haproxy.cfg template")}
+	}
+	renderer, err := engine.Compile(render.Templates{
+		Snippets:        templateTexts(spec.TemplateSnippets),
+		HAProxyConfig:   spec.HAProxyConfig.Template,
+		Maps:            templateTexts(spec.Maps),
+		Files:           templateTexts(spec.Files),
+		SSLCertificates: templateTexts(spec.SSLCertificates),
+	})
+	if err != nil {
+		return nil, field.ErrorList{field.Invalid(root, "", err.Error())}
+	}
+	return renderer, nil
+}
+
+func templateTexts(in map[string]gatehousev1alpha1.Template) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for name, t := range in {
+		out[name] = t.Template
+	}
+	return out
+}
+
+func decodeExtraContext(raw *apiextensionsv1.JSON) (map[string]any, error) {
+	if raw == nil || len(raw.Raw) == 0 {
+		return nil, nil
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw.Raw, &out); err != nil {
+		return nil, fmt.Errorf("extraContext must be an object: %w", err)
+	}
+	return out, nil
+}
+
+func convertTests(path *field.Path, in map[string]gatehousev1alpha1.ValidationTest) (map[string]suite.Test, field.ErrorList) {
+	var errs field.ErrorList
+	out := make(map[string]suite.Test, len(in))
+	for name, t := range in {
+		test := suite.Test{Name: name, Description: t.Description, Fixtures: map[string][]map[string]any{}}
+		for watched, objs := range t.Fixtures {
+			for i, raw := range objs {
+				var obj map[string]any
+				if err := json.Unmarshal(raw.Raw, &obj); err != nil || obj == nil {
+					errs = append(errs, field.Invalid(path.Key(name).Child("fixtures").Key(watched).Index(i), "", "a fixture must be an object"))
+					continue
+				}
+				test.Fixtures[watched] = append(test.Fixtures[watched], obj)
+			}
+		}
+		for _, a := range t.Assertions {
+			test.Assertions = append(test.Assertions, suite.Assertion{
+				Type: string(a.Type), Description: a.Description, Target: a.Target, Pattern: a.Pattern,
+				Expected: a.Expected, JSONPath: a.JSONPath, Patterns: a.Patterns,
+			})
+		}
+		out[name] = test
+	}
+	return out, errs
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,32 @@
+// Package configcheck is the configcheck module: dry-run validation of
+// watched resources (Ingresses, Services, ...) against an
+// HAProxyTemplateConfig (gatehouse.dev/v1alpha1), as
+// seeds/validating-webhook-dry-run-spec.md describes.
+//
+// A change to a watched resource is admitted only if the config still
+// renders with it (render, with an overlay of the proposed change on the
+// stores the informers fill), the rendering passes the real `haproxy -c`
+// (package haproxy: bounded, killed by context, cached by checksum), and the
+// config's embedded tests pass (package suite; their result depends on the
+// config alone, so they run once per config generation). Each phase's failure
+// denies with a reason a person can act on: the template's fail text, the
+// haproxy ALERT lines with the offending line quoted, or the list of failed
+// tests.
+//
+// What haptic, the upstream project, does differently and this module fixes
+// (docs/configcheck.md): the watched resource's label, field and namespace
+// selectors apply at admission as in the store, so an Ingress of another
+// class is admitted without rendering; DELETE is validated (deleting a
+// Service a backend still needs is refused); the overlay keys the proposed
+// object with the store's own indexer; a request is answered inside the
+// webhook's timeout whatever the queue of checks (503, so the failure policy
+// applies, rather than the API server's timeout); a denial from the caches
+// is confirmed against the API server's lists before it is returned.
+//
+// The webhooks of the watched resources are registered at run time, one per
+// watched resource with enableValidationWebhook, with that config's
+// failurePolicy and timeout; no config means no rules (fail-open, logged
+// once). The leader publishes the accepted rendering of the cluster's state
+// to a ConfigMap (certificates to a Secret) owned by the config, and keeps
+// its status.
+package configcheck

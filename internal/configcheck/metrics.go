@@ -1,0 +1,79 @@
+package configcheck
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+var (
+	// HAProxyChecks counts haproxy -c verdicts: run (valid or invalid) or
+	// reused from the checksum cache (cached).
+	HAProxyChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_configcheck_haproxy_checks_total",
+		Help: "haproxy -c verdicts by result: valid, invalid (haproxy ran) or cached (an identical rendering's verdict reused).",
+	}, []string{"result"})
+	phaseSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gatehouse_configcheck_phase_seconds",
+		Help:    "Time spent in each phase of a dry-run (render, haproxy).",
+		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+	}, []string{"phase"})
+	phaseOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_configcheck_phase_outcomes_total",
+		Help: "Admissions ended before rendering (structure: denied, unselected) or denied in a phase (render, haproxy, tests).",
+	}, []string{"phase", "outcome"})
+	undecided = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_configcheck_undecided_total",
+		Help: "Admissions answered 503 so that the failure policy applies, by reason (not-synced, deadline, confirmation).",
+	}, []string{"reason"})
+	denialsOverturned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gatehouse_configcheck_denials_overturned_total",
+		Help: "Denials from the caches that the API server's state did not confirm (the request was admitted).",
+	})
+	admissionSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gatehouse_configcheck_admission_seconds",
+		Help:    "Time to decide a watched resource's admission, by watched resource and decision.",
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+	}, []string{"watched", "decision"})
+	published = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_configcheck_publications_total",
+		Help: "Renderings of the cluster's state by outcome: published, unchanged, or rejected (render or haproxy failed; the last accepted one stays).",
+	}, []string{"outcome"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(HAProxyChecks, phaseSeconds, phaseOutcomes, undecided, denialsOverturned, admissionSeconds, published)
+}
+
+func countCheck(v haproxy.Verdict) {
+	switch {
+	case v.Cached:
+		HAProxyChecks.WithLabelValues("cached").Inc()
+	case v.Valid:
+		HAProxyChecks.WithLabelValues("valid").Inc()
+	default:
+		HAProxyChecks.WithLabelValues("invalid").Inc()
+	}
+}
+
+func countPhase(phase, outcome string) { phaseOutcomes.WithLabelValues(phase, outcome).Inc() }
+func countUndecided(reason string)     { undecided.WithLabelValues(reason).Inc() }
+func observePhase(phase string, d time.Duration) {
+	phaseSeconds.WithLabelValues(phase).Observe(d.Seconds())
+}
+
+func observeAdmission(watched string, resp admission.Response, d time.Duration) {
+	decision := "allowed"
+	switch {
+	case module.IsUndecided(resp):
+		decision = "undecided"
+	case !resp.Allowed:
+		decision = "denied"
+	}
+	admissionSeconds.WithLabelValues(watched, decision).Observe(d.Seconds())
+}

@@ -1,0 +1,244 @@
+package configcheck
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// Webhook identities of the static webhook (the config's own validation);
+// the watched resources' webhooks are registered at run time under
+// module.RuntimePath("configcheck").
+const (
+	ConfigWebhookName = "configcheck-haproxytemplateconfig.gatehouse.dev"
+	ConfigWebhookPath = "/validate-configcheck-haproxytemplateconfig"
+	// configWebhookTimeout leaves room for the embedded tests.
+	configWebhookTimeout = 20
+)
+
+// The module reads its configs and writes their status and renderings; it
+// reads namespaces' labels for namespaceSelectors. The watched resources are
+// whatever the configs name: the generated rules grant the common ones
+// (Ingresses, Services, EndpointSlices, IngressClasses); the chart's
+// modules.configcheck.watchedResources grants others (docs/configcheck.md).
+//
+// +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses;ingressclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+
+// Options tunes the module; zero values take the defaults in setDefaults.
+type Options struct {
+	// HAProxyBinary is the haproxy executable (default: found in PATH, else
+	// /usr/sbin/haproxy).
+	HAProxyBinary string
+	// MaxConcurrentChecks bounds the haproxy -c processes at once (default
+	// 2).
+	MaxConcurrentChecks int
+	// Margin is kept free of each request's timeoutSeconds, for the API
+	// server's own round trip. Default 1 s.
+	Margin time.Duration
+	// PublishDelay gathers a burst of watched changes into one rendering
+	// to publish. Default 500 ms.
+	PublishDelay time.Duration
+	// TestTimeout bounds a config's embedded tests outside admission (the
+	// spec's 60 s). Default 60 s.
+	TestTimeout time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxConcurrentChecks == 0 {
+		o.MaxConcurrentChecks = 2
+	}
+	if o.Margin == 0 {
+		o.Margin = time.Second
+	}
+	if o.PublishDelay == 0 {
+		o.PublishDelay = 500 * time.Millisecond
+	}
+	if o.TestTimeout == 0 {
+		o.TestTimeout = 60 * time.Second
+	}
+}
+
+// Module is configcheck.
+type Module struct {
+	opts    Options
+	host    module.Host
+	checker *haproxy.Checker
+
+	namespaces cache.Cache
+	configs    cache.Cache
+	watches    *watchSet
+	queue      workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	publisher  *publisher
+
+	mu     sync.RWMutex
+	states map[types.NamespacedName]*configState
+	// failOpenLogged is set once "no config asks for validation" was logged.
+	failOpenLogged bool
+}
+
+// New returns the configcheck module.
+func New(opts Options) *Module {
+	opts.setDefaults()
+	return &Module{opts: opts, states: map[types.NamespacedName]*configState{}}
+}
+
+func (m *Module) Name() string { return "configcheck" }
+
+func (m *Module) AddToScheme(s *runtime.Scheme) error {
+	return gatehousev1alpha1.AddToScheme(s)
+}
+
+// Webhooks declares the config's own validation. failurePolicy Fail: a
+// config that does not compile or whose tests fail is never stored, and
+// configs are rare platform objects, so refusing them while Gatehouse is
+// unreachable locks nobody out of their workloads.
+func (m *Module) Webhooks() []module.Webhook {
+	return []module.Webhook{{
+		Name: ConfigWebhookName, Path: ConfigWebhookPath, Type: module.Validating,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{gatehousev1alpha1.GroupVersion.Group}, APIVersions: []string{gatehousev1alpha1.GroupVersion.Version},
+				Resources: []string{"haproxytemplateconfigs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		}},
+		FailurePolicy:  admissionregistrationv1.Fail,
+		SideEffects:    admissionregistrationv1.SideEffectClassNone,
+		TimeoutSeconds: configWebhookTimeout,
+		Admit:          m.admitConfig,
+	}}
+}
+
+// Setup finds haproxy, and builds the caches of configs and namespace
+// labels; the watched resources' informers start as configs ask for them.
+func (m *Module) Setup(ctx context.Context, host module.Host) error {
+	m.host = host
+	checker, err := haproxy.New(haproxy.Options{Binary: m.opts.HAProxyBinary, MaxConcurrent: m.opts.MaxConcurrentChecks})
+	if err != nil {
+		return fmt.Errorf("configcheck: %w", err)
+	}
+	m.checker = checker
+	m.configs, err = host.NewCache("configs", cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&gatehousev1alpha1.HAProxyTemplateConfig{}: {},
+	}})
+	if err != nil {
+		return err
+	}
+	namespace := &metav1.PartialObjectMetadata{}
+	namespace.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	m.namespaces, err = host.NewCache("namespaces", cache.Options{ByObject: map[client.Object]cache.ByObject{namespace: {}}})
+	if err != nil {
+		return err
+	}
+	m.watches = newWatchSet(ctx, host)
+	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "configcheck"})
+	if err := m.handleEvents(ctx, namespace); err != nil {
+		return err
+	}
+	m.publisher = newPublisher(m)
+	if err := host.Add(&reconciler{m: m}); err != nil {
+		return err
+	}
+	return host.Add(m.publisher)
+}
+
+func (m *Module) handleEvents(ctx context.Context, namespace client.Object) error {
+	configs, err := m.configs.GetInformer(ctx, &gatehousev1alpha1.HAProxyTemplateConfig{})
+	if err != nil {
+		return err
+	}
+	enqueue := func(obj any) {
+		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		if o, ok := obj.(client.Object); ok {
+			m.queue.Add(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+		}
+	}
+	if _, err := configs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
+	}); err != nil {
+		return err
+	}
+	namespaces, err := m.namespaces.GetInformer(ctx, namespace)
+	if err != nil {
+		return err
+	}
+	_, err = namespaces.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			before, ok1 := old.(client.Object)
+			after, ok2 := obj.(client.Object)
+			if ok1 && ok2 && !labels.Equals(before.GetLabels(), after.GetLabels()) {
+				m.namespaceChanged(ctx, after.GetName())
+			}
+		},
+		AddFunc: func(obj any) {
+			if o, ok := obj.(client.Object); ok {
+				m.namespaceChanged(ctx, o.GetName())
+			}
+		},
+	})
+	return err
+}
+
+// namespaceLabels are a namespace's labels from the cache (nil when it is
+// unknown).
+func (m *Module) namespaceLabels(name string) labels.Set {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := m.namespaces.Get(context.Background(), client.ObjectKey{Name: name}, ns); err != nil {
+		return nil
+	}
+	return ns.GetLabels()
+}
+
+func (m *Module) namespaceChanged(ctx context.Context, namespace string) {
+	for _, st := range m.allStates() {
+		for _, f := range st.feeds {
+			if f != nil {
+				f.namespaceChanged(ctx, namespace)
+			}
+		}
+	}
+}
+
+func (m *Module) state(key types.NamespacedName) *configState {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.states[key]
+}
+
+func (m *Module) allStates() []*configState {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]*configState, 0, len(m.states))
+	for _, st := range m.states {
+		out = append(out, st)
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package configcheck
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"sigs.k8s.io/yaml"
+
+	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
+)
+
+// OfflineOptions are the flags of `gatehouse configcheck test`.
+type OfflineOptions struct {
+	// Test runs this test alone ("" runs all).
+	Test string
+	// Output is summary (default) or json.
+	Output string
+	// DumpRendered, when set, receives each test's rendering under
+	// <dir>/<test>/ (haproxy.cfg, maps/, general/, ssl/).
+	DumpRendered  string
+	HAProxyBinary string
+}
+
+// TestOffline runs the embedded tests of the HAProxyTemplateConfig in
+// configYAML with the engine and haproxy -c the webhook uses, without a
+// cluster, and writes the report to w. It reports whether every test passed;
+// an error means the tests could not run (the config does not compile, say).
+func TestOffline(ctx context.Context, configYAML []byte, opts OfflineOptions, w io.Writer) (bool, error) {
+	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
+	if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
+		return false, fmt.Errorf("reading the config: %w", err)
+	}
+	c, errs := compileConfig(&cfg.Spec)
+	if len(errs) > 0 {
+		return false, fmt.Errorf("the config is invalid: %w", errs.ToAggregate())
+	}
+	checker, err := haproxy.New(haproxy.Options{Binary: opts.HAProxyBinary})
+	if err != nil {
+		return false, err
+	}
+	m := &Module{checker: checker}
+	runner := m.testRunner(c)
+	if opts.DumpRendered != "" {
+		runner.OnRendered = func(test string, out render.Output) {
+			if err := dumpRendering(filepath.Join(opts.DumpRendered, test), out); err != nil {
+				fmt.Fprintf(os.Stderr, "dump of test %s: %v\n", test, err)
+			}
+		}
+	}
+	report, err := runner.Run(ctx, c.tests, opts.Test)
+	if err != nil {
+		return false, err
+	}
+	switch opts.Output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			return false, err
+		}
+	case "", "summary":
+		writeSummary(w, report)
+	default:
+		return false, fmt.Errorf("--output %q: want summary or json", opts.Output)
+	}
+	return report.Failed == 0, nil
+}
+
+func writeSummary(w io.Writer, report suite.Report) {
+	for _, r := range report.Results {
+		mark := "PASS"
+		if !r.Passed {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "%s  %s (%s)\n", mark, r.Name, r.Duration.Round(100_000))
+		if !r.Passed && r.RenderError != "" {
+			fmt.Fprintf(w, "      rendering failed: %s\n", r.RenderError)
+		}
+		for _, f := range r.Failures {
+			fmt.Fprintf(w, "      %s: %s\n", f.Assertion, f.Message)
+		}
+	}
+	fmt.Fprintf(w, "\n%d/%d tests passed\n", report.Total-report.Failed, report.Total)
+}
+
+func dumpRendering(dir string, out render.Output) error {
+	files := map[string]string{"haproxy.cfg": out.HAProxyConfig}
+	for sub, m := range map[string]map[string]string{"maps": out.Maps, "general": out.Files, "ssl": out.Certs} {
+		for name, text := range m {
+			files[filepath.Join(sub, name)] = text
+		}
+	}
+	for name, text := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

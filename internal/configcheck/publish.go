@@ -1,0 +1,297 @@
+package configcheck
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// Keys and names of the published rendering.
+const (
+	configKey          = "haproxy.cfg"
+	mapKeyPrefix       = "map."
+	fileKeyPrefix      = "file."
+	checksumAnnotation = "gatehouse.dev/checksum"
+	configLabel        = "gatehouse.dev/haproxytemplateconfig"
+)
+
+// RenderedConfigMapName and RenderedSecretName name a config's published
+// rendering.
+func RenderedConfigMapName(config string) string { return config + "-haproxy" }
+func RenderedSecretName(config string) string    { return config + "-haproxy-certs" }
+
+// publisher runs on the leader: after the configs or their watched
+// resources change (gathered over PublishDelay), it renders each config from
+// the cluster's state, checks the rendering with haproxy, publishes it when
+// it passes, and writes the config's status when it changed. A rendering
+// that fails leaves the last accepted one published: HAProxy runs only what
+// was validated.
+type publisher struct {
+	m    *Module
+	wake chan struct{}
+
+	mu    sync.Mutex
+	dirty map[types.NamespacedName]bool
+}
+
+func newPublisher(m *Module) *publisher {
+	return &publisher{m: m, wake: make(chan struct{}, 1), dirty: map[types.NamespacedName]bool{}}
+}
+
+func (p *publisher) NeedLeaderElection() bool { return true }
+
+// trigger marks key for the next round; it is called on every watched
+// event, so it only marks and pokes.
+func (p *publisher) trigger(key types.NamespacedName) {
+	p.mu.Lock()
+	p.dirty[key] = true
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *publisher) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("Controllers").WithName("HAProxyTemplateConfigPublisher")
+	ctx = logf.IntoContext(ctx, log)
+	// A new leader looks at every config: the previous one may have left
+	// a status or a rendering behind.
+	for _, st := range p.m.allStates() {
+		p.trigger(st.key)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.wake:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(p.m.opts.PublishDelay):
+		}
+		p.mu.Lock()
+		keys := make([]types.NamespacedName, 0, len(p.dirty))
+		for key := range p.dirty {
+			keys = append(keys, key)
+		}
+		p.dirty = map[types.NamespacedName]bool{}
+		p.mu.Unlock()
+		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		for _, key := range keys {
+			retry, err := p.sync(ctx, key)
+			if err != nil {
+				log.Error(err, "publishing", "config", key)
+			}
+			if retry {
+				time.AfterFunc(time.Second, func() { p.trigger(key) })
+			}
+		}
+	}
+}
+
+// sync renders, checks and publishes one config and writes its status. It
+// reports whether to look again later (stores still loading, an error).
+func (p *publisher) sync(ctx context.Context, key types.NamespacedName) (bool, error) {
+	m := p.m
+	st := m.state(key)
+	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
+	if st == nil {
+		return false, nil
+	}
+	if err := m.configs.Get(ctx, key, cfg); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if cfg.UID != st.uid || cfg.Generation != st.generation {
+		return false, nil // the reconciler loads the new generation, then triggers again
+	}
+	status := cfg.Status.DeepCopy()
+	status.ObservedGeneration = st.generation
+	setValidity(status, st)
+	retry := false
+	var err error
+	switch {
+	case st.compiled == nil:
+		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "ConfigInvalid", "an invalid config renders nothing")
+	case !st.synced():
+		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionUnknown, "Loading", "the watched resources are still loading")
+		retry = true
+	default:
+		err = p.publish(ctx, cfg, st, status)
+		retry = err != nil
+	}
+	setReady(status, st)
+	if !equality.Semantic.DeepEqual(&cfg.Status, status) {
+		patched := cfg.DeepCopy()
+		patched.Status = *status
+		if perr := m.host.Client().Status().Patch(ctx, patched, client.MergeFrom(cfg)); perr != nil {
+			return true, perr
+		}
+	}
+	return retry, err
+}
+
+// publish renders the cluster's state and, when haproxy accepts it,
+// writes it out; the Published condition says what happened.
+func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTemplateConfig, st *configState, status *gatehousev1alpha1.HAProxyTemplateConfigStatus) error {
+	m := p.m
+	data := render.Data{Resources: map[string]render.Store{}, ExtraContext: st.compiled.extraContext}
+	for name, s := range st.stores() {
+		data.Resources[name] = s
+	}
+	out, err := st.compiled.renderer.Render(ctx, data)
+	if err != nil {
+		published.WithLabelValues("rejected").Inc()
+		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "RenderFailed",
+			bounded("the cluster's current state does not render; the last accepted rendering stays published: "+renderFailure(err), 1000))
+		return nil
+	}
+	v, err := m.checker.Check(ctx, out)
+	if err != nil {
+		return err
+	}
+	countCheck(v)
+	if !v.Valid {
+		published.WithLabelValues("rejected").Inc()
+		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "HAProxyCheckFailed",
+			bounded("haproxy -c rejects the cluster's current rendering; the last accepted one stays published:\n"+v.Message, 1000))
+		return nil
+	}
+	if status.Output != nil && status.Output.Checksum == v.Checksum {
+		published.WithLabelValues("unchanged").Inc()
+	} else {
+		output, err := p.write(ctx, cfg, out, v.Checksum)
+		if err != nil {
+			return err
+		}
+		status.Output = output
+		published.WithLabelValues("published").Inc()
+	}
+	setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionTrue, "Published",
+		"the cluster's current state renders and passes haproxy -c; ConfigMap "+status.Output.ConfigMapName+" holds it")
+	return nil
+}
+
+// write creates or updates the ConfigMap (and the Secret, when there are
+// certificates) holding out, owned by cfg so that they go with it.
+func (p *publisher) write(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTemplateConfig, out render.Output, checksum string) (*gatehousev1alpha1.RenderedOutput, error) {
+	c := p.m.host.Client()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: RenderedConfigMapName(cfg.Name)}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, cm, func() error {
+		p.label(&cm.ObjectMeta, cfg, checksum)
+		cm.Data = map[string]string{configKey: out.HAProxyConfig}
+		for name, text := range out.Maps {
+			cm.Data[mapKeyPrefix+name] = text
+		}
+		for name, text := range out.Files {
+			cm.Data[fileKeyPrefix+name] = text
+		}
+		return controllerutil.SetControllerReference(cfg, cm, c.Scheme())
+	}); err != nil {
+		return nil, fmt.Errorf("ConfigMap %s: %w", cm.Name, err)
+	}
+	output := &gatehousev1alpha1.RenderedOutput{ConfigMapName: cm.Name, Checksum: checksum}
+	if len(out.Certs) == 0 {
+		return output, nil
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: RenderedSecretName(cfg.Name)}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, secret, func() error {
+		p.label(&secret.ObjectMeta, cfg, checksum)
+		secret.Data = map[string][]byte{}
+		for name, text := range out.Certs {
+			secret.Data[name] = []byte(text)
+		}
+		return controllerutil.SetControllerReference(cfg, secret, c.Scheme())
+	}); err != nil {
+		return nil, fmt.Errorf("Secret %s: %w", secret.Name, err)
+	}
+	output.SecretName = secret.Name
+	return output, nil
+}
+
+func (p *publisher) label(obj *metav1.ObjectMeta, cfg *gatehousev1alpha1.HAProxyTemplateConfig, checksum string) {
+	if obj.Labels == nil {
+		obj.Labels = map[string]string{}
+	}
+	obj.Labels["app.kubernetes.io/managed-by"] = "gatehouse"
+	obj.Labels[configLabel] = cfg.Name
+	if obj.Annotations == nil {
+		obj.Annotations = map[string]string{}
+	}
+	obj.Annotations[checksumAnnotation] = checksum
+}
+
+func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState) {
+	status.TestsPassed, status.TestsTotal = 0, 0
+	if st.report != nil {
+		status.TestsTotal = int32(st.report.Total)
+		status.TestsPassed = int32(st.report.Total - st.report.Failed)
+	}
+	switch {
+	case st.compiled == nil:
+		status.ValidationStatus = gatehousev1alpha1.ValidationInvalid
+		status.ValidationMessage = bounded(st.invalid, 4000)
+		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "SpecInvalid", bounded(st.invalid, 4000))
+	case st.invalid != "":
+		status.ValidationStatus = gatehousev1alpha1.ValidationUnknown
+		status.ValidationMessage = bounded(st.invalid, 4000)
+		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionUnknown, "TestsNotRun", bounded(st.invalid, 4000))
+	case st.failedTests() != "":
+		status.ValidationStatus = gatehousev1alpha1.ValidationInvalid
+		status.ValidationMessage = bounded(st.failedTests(), 4000)
+		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "TestsFailed", bounded(st.failedTests(), 4000))
+	default:
+		status.ValidationStatus = gatehousev1alpha1.ValidationValid
+		msg := fmt.Sprintf("the templates compile and %d/%d embedded tests pass", status.TestsPassed, status.TestsTotal)
+		status.ValidationMessage = msg
+		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionTrue, "Valid", msg)
+	}
+	hooks := 0
+	if st.compiled != nil {
+		for _, w := range st.compiled.watched {
+			if w.webhook {
+				hooks++
+			}
+		}
+	}
+	switch {
+	case st.compiled == nil:
+		setCondition(status, st, gatehousev1alpha1.ConditionWebhookActive, metav1.ConditionFalse, "ConfigInvalid", "an invalid config validates nothing (its watched resources are admitted with a warning)")
+	case hooks == 0:
+		setCondition(status, st, gatehousev1alpha1.ConditionWebhookActive, metav1.ConditionFalse, "NoWebhookResources", "no watched resource has enableValidationWebhook")
+	default:
+		setCondition(status, st, gatehousev1alpha1.ConditionWebhookActive, metav1.ConditionTrue, "Registered",
+			fmt.Sprintf("%d watched resources are validated at admission (failurePolicy %s, timeout %ds)", hooks, st.compiled.policy, st.compiled.timeout))
+	}
+}
+
+func setReady(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState) {
+	valid := meta.IsStatusConditionTrue(status.Conditions, gatehousev1alpha1.ConditionValid)
+	pub := meta.IsStatusConditionTrue(status.Conditions, gatehousev1alpha1.ConditionPublished)
+	if valid && pub {
+		setCondition(status, st, gatehousev1alpha1.ConditionReady, metav1.ConditionTrue, "Ready", "valid, and the current rendering is published")
+		return
+	}
+	setCondition(status, st, gatehousev1alpha1.ConditionReady, metav1.ConditionFalse, "NotReady", "see the Valid and Published conditions")
+}
+
+func setCondition(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState, kind string, value metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: kind, Status: value, Reason: reason, Message: message, ObservedGeneration: st.generation,
+	})
+}

@@ -1,0 +1,92 @@
+package configcheck
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// fieldSelector is a watched resource's fieldSelector: terms that must all
+// hold. Kubernetes' own field selectors cover a few fields per kind
+// (spec.ingressClassName is not one of them), so it is evaluated here, over
+// any field, for the store and for admitted objects alike.
+type fieldSelector []fieldTerm
+
+type fieldTerm struct {
+	path    *render.Indexer
+	value   string
+	negated bool
+	text    string
+}
+
+// parseFieldSelector reads "path=value,path!=value"; "==" is accepted for
+// "=". Paths are written as indexBy expressions.
+func parseFieldSelector(s string) (fieldSelector, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out fieldSelector
+	for _, term := range strings.Split(s, ",") {
+		term = strings.TrimSpace(term)
+		path, value, negated := "", "", false
+		switch {
+		case strings.Contains(term, "!="):
+			path, value, _ = strings.Cut(term, "!=")
+			negated = true
+		case strings.Contains(term, "=="):
+			path, value, _ = strings.Cut(term, "==")
+		case strings.Contains(term, "="):
+			path, value, _ = strings.Cut(term, "=")
+		default:
+			return nil, fmt.Errorf("term %q: want path=value or path!=value", term)
+		}
+		path = strings.TrimSpace(path)
+		if path == "" {
+			return nil, fmt.Errorf("term %q: the path is empty", term)
+		}
+		indexer, err := render.NewIndexer([]string{path})
+		if err != nil {
+			return nil, fmt.Errorf("term %q: %w", term, err)
+		}
+		out = append(out, fieldTerm{path: indexer, value: strings.TrimSpace(value), negated: negated, text: term})
+	}
+	return out, nil
+}
+
+// matches says whether obj satisfies every term; a missing field is "".
+func (s fieldSelector) matches(obj map[string]any) bool {
+	for _, t := range s {
+		keys, err := t.path.IndexKeys(obj)
+		if err != nil {
+			return false // a map or a list equals no value
+		}
+		if (keys[0] == t.value) == t.negated {
+			return false
+		}
+	}
+	return true
+}
+
+// selects says whether the store of w would hold obj, given the labels of
+// obj's namespace (nil when unknown or cluster-scoped).
+func (w *watchedSpec) selects(obj map[string]any, namespaceLabels labels.Set, clusterScoped bool) bool {
+	meta, _ := obj["metadata"].(map[string]any)
+	objLabels := labels.Set{}
+	if l, ok := meta["labels"].(map[string]any); ok {
+		for k, v := range l {
+			if s, ok := v.(string); ok {
+				objLabels[k] = s
+			}
+		}
+	}
+	if !w.labels.Matches(objLabels) {
+		return false
+	}
+	if w.nsSel != nil && !clusterScoped && !w.nsSel.Matches(namespaceLabels) {
+		return false
+	}
+	return w.fields.matches(obj)
+}

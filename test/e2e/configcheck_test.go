@@ -1,0 +1,346 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/yaml"
+
+	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
+)
+
+// configcheckEnv is one test's HAProxyTemplateConfig (examples/configcheck,
+// in a namespace of the test's own), the namespace its Ingresses and
+// Services live in, and Gatehouse with the configcheck module.
+type configcheckEnv struct {
+	t      *testing.T
+	c      client.Client
+	cfgKey types.NamespacedName
+	app    string
+}
+
+func startConfigcheck(t *testing.T) *configcheckEnv {
+	t.Helper()
+	c := controlPlane.Client
+	if err := gatehousev1alpha1.AddToScheme(c.Scheme()); err != nil {
+		t.Fatal(err)
+	}
+	e := &configcheckEnv{t: t, c: c, app: namespace(t, "app")}
+	cfg := exampleConfig(t)
+	cfg.Namespace = namespace(t, "lb")
+	e.cfgKey = types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
+	startGatehouse(t, app.Options{
+		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
+		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
+	})
+	// Created through Gatehouse's own webhook, which runs its embedded
+	// tests.
+	eventually(t, "the config is admitted", func() error { return c.Create(context.Background(), cfg) })
+	e.waitFor("the Ingress webhook is served", func() error {
+		err := e.c.Create(context.Background(), e.ingress("probe", "haproxy", "probe.example", "no-such-service", 80), client.DryRunAll)
+		if err == nil {
+			return errors.New("an Ingress to a missing Service was admitted")
+		}
+		if !strings.Contains(err.Error(), "Service 'no-such-service' not found") {
+			return err
+		}
+		return nil
+	})
+	return e
+}
+
+func exampleConfig(t *testing.T) *gatehousev1alpha1.HAProxyTemplateConfig {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/configcheck/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func (e *configcheckEnv) waitFor(what string, check func() error) {
+	e.t.Helper()
+	eventually(e.t, what, check)
+}
+
+func (e *configcheckEnv) ingress(name, class, host, service string, port int32) *networkingv1.Ingress {
+	return &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.app, Name: name},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: ptr.To(class),
+			Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: networkingv1.IngressBackend{
+					Service: &networkingv1.IngressServiceBackend{Name: service, Port: networkingv1.ServiceBackendPort{Number: port}},
+				}}},
+			}}}},
+		},
+	}
+}
+
+func (e *configcheckEnv) service(name string) *corev1.Service {
+	e.t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.app, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, Selector: map[string]string{"app": name}},
+	}
+	if err := e.c.Create(context.Background(), svc); err != nil {
+		e.t.Fatal(err)
+	}
+	return svc
+}
+
+// denied asserts err is the webhook's denial and contains want.
+func denied(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("admitted; want a denial containing %q", want)
+	}
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v; want a denial containing %q", err, want)
+	}
+}
+
+func (e *configcheckEnv) config() *gatehousev1alpha1.HAProxyTemplateConfig {
+	e.t.Helper()
+	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
+	if err := e.c.Get(context.Background(), e.cfgKey, cfg); err != nil {
+		e.t.Fatal(err)
+	}
+	return cfg
+}
+
+// published returns the rendering published in the config's ConfigMap.
+func (e *configcheckEnv) published() map[string]string {
+	e.t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Namespace: e.cfgKey.Namespace, Name: configcheck.RenderedConfigMapName(e.cfgKey.Name)}, cm); err != nil {
+		return nil
+	}
+	return cm.Data
+}
+
+func (e *configcheckEnv) webhookNames() []string {
+	e.t.Helper()
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Name: webhookconfig.ValidatingName}, vwc); err != nil {
+		e.t.Fatal(err)
+	}
+	var names []string
+	for _, w := range vwc.Webhooks {
+		if strings.HasSuffix(w.Name, ".configcheck.gatehouse.dev") {
+			names = append(names, w.Name)
+		}
+	}
+	return names
+}
+
+func TestConfigcheckAdmission(t *testing.T) {
+	e := startConfigcheck(t)
+	ctx := context.Background()
+
+	t.Run("an Ingress to a missing Service is refused with the template's fail text", func(t *testing.T) {
+		err := e.c.Create(ctx, e.ingress("web", "haproxy", "a.example", "api", 80))
+		denied(t, err, "Service 'api' not found (Ingress "+e.app+"/web, host a.example)")
+	})
+
+	e.service("api")
+	t.Run("an Ingress to an existing Service is admitted and published", func(t *testing.T) {
+		if err := e.c.Create(ctx, e.ingress("web", "haproxy", "a.example", "api", 80)); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the rendering is published with the Ingress's host", func() error {
+			data := e.published()
+			if !strings.Contains(data["map.hosts.map"], "a.example be_"+e.app+"_api_80") {
+				return fmt.Errorf("published map: %q", data["map.hosts.map"])
+			}
+			if !strings.Contains(data["haproxy.cfg"], "backend be_"+e.app+"_api_80") {
+				return fmt.Errorf("published haproxy.cfg lacks the backend")
+			}
+			return nil
+		})
+		cfg := e.config()
+		if cfg.Status.ValidationStatus != gatehousev1alpha1.ValidationValid || !meta.IsStatusConditionTrue(cfg.Status.Conditions, gatehousev1alpha1.ConditionReady) {
+			t.Fatalf("status: %+v", cfg.Status)
+		}
+		if cfg.Status.ObservedGeneration != cfg.Generation || cfg.Status.TestsPassed != cfg.Status.TestsTotal || cfg.Status.TestsTotal != 3 {
+			t.Fatalf("status: %+v", cfg.Status)
+		}
+	})
+
+	t.Run("an UPDATE switching to a missing Service is refused", func(t *testing.T) {
+		ing := &networkingv1.Ingress{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.app, Name: "web"}, ing); err != nil {
+			t.Fatal(err)
+		}
+		ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name = "ghost"
+		denied(t, e.c.Update(ctx, ing), "Service 'ghost' not found")
+	})
+
+	t.Run("an UPDATE replaces the Ingress in the rendering rather than adding it twice", func(t *testing.T) {
+		ing := &networkingv1.Ingress{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.app, Name: "web"}, ing); err != nil {
+			t.Fatal(err)
+		}
+		ing.Spec.Rules[0].Host = "b.example"
+		if err := e.c.Update(ctx, ing); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the published map has the new host only", func() error {
+			m := e.published()["map.hosts.map"]
+			if !strings.Contains(m, "b.example") || strings.Contains(m, "a.example") {
+				return fmt.Errorf("published map: %q", m)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a label-only UPDATE is decided from the checksum cache", func(t *testing.T) {
+		before := testutil.ToFloat64(configcheck.HAProxyChecks.WithLabelValues("cached"))
+		ing := &networkingv1.Ingress{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.app, Name: "web"}, ing); err != nil {
+			t.Fatal(err)
+		}
+		ing.Labels = map[string]string{"team": "blue"}
+		if err := e.c.Update(ctx, ing); err != nil {
+			t.Fatal(err)
+		}
+		if after := testutil.ToFloat64(configcheck.HAProxyChecks.WithLabelValues("cached")); after <= before {
+			t.Fatalf("cached haproxy verdicts: %v before, %v after; want an increase", before, after)
+		}
+	})
+
+	t.Run("an Ingress of another class is admitted without rendering", func(t *testing.T) {
+		rendersBefore := renderCount()
+		if err := e.c.Create(ctx, e.ingress("other", "nginx", "c.example", "missing", 80)); err != nil {
+			t.Fatal(err)
+		}
+		if after := renderCount(); after != rendersBefore {
+			t.Fatalf("renders went from %v to %v for an Ingress the config does not select", rendersBefore, after)
+		}
+	})
+
+	t.Run("a duplicate backend is refused at the haproxy -c phase with its ALERT line", func(t *testing.T) {
+		e.service("api2")
+		ing := e.ingress("dup", "haproxy", "d.example", "api2", 80)
+		ing.Annotations = map[string]string{"haproxy.gatehouse.dev/backend-name": "be_" + e.app + "_api_80"}
+		err := e.c.Create(ctx, ing)
+		denied(t, err, "haproxy -c rejects the rendered configuration")
+		if !strings.Contains(err.Error(), "[ALERT]") || !strings.Contains(err.Error(), "be_"+e.app+"_api_80") {
+			t.Fatalf("the denial should quote haproxy's ALERT naming the backend: %v", err)
+		}
+		if strings.Contains(err.Error(), "/tmp/") {
+			t.Fatalf("the denial leaks a temporary path: %v", err)
+		}
+	})
+
+	t.Run("deleting a Service a backend needs is refused", func(t *testing.T) {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.app, Name: "api"}}
+		denied(t, e.c.Delete(ctx, svc), "Service 'api' not found")
+		// A Service no Ingress uses goes.
+		if err := e.c.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.app, Name: "api2"}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a config whose tests fail is refused", func(t *testing.T) {
+		bad := exampleConfig(t)
+		bad.Namespace, bad.Name = e.cfgKey.Namespace, "broken"
+		test := bad.Spec.ValidationTests["ok-single-ingress"]
+		test.Assertions = append(test.Assertions, gatehousev1alpha1.Assertion{Type: "contains", Pattern: "backend be_nowhere", Description: "a backend that is not there"})
+		bad.Spec.ValidationTests["ok-single-ingress"] = test
+		err := e.c.Create(ctx, bad)
+		denied(t, err, "Validation tests failed: 1/3 tests failed")
+		if !strings.Contains(err.Error(), "ok-single-ingress") || !strings.Contains(err.Error(), "a backend that is not there") {
+			t.Fatalf("the denial should name the test and the assertion: %v", err)
+		}
+		bad.Spec.ValidationTests = nil
+		bad.Spec.HAProxyConfig.Template = "{{ if }}"
+		denied(t, e.c.Create(ctx, bad), "haproxyConfig")
+	})
+
+	t.Run("disabling the webhook removes its rules", func(t *testing.T) {
+		cfg := e.config()
+		w := cfg.Spec.WatchedResources["ingresses"]
+		w.EnableValidationWebhook = false
+		cfg.Spec.WatchedResources["ingresses"] = w
+		if err := e.c.Update(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the Ingress webhook leaves the configuration", func() error {
+			for _, name := range e.webhookNames() {
+				if strings.HasPrefix(name, "ingresses.") {
+					return fmt.Errorf("still registered: %s", name)
+				}
+			}
+			return nil
+		})
+		e.waitFor("an Ingress to a missing Service is admitted", func() error {
+			return e.c.Create(ctx, e.ingress("unchecked", "haproxy", "u.example", "missing", 80), client.DryRunAll)
+		})
+	})
+
+	t.Run("without a config nothing is validated", func(t *testing.T) {
+		if err := e.c.Delete(ctx, e.config()); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("every configcheck webhook leaves the configuration", func() error {
+			if names := e.webhookNames(); len(names) > 0 {
+				return fmt.Errorf("still registered: %v", names)
+			}
+			return nil
+		})
+		if err := e.c.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.app, Name: "api"}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// renderCount is the number of renders observed so far.
+func renderCount() uint64 {
+	return histogramCount("gatehouse_configcheck_phase_seconds", "phase", "render")
+}
+
+// histogramCount is the sample count of a histogram series with one label.
+func histogramCount(name, label, value string) uint64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					n += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return n
+}
