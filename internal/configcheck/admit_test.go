@@ -1,0 +1,426 @@
+package configcheck
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+func TestCheckStructure(t *testing.T) {
+	const required = "metadata.name or metadata.generateName is required"
+	cases := []struct {
+		name    string
+		obj     string // "" for a nil object
+		wantErr string
+		// wantName is metadata.name after the check ("<absent>" when the
+		// key is gone).
+		wantName string
+	}{
+		{"no object", "", "failed to parse object: the request carries no object", ""},
+		{"no metadata", `{"kind":"Ingress"}`, required, ""},
+		{"metadata not an object", `{"metadata":"web"}`, required, ""},
+		{"empty metadata", `{"metadata":{}}`, required, ""},
+		{"empty name, no generateName", `{"metadata":{"name":""}}`, required, ""},
+		{"empty name and generateName", `{"metadata":{"name":"","generateName":""}}`, required, ""},
+		{"name not a string", `{"metadata":{"name":5}}`, required, ""},
+		{"name", `{"metadata":{"name":"web"}}`, "", "web"},
+		{"generateName alone", `{"metadata":{"generateName":"web-"}}`, "", "<absent>"},
+		{"empty name dropped for generateName", `{"metadata":{"name":"","generateName":"web-"}}`, "", "<absent>"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var obj map[string]any
+			if tc.obj != "" {
+				obj = object(t, tc.obj)
+			}
+			err := checkStructure(obj)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error %v, want exactly %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			meta := obj["metadata"].(map[string]any)
+			name, ok := meta["name"]
+			if !ok {
+				name = "<absent>"
+			}
+			if name != tc.wantName {
+				t.Fatalf("metadata.name %v, want %v", name, tc.wantName)
+			}
+		})
+	}
+}
+
+// proposalSpec watches Ingresses of class haproxy and IngressClasses of
+// namespaces labelled team=a (cluster-scoped: the namespace selector does
+// not apply).
+func proposalSpec() *gatehousev1alpha1.HAProxyTemplateConfigSpec {
+	return &gatehousev1alpha1.HAProxyTemplateConfigSpec{
+		WatchedResources: map[string]gatehousev1alpha1.WatchedResource{
+			"ingresses": {APIVersion: "networking.k8s.io/v1", Resources: "ingresses",
+				FieldSelector: "spec.ingressClassName=haproxy", EnableValidationWebhook: true},
+			"classes": {APIVersion: "networking.k8s.io/v1", Resources: "ingressclasses",
+				LabelSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{"lb": "edge"}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}},
+		},
+		HAProxyConfig: gatehousev1alpha1.Template{Template: "global\n"},
+	}
+}
+
+func TestProposal(t *testing.T) {
+	c, errs := compileConfig(proposalSpec())
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	key := types.NamespacedName{Namespace: "lb-system", Name: "edge"}
+	// A Module without a host or namespace cache: namespaceLabels would
+	// panic, and must not be called for these watched resources.
+	m := &Module{}
+	st := &configState{key: key, scoped: map[string]bool{"ingresses": false, "classes": true}}
+
+	ing := func(name, class string) string {
+		return `{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":"` + name +
+			`","namespace":"app"},"spec":{"ingressClassName":"` + class + `"}}`
+	}
+	const (
+		generated = `{"metadata":{"generateName":"web-","namespace":"app"},"spec":{"ingressClassName":"haproxy"}}`
+		noMeta    = `{"spec":{"ingressClassName":"haproxy"}}`
+		edgeClass = `{"metadata":{"name":"haproxy","labels":{"lb":"edge"}}}`
+		bareClass = `{"metadata":{"name":"nginx"}}`
+	)
+	const notSelected = "not selected by lb-system/edge's watched resource ingresses"
+	cases := []struct {
+		name     string
+		watched  string
+		op       admissionv1.Operation
+		obj, old string
+		wantOp   render.Operation
+		// wantName and wantClass identify the object returned with an
+		// operation.
+		wantName, wantClass string
+		wantReason          string
+		wantErr             string // a prefix of the error
+	}{
+		{name: "create selected", watched: "ingresses", op: admissionv1.Create, obj: ing("web", "haproxy"),
+			wantOp: render.OperationCreate, wantName: "web", wantClass: "haproxy"},
+		{name: "create of another class", watched: "ingresses", op: admissionv1.Create, obj: ing("web", "nginx"),
+			wantReason: notSelected},
+		{name: "update selected", watched: "ingresses", op: admissionv1.Update, obj: ing("web", "haproxy"), old: ing("web", "haproxy"),
+			wantOp: render.OperationUpdate, wantName: "web", wantClass: "haproxy"},
+		{name: "update into the class", watched: "ingresses", op: admissionv1.Update, obj: ing("web", "haproxy"), old: ing("web", "nginx"),
+			wantOp: render.OperationUpdate, wantName: "web", wantClass: "haproxy"},
+		{name: "update out of the class deletes the old object", watched: "ingresses", op: admissionv1.Update,
+			obj: ing("web", "nginx"), old: ing("web", "haproxy"),
+			wantOp: render.OperationDelete, wantName: "web", wantClass: "haproxy"},
+		{name: "update never selected", watched: "ingresses", op: admissionv1.Update, obj: ing("web", "nginx"), old: ing("web", "traefik"),
+			wantReason: notSelected},
+		{name: "delete selected", watched: "ingresses", op: admissionv1.Delete, old: ing("web", "haproxy"),
+			wantOp: render.OperationDelete, wantName: "web", wantClass: "haproxy"},
+		{name: "delete of another class", watched: "ingresses", op: admissionv1.Delete, old: ing("web", "nginx"),
+			wantReason: notSelected},
+		{name: "delete without oldObject", watched: "ingresses", op: admissionv1.Delete,
+			wantErr: "a DELETE request without oldObject cannot be validated"},
+		{name: "connect", watched: "ingresses", op: admissionv1.Connect, obj: ing("web", "haproxy"),
+			wantReason: "operation CONNECT is not validated"},
+		{name: "malformed object", watched: "ingresses", op: admissionv1.Create, obj: `{"metadata":`,
+			wantErr: "failed to parse object"},
+		{name: "object not an object", watched: "ingresses", op: admissionv1.Create, obj: `["web"]`,
+			wantErr: "failed to parse object"},
+		{name: "malformed old object", watched: "ingresses", op: admissionv1.Update, obj: ing("web", "haproxy"), old: `{"metadata"`,
+			wantErr: "failed to parse old object"},
+		{name: "create without object", watched: "ingresses", op: admissionv1.Create,
+			wantErr: "failed to parse object"},
+		{name: "create without metadata", watched: "ingresses", op: admissionv1.Create, obj: noMeta,
+			wantErr: "metadata.name or metadata.generateName is required"},
+		{name: "generateName judged under its prefix", watched: "ingresses", op: admissionv1.Create, obj: generated,
+			wantOp: render.OperationCreate, wantName: "web-", wantClass: "haproxy"},
+		{name: "cluster-scoped selected by label, namespace selector ignored", watched: "classes", op: admissionv1.Create, obj: edgeClass,
+			wantOp: render.OperationCreate, wantName: "haproxy"},
+		{name: "cluster-scoped not selected by label", watched: "classes", op: admissionv1.Create, obj: bareClass,
+			wantReason: "not selected by lb-system/edge's watched resource classes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UID: "u", Operation: tc.op, Namespace: "app", Name: "web",
+			}}
+			if tc.obj != "" {
+				req.Object = runtime.RawExtension{Raw: []byte(tc.obj)}
+			}
+			if tc.old != "" {
+				req.OldObject = runtime.RawExtension{Raw: []byte(tc.old)}
+			}
+			op, obj, reason, err := m.proposal(st, c.watched[tc.watched], req)
+			if tc.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one starting with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("error: %v", err)
+			}
+			if op != tc.wantOp {
+				t.Fatalf("operation %q, want %q (reason %q)", op, tc.wantOp, reason)
+			}
+			if tc.wantOp == "" {
+				if reason != tc.wantReason || obj != nil {
+					t.Fatalf("reason %q object %v, want reason %q and no object", reason, obj, tc.wantReason)
+				}
+				return
+			}
+			meta, _ := obj["metadata"].(map[string]any)
+			spec, _ := obj["spec"].(map[string]any)
+			if meta["name"] != tc.wantName {
+				t.Errorf("object name %v, want %s", meta["name"], tc.wantName)
+			}
+			if tc.wantClass != "" && spec["ingressClassName"] != tc.wantClass {
+				t.Errorf("object class %v, want %s", spec["ingressClassName"], tc.wantClass)
+			}
+		})
+	}
+}
+
+// judgeSpec renders one frontend line per Ingress from its spec.line, and
+// fails the rendering for an Ingress named "refused". Its bind port comes
+// from extraContext.
+func judgeSpec() *gatehousev1alpha1.HAProxyTemplateConfigSpec {
+	return &gatehousev1alpha1.HAProxyTemplateConfigSpec{
+		WatchedResources: map[string]gatehousev1alpha1.WatchedResource{
+			"ingresses": {APIVersion: "networking.k8s.io/v1", Resources: "ingresses", EnableValidationWebhook: true},
+		},
+		HAProxyConfig: gatehousev1alpha1.Template{Template: `global
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend fe_http
+  bind :{{ .extraContext.port }}
+{{- range $ing := .resources.ingresses.List }}
+{{- if eq $ing.metadata.name "refused" }}{{ fail (printf "Ingress %s/%s is refused by the template" $ing.metadata.namespace $ing.metadata.name) }}{{ end }}
+  {{ $ing.spec.line }}
+{{- end }}
+  http-request return status 404
+`},
+		TemplatingSettings: gatehousev1alpha1.TemplatingSettings{ExtraContext: rawJSON(`{"port": 8080}`)},
+	}
+}
+
+func ingressWithLine(name, line string) map[string]any {
+	return map[string]any{
+		"metadata": map[string]any{"name": name, "namespace": "app"},
+		"spec":     map[string]any{"line": line},
+	}
+}
+
+func newChecker(t *testing.T, opts haproxy.Options) *haproxy.Checker {
+	t.Helper()
+	checker, err := haproxy.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checker
+}
+
+func judgeData(t *testing.T, c *compiled, objs ...map[string]any) render.Data {
+	t.Helper()
+	store, err := render.NewMemoryStore(c.watched["ingresses"].indexer, objs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return render.Data{Resources: map[string]render.Store{"ingresses": store}}
+}
+
+func TestJudge(t *testing.T) {
+	c, errs := compileConfig(judgeSpec())
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	const failedTests = "Validation tests failed: 1/1 tests failed\n\nFailed tests:\n\n- Test: t\n  Assertion failed: contains - no match"
+	cases := []struct {
+		name        string
+		objs        []map[string]any
+		failedTests string
+		expired     bool
+		wantDenial  string // exact; "" to admit
+		wantPrefix  string // a prefix of the denial instead
+		wantContent string // also contained in the denial
+		wantPhase   string
+		wantUndec   bool
+	}{
+		{name: "admitted", objs: []map[string]any{ingressWithLine("web", "http-request set-header X-A a")}},
+		{name: "empty store admitted"},
+		{name: "fail() is the denial", objs: []map[string]any{ingressWithLine("web", "http-request set-header X-A a"), ingressWithLine("refused", "")},
+			wantDenial: "Ingress app/refused is refused by the template", wantPhase: phaseRender},
+		{name: "haproxy rejects", objs: []map[string]any{ingressWithLine("web", "no_such_keyword here")},
+			wantPrefix: "haproxy -c rejects the rendered configuration:\n", wantContent: "[ALERT]", wantPhase: phaseHAProxy},
+		{name: "failed tests deny a valid rendering", objs: []map[string]any{ingressWithLine("web", "http-request set-header X-B b")},
+			failedTests: failedTests, wantDenial: failedTests, wantPhase: phaseTests},
+		{name: "haproxy's denial comes before the tests'", objs: []map[string]any{ingressWithLine("web", "no_such_keyword there")},
+			failedTests: failedTests, wantPrefix: "haproxy -c rejects the rendered configuration:\n", wantPhase: phaseHAProxy},
+		{name: "expired context is undecided", objs: []map[string]any{ingressWithLine("web", "http-request set-header X-C c")},
+			expired: true, wantUndec: true},
+		{name: "expired context is undecided, not a fail() denial", objs: []map[string]any{ingressWithLine("refused", "")},
+			expired: true, wantUndec: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Module{checker: newChecker(t, haproxy.Options{})}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if tc.expired {
+				var expire context.CancelFunc
+				ctx, expire = context.WithDeadline(ctx, time.Now().Add(-time.Second))
+				defer expire()
+			}
+			v := m.judge(ctx, c, judgeData(t, c, tc.objs...), tc.failedTests)
+			if tc.wantUndec {
+				if v.undecided == "" || v.denial != "" {
+					t.Fatalf("verdict %+v, want undecided and no denial", v)
+				}
+				return
+			}
+			if v.undecided != "" {
+				t.Fatalf("undecided: %s", v.undecided)
+			}
+			switch {
+			case tc.wantPrefix != "":
+				if !strings.HasPrefix(v.denial, tc.wantPrefix) {
+					t.Fatalf("denial %q, want one starting with %q", v.denial, tc.wantPrefix)
+				}
+			case v.denial != tc.wantDenial:
+				t.Fatalf("denial %q, want %q", v.denial, tc.wantDenial)
+			}
+			if !strings.Contains(v.denial, tc.wantContent) {
+				t.Fatalf("denial %q does not contain %q", v.denial, tc.wantContent)
+			}
+			if v.phase != tc.wantPhase {
+				t.Fatalf("phase %q, want %q", v.phase, tc.wantPhase)
+			}
+			if v.cached {
+				t.Fatalf("first verdict of a new checker is cached")
+			}
+		})
+	}
+}
+
+func TestJudgeSecondVerdictIsCached(t *testing.T) {
+	c, errs := compileConfig(judgeSpec())
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	for _, tc := range []struct {
+		name       string
+		line       string
+		wantDenial bool
+	}{
+		{"valid", "http-request set-header X-D d", false},
+		{"invalid", "no_such_keyword cached", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Module{checker: newChecker(t, haproxy.Options{})}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var verdicts []verdict
+			for range 2 {
+				// New stores each time: the cache is keyed by the
+				// rendering, not by the data's identity.
+				verdicts = append(verdicts, m.judge(ctx, c, judgeData(t, c, ingressWithLine("web", tc.line)), ""))
+			}
+			first, second := verdicts[0], verdicts[1]
+			if first.undecided != "" || second.undecided != "" {
+				t.Fatalf("undecided: %+v %+v", first, second)
+			}
+			if (first.denial != "") != tc.wantDenial || first.denial != second.denial || first.phase != second.phase {
+				t.Fatalf("verdicts differ or are wrong: %+v then %+v", first, second)
+			}
+			if first.cached || !second.cached {
+				t.Fatalf("cached %v then %v, want false then true", first.cached, second.cached)
+			}
+		})
+	}
+}
+
+func TestJudgeSlowHAProxyIsUndecidedAtTheDeadline(t *testing.T) {
+	c, errs := compileConfig(judgeSpec())
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	script := filepath.Join(t.TempDir(), "haproxy")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := &Module{checker: newChecker(t, haproxy.Options{Binary: script})}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	v := m.judge(ctx, c, judgeData(t, c, ingressWithLine("web", "http-request set-header X-E e")), "")
+	// A bound against a hang, not a performance assertion.
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Fatalf("judge took %v with a 300ms deadline", elapsed)
+	}
+	if v.undecided == "" || v.denial != "" {
+		t.Fatalf("verdict %+v, want undecided and no denial", v)
+	}
+}
+
+func TestBounded(t *testing.T) {
+	const more = "... (cut)"
+	fixed := []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"", 10, ""},
+		{"short", 10, "short"},
+		{"exactly-10", 10, "exactly-10"},
+		{strings.Repeat("a", 100), 20, strings.Repeat("a", 11) + more},
+		{strings.Repeat("a", 100), 9, more},
+		// Trailing blanks before the cut are dropped.
+		{"abc   \n defghijklmnop", 15, "abc" + more},
+		// é is two bytes: the cut at byte 11 would split the sixth.
+		{strings.Repeat("é", 50), 20, strings.Repeat("é", 5) + more},
+	}
+	for _, tc := range fixed {
+		if got := bounded(tc.s, tc.n); got != tc.want {
+			t.Errorf("bounded(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+	for _, s := range []string{
+		strings.Repeat("é", 60), strings.Repeat("€", 40), strings.Repeat("𝄞", 30),
+		"ascii then " + strings.Repeat("日本語", 20), strings.Repeat("a€𝄞é", 15),
+	} {
+		for n := len(more); n < len(s)+2; n++ {
+			got := bounded(s, n)
+			if len(s) <= n {
+				if got != s {
+					t.Fatalf("bounded(%q, %d) changed a string that fits: %q", s, n, got)
+				}
+				continue
+			}
+			kept, ok := strings.CutSuffix(got, more)
+			if !ok || len(got) > n || !utf8.ValidString(got) || !strings.HasPrefix(s, kept) || len(got) < n-utf8.UTFMax+1 {
+				t.Fatalf("bounded(%q, %d) = %q (%d bytes)", s, n, got, len(got))
+			}
+		}
+	}
+}

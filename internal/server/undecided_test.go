@@ -1,0 +1,80 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/server"
+)
+
+// An undecided admission is a failed call, not an answer: HTTP 503 with a
+// Status body, so that the API server applies the webhook's failurePolicy at
+// once. Warn mode leaves it alone (it is not a denial).
+func TestUndecidedIsAnswered503WithAStatus(t *testing.T) {
+	undecided := func(ctx context.Context, req admission.Request) admission.Response {
+		return module.Undecided("queue too long")
+	}
+	cases := []struct {
+		name, hook, path string
+		mode             module.Enforcement
+	}{
+		{"enforce", "undecided.test", "/undecided", module.Enforce},
+		{"warn", "undecided-warn.test", "/undecided-warn", module.Warn},
+	}
+	h := start(t, nil, func(s *server.Server) {
+		for _, tc := range cases {
+			s.Admission("test", validating(tc.hook, tc.path, undecided), tc.mode)
+		}
+	})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errored := metrics.Requests.WithLabelValues(tc.hook, "test", "CREATE", metrics.DecisionErrored)
+			before := testutil.ToFloat64(errored)
+			resp, err := h.client.Post(h.url+tc.path, "application/json", bytes.NewReader(review("uid-503", admissionv1.Create)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var raw map[string]any
+			var status metav1.Status
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("HTTP %d, want 503: %s", resp.StatusCode, body)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+			if err := json.Unmarshal(body, &raw); err != nil {
+				t.Fatalf("body is not JSON: %v: %s", err, body)
+			}
+			if err := json.Unmarshal(body, &status); err != nil {
+				t.Fatalf("body is not a Status: %v: %s", err, body)
+			}
+			if status.Kind != "Status" || status.APIVersion != "v1" || status.Code != http.StatusServiceUnavailable ||
+				status.Message != "queue too long" || status.Status != metav1.StatusFailure ||
+				status.Reason != metav1.StatusReasonServiceUnavailable {
+				t.Fatalf("status %+v, want kind Status, apiVersion v1, code 503, message %q: %s", status, "queue too long", body)
+			}
+			if _, ok := raw["response"]; ok {
+				t.Fatalf("a 503 carries an AdmissionReview response: %s", body)
+			}
+			if after := testutil.ToFloat64(errored); after != before+1 {
+				t.Fatalf("errored decisions went from %v to %v", before, after)
+			}
+		})
+	}
+}
