@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -21,8 +22,18 @@ func main() {
 	defer stop()
 
 	var names []string
+	missingHAProxy := ""
 	for _, m := range catalogue.All() {
+		if m.Name() == "configcheck" {
+			if err := haproxyInstalled(); err != nil {
+				missingHAProxy = err.Error()
+				continue
+			}
+		}
 		names = append(names, m.Name())
+	}
+	if missingHAProxy != "" {
+		fmt.Fprintln(os.Stderr, "gatehouse: configcheck is left out:", missingHAProxy)
 	}
 	extra := strings.Fields(os.Getenv("GATEHOUSE_ARGS"))
 	fmt.Println("gatehouse: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, fake nodes and gatehouse (modules:", strings.Join(names, ", ")+")")
@@ -44,6 +55,9 @@ gatehouse: kubeconfig written to .gatehouse/kubeconfig; try
     bin/kubectl --kubeconfig .gatehouse/kubeconfig get validatingwebhookconfigurations
 gatehouse: ready
 `, env.URL)
+	if missingHAProxy != "" {
+		fmt.Fprintln(os.Stderr, "gatehouse: configcheck is not running:", missingHAProxy)
+	}
 
 	code := 0
 	select {
@@ -59,4 +73,16 @@ gatehouse: ready
 	}
 	fmt.Println("gatehouse: stopped")
 	os.Exit(code)
+}
+
+// haproxyInstalled says how to install haproxy when configcheck cannot find
+// it (it runs haproxy -c on every rendering).
+func haproxyInstalled() error {
+	if _, err := exec.LookPath("haproxy"); err == nil {
+		return nil
+	}
+	if _, err := os.Stat("/usr/sbin/haproxy"); err == nil {
+		return nil
+	}
+	return fmt.Errorf("haproxy is not installed; install Debian's package (sudo apt-get install haproxy) and run make run again")
 }

@@ -73,6 +73,12 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 		countPhase(phaseStructure, "unselected")
 		return admission.Allowed(reason)
 	}
+	if st.unchanged(w, op, obj) {
+		// What the templates see would not change, so neither would the
+		// rendering: refusing the change could protect nothing.
+		HAProxyChecks.WithLabelValues("unchanged").Inc()
+		return admission.Allowed("what the templates see is unchanged")
+	}
 	if !st.synced() {
 		countUndecided("not-synced")
 		return module.Undecided(fmt.Sprintf("configcheck: the watched resources of HAProxyTemplateConfig %s are still loading; try again in a moment", st.key))
@@ -146,6 +152,10 @@ func (m *Module) proposal(st *configState, w *watchedSpec, req admission.Request
 		if err := checkStructure(obj); err != nil {
 			return "", nil, "", err
 		}
+		obj = w.stored(obj)
+		if old != nil {
+			old = w.stored(old)
+		}
 		if obj["metadata"].(map[string]any)["name"] == nil {
 			// A generated name is not known yet; judge the object under
 			// its prefix, which no other object has.
@@ -166,7 +176,7 @@ func (m *Module) proposal(st *configState, w *watchedSpec, req admission.Request
 			return "", nil, "", errors.New("a DELETE request without oldObject cannot be validated")
 		}
 		if selected(old) {
-			return render.OperationDelete, old, "", nil
+			return render.OperationDelete, w.stored(old), "", nil
 		}
 		return "", nil, fmt.Sprintf("not selected by %s's watched resource %s", st.key, w.name), nil
 	}
@@ -290,6 +300,9 @@ func bounded(s string, n int) string {
 		return s
 	}
 	const more = "... (cut)"
+	if n <= len(more) {
+		return s[:0] + more[:max(n, 0)]
+	}
 	cut := n - len(more)
 	for cut > 0 && !utf8Start(s[cut]) {
 		cut--

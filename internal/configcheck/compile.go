@@ -49,6 +49,25 @@ type watchedSpec struct {
 	nsSel    labels.Selector // nil: every namespace
 	nsSelAPI *metav1.LabelSelector
 	webhook  bool
+	// ignore are the fields removed from every object before it is stored
+	// or overlaid (watchedResourcesIgnoreFields and the fields that change
+	// on every write).
+	ignore []render.FieldPath
+}
+
+// alwaysIgnored change on every write (resourceVersion) or are large and
+// never templated (managedFields): no template sees them, so a change to
+// them alone never alters a rendering.
+var alwaysIgnored = []string{"metadata.managedFields", "metadata.resourceVersion"}
+
+// stored is obj as the store holds it: normalized (a copy) and without the
+// ignored fields.
+func (w *watchedSpec) stored(obj map[string]any) map[string]any {
+	out := render.NormalizeObject(obj)
+	for _, p := range w.ignore {
+		p.Delete(out)
+	}
+	return out
 }
 
 // compileConfig validates spec and compiles it. It is pure: the webhook
@@ -59,6 +78,11 @@ func compileConfig(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) (*compiled
 	var errs field.ErrorList
 	watched, werrs := compileWatched(root.Child("watchedResources"), spec.WatchedResources)
 	errs = append(errs, werrs...)
+	ignore, ierrs := compileIgnoreFields(root.Child("watchedResourcesIgnoreFields"), spec.WatchedResourcesIgnoreFields)
+	errs = append(errs, ierrs...)
+	for _, w := range watched {
+		w.ignore = ignore
+	}
 	c.watched = watched
 	errs = append(errs, validateOutputNames(root, spec)...)
 	errs = append(errs, validateWebhookSettings(root.Child("validationWebhook"), spec.ValidationWebhook)...)
@@ -108,6 +132,20 @@ func compileWatched(path *field.Path, specs map[string]gatehousev1alpha1.Watched
 	return out, errs
 }
 
+func compileIgnoreFields(path *field.Path, fields []string) ([]render.FieldPath, field.ErrorList) {
+	var errs field.ErrorList
+	var out []render.FieldPath
+	for i, f := range append(append([]string(nil), alwaysIgnored...), fields...) {
+		p, err := render.ParseFieldPath(f)
+		if err != nil {
+			errs = append(errs, field.Invalid(path.Index(i-len(alwaysIgnored)), f, err.Error()))
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, errs
+}
+
 // templateName is what a watched resource may be called: templates reach it
 // as .resources.<name>, so it must be a Go template field name.
 var templateName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -152,15 +190,16 @@ func compileWatchedResource(path *field.Path, name string, spec gatehousev1alpha
 }
 
 // validateSecretsSelected refuses to watch every Secret of a cluster: a
-// Secret watched resource needs a label selector (the cache is then scoped in
-// the API server) or a namespace selector.
+// Secret watched resource needs a label selector, which scopes its cache in
+// the API server. A namespaceSelector is not enough: it filters objects
+// after they are cached.
 func validateSecretsSelected(path *field.Path, w *watchedSpec) field.ErrorList {
 	if w.gvr.Group != "" || w.gvr.Resource != "secrets" {
 		return nil
 	}
-	if w.labels.Empty() && w.nsSel == nil {
+	if w.labels.Empty() {
 		return field.ErrorList{field.Required(path.Child("labelSelector"),
-			"watching Secrets needs a labelSelector (or a namespaceSelector): Gatehouse never caches every Secret of a cluster")}
+			"watching Secrets needs a non-empty labelSelector: Gatehouse never caches every Secret of a cluster (a namespaceSelector filters only after caching)")}
 	}
 	return nil
 }

@@ -179,6 +179,9 @@ func TestCompileRefusesAndAccepts(t *testing.T) {
 		// Secrets are never all cached.
 		{name: "secrets without selectors", edit: secret(gatehousev1alpha1.WatchedResource{}),
 			wantField: "spec.watchedResources[secrets].labelSelector", wantType: field.ErrorTypeRequired, wantText: "never caches every Secret"},
+		{name: "secrets with only a namespaceSelector (it filters after caching)", edit: secret(gatehousev1alpha1.WatchedResource{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}}),
+			wantField: "spec.watchedResources[secrets].labelSelector", wantType: field.ErrorTypeRequired},
 		{name: "secrets with an empty labelSelector", edit: secret(gatehousev1alpha1.WatchedResource{LabelSelector: &metav1.LabelSelector{}}),
 			wantField: "spec.watchedResources[secrets].labelSelector", wantType: field.ErrorTypeRequired},
 		{name: "secrets with a labelSelector", edit: secret(gatehousev1alpha1.WatchedResource{

@@ -36,7 +36,7 @@ func (m *Module) liveStores(ctx context.Context, st *configState) (map[string]re
 				nsLabels[ns] = m.namespaceLabels(ns)
 			}
 			if f.spec.selects(item.Object, nsLabels[ns], f.clusterScoped) {
-				objs = append(objs, item.Object)
+				objs = append(objs, f.spec.stored(item.Object))
 			}
 		}
 		store, err := render.NewMemoryStore(f.spec.indexer, objs...)

@@ -12,11 +12,13 @@ import (
 )
 
 var (
-	// HAProxyChecks counts haproxy -c verdicts: run (valid or invalid) or
-	// reused from the checksum cache (cached).
+	// HAProxyChecks counts how admissions and publications got their
+	// haproxy -c verdict: run (valid or invalid), reused from the checksum
+	// cache (cached), or not needed because the change leaves what the
+	// templates see unchanged (unchanged).
 	HAProxyChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_haproxy_checks_total",
-		Help: "haproxy -c verdicts by result: valid, invalid (haproxy ran) or cached (an identical rendering's verdict reused).",
+		Help: "haproxy -c verdicts by result: valid, invalid (haproxy ran), cached (an identical rendering's verdict reused) or unchanged (the change leaves what the templates see as it is; nothing rendered).",
 	}, []string{"result"})
 	phaseSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gatehouse_configcheck_phase_seconds",

@@ -61,7 +61,11 @@ func (s fieldSelector) matches(obj map[string]any) bool {
 	for _, t := range s {
 		keys, err := t.path.IndexKeys(obj)
 		if err != nil {
-			return false // a map or a list equals no value
+			// A map or a list equals no value.
+			if !t.negated {
+				return false
+			}
+			continue
 		}
 		if (keys[0] == t.value) == t.negated {
 			return false

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -72,6 +73,25 @@ func (st *configState) stores() map[string]render.IndexedStore {
 		out[name] = s
 	}
 	return out
+}
+
+// unchanged says whether a CREATE or UPDATE of obj would leave w's store as
+// it is: the same object is already stored (a re-apply, or a change to
+// ignored fields only). A DELETE always renders: an object missing from the
+// store may only be late to arrive in it.
+func (st *configState) unchanged(w *watchedSpec, op render.Operation, obj map[string]any) bool {
+	f := st.feeds[w.name]
+	if f == nil || !f.synced() {
+		return false
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	namespace, _ := meta["namespace"].(string)
+	name, _ := meta["name"].(string)
+	if op == render.OperationDelete {
+		return false
+	}
+	stored, ok := f.store.Get(namespace, name)
+	return ok && equality.Semantic.DeepEqual(stored, obj)
 }
 
 // failedTests is the embedded tests' denial, or "" when they passed.

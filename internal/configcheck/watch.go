@@ -223,7 +223,7 @@ func (f *feed) upsert(obj any) {
 		return
 	}
 	if f.selects(u.Object, u.GetNamespace()) {
-		if err := f.store.Upsert(u.Object); err != nil {
+		if err := f.store.Upsert(f.spec.stored(u.Object)); err != nil {
 			logf.FromContext(f.watch.set.ctx).Error(err, "store of a watched resource", "watched", f.spec.name,
 				"namespace", u.GetNamespace(), "name", u.GetName())
 		}

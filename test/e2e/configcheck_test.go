@@ -68,17 +68,17 @@ func startConfigcheck(t *testing.T) *configcheckEnv {
 	return e
 }
 
-func exampleConfig(t *testing.T) *gatehousev1alpha1.HAProxyTemplateConfig {
+func exampleConfig(t testing.TB) *gatehousev1alpha1.HAProxyTemplateConfig {
 	t.Helper()
 	data, err := os.ReadFile("../../examples/configcheck/config.yaml")
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
+		if err = yaml.UnmarshalStrict(data, cfg); err == nil {
+			return cfg
+		}
 	}
-	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	t.Fatal(err)
+	return nil
 }
 
 func (e *configcheckEnv) waitFor(what string, check func() error) {
@@ -217,19 +217,38 @@ func TestConfigcheckAdmission(t *testing.T) {
 		})
 	})
 
-	t.Run("a label-only UPDATE is decided from the checksum cache", func(t *testing.T) {
+	t.Run("an annotation-only UPDATE is decided from the checksum cache", func(t *testing.T) {
 		before := testutil.ToFloat64(configcheck.HAProxyChecks.WithLabelValues("cached"))
 		ing := &networkingv1.Ingress{}
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.app, Name: "web"}, ing); err != nil {
 			t.Fatal(err)
 		}
-		ing.Labels = map[string]string{"team": "blue"}
+		ing.Annotations = map[string]string{"owner": "team-blue"}
 		if err := e.c.Update(ctx, ing); err != nil {
 			t.Fatal(err)
 		}
 		if after := testutil.ToFloat64(configcheck.HAProxyChecks.WithLabelValues("cached")); after <= before {
 			t.Fatalf("cached haproxy verdicts: %v before, %v after; want an increase", before, after)
 		}
+	})
+
+	t.Run("a label-only UPDATE is admitted without rendering (the config ignores labels)", func(t *testing.T) {
+		e.waitFor("the store holds the annotated Ingress", func() error {
+			ing := &networkingv1.Ingress{}
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.app, Name: "web"}, ing); err != nil {
+				return err
+			}
+			before := testutil.ToFloat64(configcheck.HAProxyChecks.WithLabelValues("unchanged"))
+			renders := renderCount()
+			ing.Labels = map[string]string{"team": fmt.Sprint("blue-", randSuffix())}
+			if err := e.c.Update(ctx, ing); err != nil {
+				return err
+			}
+			if after := testutil.ToFloat64(configcheck.HAProxyChecks.WithLabelValues("unchanged")); after <= before || renderCount() != renders {
+				return fmt.Errorf("unchanged verdicts %v -> %v, renders %v -> %v", before, after, renders, renderCount())
+			}
+			return nil
+		})
 	})
 
 	t.Run("an Ingress of another class is admitted without rendering", func(t *testing.T) {

@@ -42,6 +42,17 @@ type HAProxyTemplateConfigSpec struct {
 	// +required
 	WatchedResources map[string]WatchedResource `json:"watchedResources"`
 
+	// WatchedResourcesIgnoreFields are removed from every watched object
+	// before templates see it (paths as in indexBy), to save memory and to
+	// make changes to them free: a change that touches only ignored fields
+	// leaves what the templates see unchanged, so it is admitted without
+	// rendering. metadata.managedFields and metadata.resourceVersion are
+	// always removed. Example: [metadata.labels] when no template reads
+	// labels.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	WatchedResourcesIgnoreFields []string `json:"watchedResourcesIgnoreFields,omitempty"`
+
 	// TemplateSnippets are named templates, included with render "name" or
 	// renderGlob "prefix-*" (name order).
 	// +optional

@@ -99,6 +99,11 @@ func (in *HAProxyTemplateConfigSpec) DeepCopyInto(out *HAProxyTemplateConfigSpec
 			(*out)[key] = *val.DeepCopy()
 		}
 	}
+	if in.WatchedResourcesIgnoreFields != nil {
+		in, out := &in.WatchedResourcesIgnoreFields, &out.WatchedResourcesIgnoreFields
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.TemplateSnippets != nil {
 		in, out := &in.TemplateSnippets, &out.TemplateSnippets
 		*out = make(map[string]Template, len(*in))

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"text/template"
 	"text/template/parse"
 )
@@ -171,7 +173,7 @@ type goTemplateRenderer struct {
 }
 
 func (r *goTemplateRenderer) Render(ctx context.Context, data Data) (Output, error) {
-	run, err := r.startRun(ctx, data)
+	texts, err := r.renderOutputs(ctx, data)
 	if err != nil {
 		return Output{}, err
 	}
@@ -180,12 +182,8 @@ func (r *goTemplateRenderer) Render(ctx context.Context, data Data) (Output, err
 		Files: make(map[string]string),
 		Certs: make(map[string]string),
 	}
-	for _, source := range r.outputs {
-		text, err := run.execute(source.internal)
-		if err != nil {
-			return Output{}, &RenderError{Template: source.display, Err: err}
-		}
-		text = withOneTrailingNewline(text)
+	for i, source := range r.outputs {
+		text := withOneTrailingNewline(texts[i])
 		switch source.kind {
 		case haproxyConfigOutput:
 			output.HAProxyConfig = text
@@ -198,6 +196,44 @@ func (r *goTemplateRenderer) Render(ctx context.Context, data Data) (Output, err
 		}
 	}
 	return output, nil
+}
+
+// renderOutputs renders every output, in parallel up to GOMAXPROCS (each in
+// a run of its own: a run's render depth is not shared), and returns the
+// texts in output order. The error is that of the first failing output in
+// that order, so it does not depend on scheduling.
+func (r *goTemplateRenderer) renderOutputs(ctx context.Context, data Data) ([]string, error) {
+	texts := make([]string, len(r.outputs))
+	errs := make([]error, len(r.outputs))
+	workers := min(runtime.GOMAXPROCS(0), len(r.outputs))
+	next := make(chan int, len(r.outputs))
+	for i := range r.outputs {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				run, err := r.startRun(ctx, data)
+				if err == nil {
+					texts[i], err = run.execute(r.outputs[i].internal)
+				}
+				if err != nil {
+					errs[i] = &RenderError{Template: r.outputs[i].display, Err: err}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return texts, nil
 }
 
 // templateRun is one rendering: a clone of the template set whose render

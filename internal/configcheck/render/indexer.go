@@ -253,3 +253,30 @@ func parseBracket(s string, open int) (pathStep, int, error) {
 	}
 	return pathStep{index: index, isIndex: true}, closing, nil
 }
+
+// FieldPath is a path written as an indexBy expression, used to remove a
+// field from objects (watchedResourcesIgnoreFields).
+type FieldPath struct {
+	steps []pathStep
+}
+
+// ParseFieldPath reads a path as NewIndexer reads indexBy expressions.
+func ParseFieldPath(expression string) (FieldPath, error) {
+	steps, err := parseIndexExpression(expression)
+	if err != nil {
+		return FieldPath{}, fmt.Errorf("%q: %w", expression, err)
+	}
+	if steps[len(steps)-1].isIndex {
+		return FieldPath{}, fmt.Errorf("%q: the path must end with a field, not a list index", expression)
+	}
+	return FieldPath{steps: steps}, nil
+}
+
+// Delete removes the field at p from obj, if present. It changes obj: call
+// it on a copy (NormalizeObject returns one).
+func (p FieldPath) Delete(obj map[string]any) {
+	parent := lookupPath(obj, p.steps[:len(p.steps)-1])
+	if m, ok := parent.(map[string]any); ok {
+		delete(m, p.steps[len(p.steps)-1].field)
+	}
+}

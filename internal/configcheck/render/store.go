@@ -308,3 +308,15 @@ func withoutIdentity(objs []map[string]any, id identity) []map[string]any {
 	out = append(out, objs[:i]...)
 	return append(out, objs[i+1:]...)
 }
+
+// Get returns the stored object with that namespace and name.
+func (s *MemoryStore) Get(namespace, name string) (map[string]any, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	all := s.buckets[0][""]
+	i, found := searchIdentity(all, identity{namespace: namespace, name: name})
+	if !found {
+		return nil, false
+	}
+	return all[i], true
+}

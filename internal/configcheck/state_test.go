@@ -1,0 +1,72 @@
+package configcheck
+
+import (
+	"testing"
+
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// syncedRegistration stands in for the informer's handler of a feed whose
+// store the test fills itself.
+type syncedRegistration struct {
+	toolscache.ResourceEventHandlerRegistration
+}
+
+func (syncedRegistration) HasSynced() bool { return true }
+
+func TestUnchangedComparesWhatTheTemplatesSee(t *testing.T) {
+	spec := loadExample(t)
+	c, errs := compileConfig(&spec.Spec)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	w := c.watched["ingresses"]
+	store, err := render.NewMemoryStore(w.indexer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]any{
+		"metadata": map[string]any{"namespace": "app", "name": "web", "labels": map[string]any{"team": "a"},
+			"annotations": map[string]any{"owner": "x"}, "resourceVersion": "1"},
+		"spec": map[string]any{"ingressClassName": "haproxy"},
+	}
+	if err := store.Upsert(w.stored(stored)); err != nil {
+		t.Fatal(err)
+	}
+	f := &feed{spec: w, store: store, reg: syncedRegistration{}}
+	st := &configState{feeds: map[string]*feed{"ingresses": f}}
+
+	with := func(edit func(meta map[string]any)) map[string]any {
+		obj := render.NormalizeObject(stored)
+		edit(obj["metadata"].(map[string]any))
+		return w.stored(obj)
+	}
+	cases := []struct {
+		name string
+		op   render.Operation
+		obj  map[string]any
+		want bool
+	}{
+		{"a re-apply", render.OperationUpdate, with(func(map[string]any) {}), true},
+		{"labels only (ignored by the example)", render.OperationUpdate, with(func(m map[string]any) { m["labels"] = map[string]any{"team": "b"} }), true},
+		{"resourceVersion only (always ignored)", render.OperationUpdate, with(func(m map[string]any) { m["resourceVersion"] = "2" }), true},
+		{"an annotation (templates may read it)", render.OperationUpdate, with(func(m map[string]any) { m["annotations"] = map[string]any{"owner": "y"} }), false},
+		{"another object", render.OperationCreate, with(func(m map[string]any) { m["name"] = "web2" }), false},
+		{"a delete always renders", render.OperationDelete, with(func(map[string]any) {}), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := st.unchanged(w, tc.op, tc.obj); got != tc.want {
+				t.Fatalf("unchanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("a store not synced is not trusted", func(t *testing.T) {
+		unsynced := &configState{feeds: map[string]*feed{"ingresses": {spec: w, store: store}}}
+		if unsynced.unchanged(w, render.OperationUpdate, with(func(map[string]any) {})) {
+			t.Fatal("unchanged from a store that has not synced")
+		}
+	})
+}
