@@ -165,10 +165,12 @@ func (cb *ccBench) admit(b *testing.B, body []byte) {
 // floor, one haproxy -c of the published rendering of the same 1,000:
 //
 //   - miss: a new host each time, so a new rendering and a haproxy -c run;
+//
 //   - hit: the same Ingress each time, so the checksum cache answers;
+//
 //   - haproxy-c: the floor, exec of haproxy -c on the published files.
 //
-//	go test ./test/e2e -run '^$' -bench ConfigcheckAdmission1000 -benchtime 30x -count 3
+//     go test ./test/e2e -run '^$' -bench ConfigcheckAdmission1000 -benchtime 30x -count 3
 func BenchmarkConfigcheckAdmission1000(b *testing.B) {
 	cb := startConfigcheckBench(b)
 	dir := b.TempDir()
