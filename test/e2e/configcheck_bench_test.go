@@ -254,6 +254,7 @@ func BenchmarkConfigcheckBurst50(b *testing.B) {
 	cb := startConfigcheckBench(b)
 	ctx := context.Background()
 	var lat []time.Duration
+	b.ResetTimer()
 	for round := range b.N {
 		var (
 			mu   sync.Mutex
