@@ -253,6 +253,7 @@ func TestHelmLint(t *testing.T) {
 		{"certificates.mode=secret", "certificates.secret.name=tls", "webhooks.mode=static", "certificates.secret.caBundle=" + base64.StdEncoding.EncodeToString([]byte("ca"))},
 		{"modules.nodegroup.enabled=false", "metrics.serviceMonitor.enabled=true"},
 		{"modules.placement.enabled=true", "modules.placement.ownerResources[0].apiGroup=kubevirt.io", "modules.placement.ownerResources[0].resources={virtualmachineinstances}"},
+		{"modules.configcheck.enabled=true", "modules.configcheck.watchedResources[0].apiGroup=", "modules.configcheck.watchedResources[0].resources={configmaps}"},
 	} {
 		args := []string{"lint", "--strict", "charts/gatehouse"}
 		for _, s := range set {
@@ -378,7 +379,7 @@ func TestHelmDefaults(t *testing.T) {
 func TestHelmCertManagerStatic(t *testing.T) {
 	ns := namespace(t, "helm-certmanager")
 	// Every module on, as in config/default, whose webhooks are compared.
-	objs := renderChart(t, ns, "certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true")
+	objs := renderChart(t, ns, "certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true", "modules.configcheck.enabled=true")
 	hooks := renderedWebhooks(t, objs, ns)
 	var names []string
 	for name, cc := range hooks {
@@ -417,7 +418,7 @@ func TestHelmCertManagerStatic(t *testing.T) {
 	}
 	secret := helmRelease + "-gatehouse-serving-cert"
 	args := deploymentArgs(t, objs)
-	wantArgs(t, args, "--modules=nodegroup,placement,pvsafe", "--enforcement=nodegroup=enforce,placement=enforce,pvsafe=enforce", "--cert-secret="+ns+"/"+secret)
+	wantArgs(t, args, "--modules=configcheck,nodegroup,placement,pvsafe", "--enforcement=configcheck=enforce,nodegroup=enforce,placement=enforce,pvsafe=enforce", "--cert-secret="+ns+"/"+secret)
 	for _, a := range args {
 		if strings.HasPrefix(a, "--webhook-service") || a == "--leader-elect" || a == "--self-managed-certs" {
 			t.Errorf("Deployment arg %q in static cert-manager mode", a)
@@ -619,4 +620,34 @@ func TestHelmPlacementModule(t *testing.T) {
 	if !found {
 		t.Fatalf("no list/watch rule for kubevirt.io virtualmachineinstances in %+v", role.Rules)
 	}
+}
+
+// configcheck is off by default; enabled, it passes --modules, grants
+// get/list/watch on the extra watched kinds the values name, and gives the
+// read-only container a writable /tmp for haproxy -c.
+func TestHelmConfigcheckModule(t *testing.T) {
+	objs := renderChart(t, "gatehouse-system")
+	if mounts := findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].VolumeMounts; len(mounts) != 0 {
+		t.Fatalf("configcheck off, yet volume mounts %+v", mounts)
+	}
+	objs = renderChart(t, namespace(t, "helm-configcheck"), "modules.configcheck.enabled=true",
+		"modules.configcheck.watchedResources[0].apiGroup=", "modules.configcheck.watchedResources[0].resources={configmaps}")
+	deployment := findObject[appsv1.Deployment](t, objs, "Deployment")
+	container := deployment.Spec.Template.Spec.Containers[0]
+	wantArgs(t, container.Args, "--modules=configcheck,nodegroup,pvsafe")
+	if len(container.VolumeMounts) != 1 || container.VolumeMounts[0].MountPath != "/tmp" ||
+		len(deployment.Spec.Template.Spec.Volumes) != 1 || deployment.Spec.Template.Spec.Volumes[0].EmptyDir == nil {
+		t.Fatalf("want an emptyDir at /tmp: mounts %+v, volumes %+v", container.VolumeMounts, deployment.Spec.Template.Spec.Volumes)
+	}
+	role := findObject[rbacv1.ClusterRole](t, objs, "ClusterRole")
+	found := false
+	for _, r := range role.Rules {
+		if slices.Equal(r.APIGroups, []string{""}) && slices.Equal(r.Resources, []string{"configmaps"}) && slices.Equal(r.Verbs, []string{"get", "list", "watch"}) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no get/list/watch rule for configmaps in %+v", role.Rules)
+	}
+	dryRunApply(t, objs)
 }
