@@ -1,8 +1,8 @@
 package nodegroup
 
 import (
-	"slices"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
