@@ -11,8 +11,12 @@ import (
 )
 
 // maxWarningLength keeps each warning within what the API server passes on
-// whole (it may truncate warnings over 256 characters).
-const maxWarningLength = 256
+// whole (it may truncate warnings over 256 characters), and maxWarningsTotal
+// all of a response's warnings (it drops those past 4 KB).
+const (
+	maxWarningLength = 256
+	maxWarningsTotal = 4096
+)
 
 // Apply enforces e on a validating decision. In Warn mode a policy denial
 // becomes an admission with the denial text as warnings; errors (a failure to
@@ -41,7 +45,9 @@ func IsDenial(resp admission.Response) bool {
 // first saying which module would have denied.
 func denialWarnings(moduleName, message string) []string {
 	out := []string{fmt.Sprintf("%s (enforcement: warn) would deny this request:", moduleName)}
-	for _, line := range strings.Split(message, "\n") {
+	total := len(out[0])
+	lines := strings.Split(message, "\n")
+	for i, line := range lines {
 		line = strings.TrimRight(line, " \t")
 		if strings.TrimSpace(line) == "" {
 			continue
@@ -49,6 +55,12 @@ func denialWarnings(moduleName, message string) []string {
 		if len(line) > maxWarningLength {
 			line = line[:maxWarningLength-3] + "..."
 		}
+		// Keep room for the line saying how many were left out.
+		if total+len(line) > maxWarningsTotal-64 {
+			out = append(out, fmt.Sprintf("... %d more lines of the denial left out (warnings are limited to 4 KB)", countNonEmpty(lines[i:])))
+			break
+		}
+		total += len(line)
 		out = append(out, line)
 	}
 	return out
@@ -69,4 +81,14 @@ func Undecided(reason string) admission.Response {
 func IsUndecided(resp admission.Response) bool {
 	return !resp.Allowed && resp.Result != nil && resp.Result.Code == http.StatusServiceUnavailable &&
 		resp.Result.Reason == metav1.StatusReasonServiceUnavailable
+}
+
+func countNonEmpty(lines []string) int {
+	n := 0
+	for _, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			n++
+		}
+	}
+	return n
 }

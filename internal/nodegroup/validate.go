@@ -250,9 +250,23 @@ func validateTopologyManager(k *v1.KubeletSpec) field.ErrorList {
 // runtime the nodes run, so spelling out the default type is not a change.
 func validateCRIChangeOnCustomContainerd(old, ng *v1.NodeGroup, defaultCRI string, nodes []string) field.ErrorList {
 	if len(nodes) > 0 && effectiveCRI(old, defaultCRI) != effectiveCRI(ng, defaultCRI) {
-		return field.ErrorList{field.Forbidden(criPath.Child("type"), fmt.Sprintf(msgCustomContainerd, strings.Join(sorted(nodes), ", ")))}
+		return field.ErrorList{field.Forbidden(criPath.Child("type"), fmt.Sprintf(msgCustomContainerd, nodeList(ng.Name, nodes)))}
 	}
 	return nil
+}
+
+// maxListedNodes bounds the nodes a denial names: a group of a thousand
+// nodes gets the first ones and the command that lists them all.
+const maxListedNodes = 10
+
+// nodeList names a group's custom-containerd nodes for check 13's message.
+func nodeList(group string, nodes []string) string {
+	names := sorted(nodes)
+	if len(names) <= maxListedNodes {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more (list them with: kubectl get node -l node.deckhouse.io/group=%s,%s=custom; nodes labelled %s=custom count too)",
+		strings.Join(names[:maxListedNodes], ", "), len(names)-maxListedNodes, group, customContainerdLabel, legacyCustomContainerdLabel)
 }
 
 // validateContainerdV2Nodes is check 14, on UPDATE: unsupported is the

@@ -1,6 +1,7 @@
 package nodegroup
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -227,4 +228,18 @@ func TestValidateConversionData(t *testing.T) {
 		{"an object", validateConversionData(map[string]string{v1.ConversionDataAnnotation: `{"v1":{}}`}), nil, nil},
 		{"absent", validateConversionData(nil), nil, nil},
 	})
+}
+
+// TestCustomContainerdDenialIsBounded: a group of 1,000 custom-containerd
+// nodes is refused naming the first ten and the command that lists all.
+func TestCustomContainerdDenialIsBounded(t *testing.T) {
+	var nodes []string
+	for i := range 1000 {
+		nodes = append(nodes, fmt.Sprintf("w-%04d", i))
+	}
+	got := nodeList("workers", nodes)
+	want := "w-0000, w-0001, w-0002, w-0003, w-0004, w-0005, w-0006, w-0007, w-0008, w-0009 and 990 more (list them with: kubectl get node -l node.deckhouse.io/group=workers,node.deckhouse.io/containerd-config=custom"
+	if !strings.HasPrefix(got, want) || len(got) > 512 {
+		t.Fatalf("got %d bytes: %s", len(got), got)
+	}
 }

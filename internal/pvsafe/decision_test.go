@@ -258,6 +258,40 @@ func TestDenialMessageForAClaim(t *testing.T) {
 	}
 }
 
+// TestDenialMessageIsBounded: a namespace of 500 risky claims is refused
+// with a message of a few KB (it was 220 KB) that names the first claims,
+// says how many more there are, and gives commands covering them all.
+func TestDenialMessageIsBounded(t *testing.T) {
+	v := Verdict{Reason: "Namespace 'big'"}
+	for i := range 500 {
+		claim := fmt.Sprintf("claim-%04d", i)
+		v.Risks = append(v.Risks, Risk{Namespace: "big", Claim: claim, Volume: "pv-" + claim, Reason: "volume pv-" + claim + " has reclaimPolicy Delete and no VolumeSnapshot"})
+	}
+	msg := denialMessage(v, target{resource: "namespace", name: "big"}, "")
+	if len(msg) > 4096 {
+		t.Fatalf("message of %d bytes:\n%s", len(msg), msg)
+	}
+	for _, want := range []string{
+		"500 PersistentVolumeClaim(s) would lose data:",
+		"  - claim-0009: volume pv-claim-0009 has reclaimPolicy Delete",
+		"  ... and 490 more; list the claims and their volumes with:\n       kubectl -n big get pvc -o custom-columns=",
+		`"persistentVolumeClaimName":"claim-0004"`,
+		"... and the same for the 495 other claims",
+		"kubectl patch pv pv-claim-0004 -p",
+		"... and 495 more volumes; for every bound claim of the namespace at once:\n       kubectl -n big get pvc -o jsonpath=",
+		"kubectl label namespace big pv-safe.io/force-delete=true",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	for _, unwanted := range []string{"claim-0010:", `"persistentVolumeClaimName":"claim-0005"`, "patch pv pv-claim-0005 "} {
+		if strings.Contains(msg, unwanted) {
+			t.Errorf("message names %q beyond the bound:\n%s", unwanted, msg)
+		}
+	}
+}
+
 // BenchmarkDecideNamespace1000 decides a namespace of 1,000 bound claims, half
 // of them risky, against the floor of listing the same claims.
 func BenchmarkDecideNamespace1000(b *testing.B) {

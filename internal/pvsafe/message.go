@@ -21,6 +21,15 @@ func (t target) kubectl(verb string, rest ...string) string {
 	return strings.Join(append(args, rest...), " ")
 }
 
+// A denial is read by a person in kubectl: it names the first risks and the
+// first commands, then says how many more there are and gives a command that
+// covers them all, so that a namespace of 500 risky claims gets a message of
+// a few KB, not hundreds.
+const (
+	maxListedRisks    = 10
+	maxListedCommands = 5
+)
+
 // denialMessage explains a denial and gives the concrete ways out, each with
 // the exact command. It starts with "DELETION BLOCKED:" so that it is easy to
 // spot in kubectl's output and in logs.
@@ -31,8 +40,12 @@ func denialMessage(v Verdict, t target, retainedClass string) string {
 		fmt.Fprintf(&b, "\nReason: %s.\n", v.Risks[0].Reason)
 	} else {
 		fmt.Fprintf(&b, "\n%d PersistentVolumeClaim(s) would lose data:\n", len(v.Risks))
-		for _, r := range v.Risks {
+		for _, r := range v.Risks[:min(len(v.Risks), maxListedRisks)] {
 			fmt.Fprintf(&b, "  - %s: %s\n", r.Claim, r.Reason)
+		}
+		if more := len(v.Risks) - maxListedRisks; more > 0 {
+			fmt.Fprintf(&b, "  ... and %d more; list the claims and their volumes with:\n       kubectl -n %s get pvc -o custom-columns=CLAIM:.metadata.name,VOLUME:.spec.volumeName,CLASS:.spec.storageClassName\n",
+				more, v.Risks[0].Namespace)
 		}
 	}
 
@@ -53,16 +66,27 @@ func denialMessage(v Verdict, t target, retainedClass string) string {
 	}
 	if len(withClaim) > 0 {
 		fmt.Fprintf(&b, "  %d. Snapshot the data and wait until the snapshot is readyToUse (the class must retain it), then delete again:\n", n)
-		for _, r := range withClaim {
+		for _, r := range withClaim[:min(len(withClaim), maxListedCommands)] {
 			fmt.Fprintf(&b, "       kubectl -n %s apply -f - <<<'{\"apiVersion\":\"snapshot.storage.k8s.io/v1\",\"kind\":\"VolumeSnapshot\",\"metadata\":{\"name\":\"%s-before-delete\"},\"spec\":{\"volumeSnapshotClassName\":\"%s\",\"source\":{\"persistentVolumeClaimName\":\"%s\"}}}'\n",
 				r.Namespace, r.Claim, class, r.Claim)
+		}
+		if more := len(withClaim) - maxListedCommands; more > 0 {
+			fmt.Fprintf(&b, "       ... and the same for the %d other claims\n", more)
 		}
 		n++
 	}
 	if len(volumes) > 0 {
 		fmt.Fprintf(&b, "  %d. Keep the volume after the deletion by setting its reclaim policy to Retain:\n", n)
-		for _, r := range volumes {
+		for _, r := range volumes[:min(len(volumes), maxListedCommands)] {
 			fmt.Fprintf(&b, "       kubectl patch pv %s -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'\n", r.Volume)
+		}
+		if more := len(volumes) - maxListedCommands; more > 0 {
+			if t.resource == "namespace" {
+				fmt.Fprintf(&b, "       ... and %d more volumes; for every bound claim of the namespace at once:\n       kubectl -n %s get pvc -o jsonpath='{range .items[*]}{.spec.volumeName}{\"\\n\"}{end}' | xargs -r -I{} kubectl patch pv {} -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'\n",
+					more, t.name)
+			} else {
+				fmt.Fprintf(&b, "       ... and the same for the %d other volumes\n", more)
+			}
 		}
 		n++
 	}

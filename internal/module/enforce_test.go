@@ -1,0 +1,50 @@
+package module
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+func TestWarnModeKeepsWarningsWithinTheAPIServersLimits(t *testing.T) {
+	var lines []string
+	for i := range 500 {
+		lines = append(lines, fmt.Sprintf("  - claim-%04d: %s", i, strings.Repeat("x", 300)))
+	}
+	resp, warned := Warn.Apply("pvsafe", admission.Denied(strings.Join(lines, "\n")))
+	if !warned || !resp.Allowed {
+		t.Fatalf("warn mode did not admit: %+v", resp)
+	}
+	total := 0
+	for _, w := range resp.Warnings {
+		if len(w) > maxWarningLength {
+			t.Fatalf("a warning of %d characters: %q", len(w), w)
+		}
+		total += len(w)
+	}
+	if total > maxWarningsTotal {
+		t.Fatalf("warnings total %d bytes", total)
+	}
+	last := resp.Warnings[len(resp.Warnings)-1]
+	if !strings.HasPrefix(last, "... ") || !strings.Contains(last, "more lines of the denial left out") {
+		t.Fatalf("the last warning should say how much was left out: %q", last)
+	}
+	if resp.Warnings[0] != "pvsafe (enforcement: warn) would deny this request:" || !strings.HasPrefix(resp.Warnings[1], "  - claim-0000: xxx") {
+		t.Fatalf("warnings: %q", resp.Warnings[:2])
+	}
+}
+
+func TestUndecidedIsNotADenial(t *testing.T) {
+	resp := Undecided("queue too long")
+	if !IsUndecided(resp) || IsDenial(resp) || resp.Allowed {
+		t.Fatalf("Undecided: %+v", resp)
+	}
+	if _, warned := Warn.Apply("configcheck", resp); warned {
+		t.Fatal("warn mode turned a failure to decide into an admission")
+	}
+	if IsUndecided(admission.Denied("no")) {
+		t.Fatal("a denial taken for undecided")
+	}
+}
