@@ -181,13 +181,16 @@ func TestConfigcheckAdmission(t *testing.T) {
 			}
 			return nil
 		})
-		cfg := e.config()
-		if cfg.Status.ValidationStatus != gatehousev1alpha1.ValidationValid || !meta.IsStatusConditionTrue(cfg.Status.Conditions, gatehousev1alpha1.ConditionReady) {
-			t.Fatalf("status: %+v", cfg.Status)
-		}
-		if cfg.Status.ObservedGeneration != cfg.Generation || cfg.Status.TestsPassed != cfg.Status.TestsTotal || cfg.Status.TestsTotal != 3 {
-			t.Fatalf("status: %+v", cfg.Status)
-		}
+		// The status is written after the ConfigMap.
+		e.waitFor("the status says Valid and Ready", func() error {
+			cfg := e.config()
+			if cfg.Status.ValidationStatus != gatehousev1alpha1.ValidationValid || !meta.IsStatusConditionTrue(cfg.Status.Conditions, gatehousev1alpha1.ConditionReady) ||
+				cfg.Status.ObservedGeneration != cfg.Generation || cfg.Status.TestsPassed != 3 || cfg.Status.TestsTotal != 3 ||
+				cfg.Status.Output == nil || cfg.Status.Output.ConfigMapName != configcheck.RenderedConfigMapName(e.cfgKey.Name) {
+				return fmt.Errorf("status: %+v", cfg.Status)
+			}
+			return nil
+		})
 	})
 
 	t.Run("an UPDATE switching to a missing Service is refused", func(t *testing.T) {
