@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -26,8 +27,10 @@ type Gatehouse struct {
 	HTTPClient *http.Client
 	CertDir    string
 
-	cancel context.CancelFunc
-	done   chan error
+	cancel   context.CancelFunc
+	done     chan error
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // StartGatehouse generates certificates in dir, starts Gatehouse with opts on a
@@ -128,13 +131,16 @@ func (g *Gatehouse) waitReady(ctx context.Context, timeout time.Duration) error 
 	return fmt.Errorf("gatehouse not ready after %s: %s", timeout, last)
 }
 
-// Stop shuts Gatehouse down and waits for it.
+// Stop shuts Gatehouse down and waits for it; later calls return the first
+// one's result.
 func (g *Gatehouse) Stop() error {
-	g.cancel()
-	select {
-	case err := <-g.done:
-		return err
-	case <-time.After(time.Minute):
-		return fmt.Errorf("gatehouse did not stop within a minute")
-	}
+	g.stopOnce.Do(func() {
+		g.cancel()
+		select {
+		case g.stopErr = <-g.done:
+		case <-time.After(time.Minute):
+			g.stopErr = fmt.Errorf("gatehouse did not stop within a minute")
+		}
+	})
+	return g.stopErr
 }
