@@ -69,10 +69,14 @@ verify-generated: generate ## Fail when generated files or go.mod are out of dat
 ##@ Test
 
 .PHONY: test
-test: tools ## Unit tests (race detector) and integration tests against a real kube-apiserver.
+test: tools build ## Unit tests (race detector) and integration tests against a real kube-apiserver.
 	$(GO) vet ./...
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
 	$(GO) test -count=1 -shuffle=on -timeout 30m ./test/...
+
+.PHONY: chaos
+chaos: tools build ## Fault tests alone (Gatehouse killed and restarted under load); make test runs them too.
+	$(GO) test -count=1 -v -timeout 10m ./test/chaos/
 
 .PHONY: bench
 bench: tools build ## Go benchmarks, then the HTTPS load generator against Gatehouse and the bare-TLS floor.

@@ -48,6 +48,9 @@ type Env struct {
 	HTTPClient   *http.Client
 
 	exited chan error
+	binary string
+	args   []string
+	logOut io.Writer
 }
 
 // Start brings the environment up and returns once Gatehouse is ready.
@@ -118,24 +121,18 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		args = append(args, "--modules", opts.Modules)
 	}
 	args = append(args, opts.ExtraArgs...)
-	cmd := exec.Command(binary, args...)
-	logOut := opts.Log
-	if logOut == nil {
+	env.binary, env.args = binary, args
+	env.logOut = opts.Log
+	if env.logOut == nil {
 		f, err := os.Create(filepath.Join(opts.Dir, "gatehouse.log"))
 		if err != nil {
 			return fail(err)
 		}
-		logOut = f
+		env.logOut = f
 	}
-	cmd.Stdout, cmd.Stderr = logOut, logOut
-	// Its own process group: a Ctrl-C reaches devenv, which then stops
-	// Gatehouse once, gracefully, instead of Gatehouse seeing two signals.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fail(fmt.Errorf("start gatehouse: %w", err))
+	if err := env.startProcess(); err != nil {
+		return fail(err)
 	}
-	env.Process = cmd
-	go func() { env.exited <- cmd.Wait() }()
 
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(bundle.CACert)
@@ -144,6 +141,41 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		return fail(err)
 	}
 	return env, nil
+}
+
+func (e *Env) startProcess() error {
+	cmd := exec.Command(e.binary, e.args...)
+	cmd.Stdout, cmd.Stderr = e.logOut, e.logOut
+	// Its own process group: a Ctrl-C reaches devenv, which then stops
+	// Gatehouse once, gracefully, instead of Gatehouse seeing two signals.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start gatehouse: %w", err)
+	}
+	e.Process = cmd
+	exited := make(chan error, 1)
+	e.exited = exited
+	go func() { exited <- cmd.Wait() }()
+	return nil
+}
+
+// Kill ends Gatehouse with SIGKILL (no graceful shutdown) and waits for it.
+func (e *Env) Kill() error {
+	if err := e.Process.Process.Kill(); err != nil {
+		return err
+	}
+	err := <-e.exited
+	e.exited <- err // later readers (Stop, Exited) see the exit too
+	return nil
+}
+
+// Restart starts Gatehouse again with the same command line and returns once
+// it is ready.
+func (e *Env) Restart(ctx context.Context) error {
+	if err := e.startProcess(); err != nil {
+		return err
+	}
+	return e.waitReady(ctx, 2*time.Minute)
 }
 
 func (e *Env) waitReady(ctx context.Context, timeout time.Duration) error {
