@@ -39,12 +39,7 @@ func TestAPIServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var restarted *exec.Cmd
 	t.Cleanup(func() {
-		if restarted != nil && restarted.Process != nil {
-			_ = restarted.Process.Signal(syscall.SIGTERM)
-			_ = restarted.Wait()
-		}
 		// envtest no longer owns the API server process it started.
 		if err := env.Stop(); err != nil {
 			t.Logf("stop (the API server envtest started was killed by the test): %v", err)
@@ -91,13 +86,7 @@ func TestAPIServerRestart(t *testing.T) {
 		return nil
 	})
 
-	cmd, err := apiServerProcess(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(cmd.pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	cmd := killAPIServer(t, env)
 	down := time.Now()
 	var notReady, notLive int
 	for time.Since(down) < 20*time.Second {
@@ -109,16 +98,7 @@ func TestAPIServerRestart(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	restarted = exec.Command(cmd.argv[0], cmd.argv[1:]...)
-	restarted.Env, restarted.Dir = cmd.env, cmd.dir
-	log, err := os.Create(filepath.Join(t.TempDir(), "kube-apiserver.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	restarted.Stdout, restarted.Stderr = log, log
-	if err := restarted.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startAPIServer(t, cmd)
 	eventually("the API server answers again", func() error {
 		return c.Get(ctx, client.ObjectKeyFromObject(kept), &corev1.PersistentVolume{})
 	})
@@ -152,6 +132,41 @@ func TestAPIServerRestart(t *testing.T) {
 	if notLive > 0 || notReady > 0 {
 		t.Fatalf("Gatehouse was not live (%d) or not ready (%d) while the API server was down", notLive, notReady)
 	}
+}
+
+// killAPIServer kills env's kube-apiserver with SIGKILL and returns what
+// startAPIServer needs to start it again.
+func killAPIServer(t *testing.T, env *devenv.Env) *process {
+	t.Helper()
+	p, err := apiServerProcess(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startAPIServer starts p's command line again, with extra flags appended
+// (a later flag wins), and stops it when the test ends, before the control
+// plane's own cleanup.
+func startAPIServer(t *testing.T, p *process, extra ...string) {
+	t.Helper()
+	cmd := exec.Command(p.argv[0], append(p.argv[1:], extra...)...)
+	cmd.Env, cmd.Dir = p.env, p.dir
+	log, err := os.Create(filepath.Join(t.TempDir(), "kube-apiserver.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
 }
 
 func get(env *devenv.Env, path string) int {
