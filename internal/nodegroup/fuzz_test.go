@@ -220,8 +220,14 @@ func FuzzConvertNodeGroupWire(f *testing.F) {
 		if err := dec.Decode(obj); err != nil {
 			t.Fatalf("the output does not decode strictly as %s: %v\n%s", desired, err, got)
 		}
-		delete(in.Metadata, "annotations")
-		delete(conv.Metadata, "annotations")
+		// No metadata and metadata holding only the annotations the
+		// conversion added are the same metadata.
+		for _, m := range []*map[string]any{&in.Metadata, &conv.Metadata} {
+			if *m == nil {
+				*m = map[string]any{}
+			}
+			delete(*m, "annotations")
+		}
 		a, _ := json.Marshal(in.Metadata)
 		b, _ := json.Marshal(conv.Metadata)
 		if !bytes.Equal(a, b) {
