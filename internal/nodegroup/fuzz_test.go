@@ -157,8 +157,9 @@ var fuzzDesiredVersions = []string{hubVersion, alpha2Version, alpha1Version, "de
 // webhook's Convert, whose JSON around the converter is hand-written (it
 // splits objects by member and passes metadata through). It never panics,
 // answers one object per object, and for an input that is valid JSON:
-// what it converted is valid JSON, a NodeGroup of the desired version that
-// decodes strictly, with the input's metadata kept except the annotations.
+// what it converted is valid JSON, a NodeGroup of the desired version whose
+// spec and status decode strictly, with the input's metadata kept except
+// the annotations.
 func FuzzConvertNodeGroupWire(f *testing.F) {
 	seeds := []string{
 		`{"apiVersion":"deckhouse.io/v1","kind":"NodeGroup","metadata":{"name":"w","uid":"u","managedFields":[{"manager":"m","fieldsV1":{"f:spec":{}}}],"annotations":{"a":"b"}},"spec":{"nodeType":"CloudStatic","chaos":{"period":"2h30m"}},"status":{"ready":1,"conditions":[{"type":"Ready","status":"True"}]}}`,
@@ -211,14 +212,29 @@ func FuzzConvertNodeGroupWire(f *testing.F) {
 		if bytes.Equal(raw, got) {
 			return
 		}
+		// What the converter wrote, spec and status, decodes strictly;
+		// metadata is passed through as the API server sent it.
 		obj, err := newNodeGroup(desired)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec := json.NewDecoder(bytes.NewReader(got))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(obj); err != nil {
-			t.Fatalf("the output does not decode strictly as %s: %v\n%s", desired, err, got)
+		var written struct{ Spec, Status json.RawMessage }
+		if err := json.Unmarshal(got, &written); err != nil {
+			t.Fatal(err)
+		}
+		_, spec, status := parts(obj)
+		for _, p := range []struct {
+			raw  json.RawMessage
+			into any
+		}{{written.Spec, spec}, {written.Status, status}} {
+			if p.raw == nil {
+				continue
+			}
+			dec := json.NewDecoder(bytes.NewReader(p.raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(p.into); err != nil {
+				t.Fatalf("the output's spec or status does not decode strictly as %s: %v\n%s", desired, err, got)
+			}
 		}
 		// No metadata and metadata holding only the annotations the
 		// conversion added are the same metadata.
