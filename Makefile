@@ -78,6 +78,25 @@ test: tools build ## Unit tests (race detector) and integration tests against a 
 chaos: tools build ## Fault tests alone (Gatehouse killed and restarted under load); make test runs them too.
 	$(GO) test -count=1 -v -timeout 10m ./test/chaos/
 
+# FUZZTIME is how long each fuzz target runs; FUZZMINIMIZETIME bounds the
+# minimization of each new input (Go's default, 60s, would spend a short run
+# minimizing one input); FUZZFLAGS are passed on, e.g. FUZZFLAGS='-parallel 1'.
+FUZZTIME         ?= 30s
+FUZZMINIMIZETIME ?= 5s
+FUZZFLAGS        ?=
+
+.PHONY: fuzz
+fuzz: ## Run every native Go fuzz target for FUZZTIME each (default 30s), one after another: make fuzz FUZZTIME=10s. Crashers land in the package's testdata/fuzz/.
+	@failed=""; \
+	for dir in $$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' api cmd internal | xargs -n1 dirname | sort -u); do \
+		for name in $$($(GO) test -list '^Fuzz' ./$$dir | grep '^Fuzz'); do \
+			echo "== ./$$dir $$name for $(FUZZTIME)"; \
+			$(GO) test ./$$dir -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(FUZZFLAGS) \
+				|| failed="$$failed ./$$dir:$$name"; \
+		done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed"; exit 1; fi
+
 .PHONY: bench
 bench: tools build ## Go benchmarks, then the HTTPS load generator against Gatehouse and the bare-TLS floor.
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./internal/... ./api/... ./test/e2e/ | tee bin/bench-go.txt

@@ -197,6 +197,9 @@ func validateSecretsSelected(path *field.Path, w *watchedSpec) field.ErrorList {
 	if w.gvr.Group != "" || w.gvr.Resource != "secrets" {
 		return nil
 	}
+	if w.labels == nil {
+		return nil // the labelSelector does not parse, which is reported
+	}
 	if w.labels.Empty() {
 		return field.ErrorList{field.Required(path.Child("labelSelector"),
 			"watching Secrets needs a non-empty labelSelector: Gatehouse never caches every Secret of a cluster (a namespaceSelector filters only after caching)")}

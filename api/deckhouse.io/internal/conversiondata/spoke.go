@@ -94,8 +94,11 @@ func (d *HubData) FinishToHub(ctx context.Context, src metav1.Object, nodeType, 
 func (d *HubData) nodeTypeToHub(ctx context.Context, src metav1.Object, shown string) (v1.NodeType, error) {
 	// The saved type is what is stored; it wins while the older version
 	// still shows the type it was converted to, so a read-modify-write
-	// through it cannot flip CloudStatic to CloudPermanent or back.
-	if saved := d.Spec.NodeType; saved != "" && NodeTypeFromHub[string](saved) == shown {
+	// through it cannot flip CloudStatic to CloudPermanent or back. Only
+	// the two types behind Hybrid are ever saved (SaveFromHub): any other
+	// saved value was written by a client, and trusting it would store an
+	// older version's name, such as Hybrid or Cloud, as the v1 type.
+	if saved := d.Spec.NodeType; (saved == v1.NodeTypeCloudPermanent || saved == v1.NodeTypeCloudStatic) && NodeTypeFromHub[string](saved) == shown {
 		return saved, nil
 	}
 	switch shown {
