@@ -73,6 +73,14 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 		countPhase(phaseStructure, "unselected")
 		return admission.Allowed(reason)
 	}
+	if req.Operation == admissionv1.Delete && m.namespaceTerminating(req.Namespace) {
+		// The namespace controller deletes a namespace's objects in no
+		// particular order: refusing a Service that an Ingress of the same
+		// dying namespace still names would only hold the namespace in
+		// Terminating until the Ingress went first.
+		countPhase(phaseStructure, "namespace-terminating")
+		return admission.Allowed("namespace " + req.Namespace + " is being deleted")
+	}
 	if st.unchanged(w, op, obj) {
 		// What the templates see would not change, so neither would the
 		// rendering: refusing the change could protect nothing.

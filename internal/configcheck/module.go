@@ -217,6 +217,20 @@ func (m *Module) namespaceLabels(name string) labels.Set {
 	return ns.GetLabels()
 }
 
+// namespaceTerminating says whether a namespace is being deleted: its
+// objects go together, so one of them cannot be kept for another's sake.
+func (m *Module) namespaceTerminating(name string) bool {
+	if name == "" || m.namespaces == nil {
+		return false
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := m.namespaces.Get(context.Background(), client.ObjectKey{Name: name}, ns); err != nil {
+		return false
+	}
+	return ns.DeletionTimestamp != nil
+}
+
 func (m *Module) namespaceChanged(ctx context.Context, namespace string) {
 	for _, st := range m.allStates() {
 		for _, f := range st.feeds {

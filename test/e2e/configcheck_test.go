@@ -287,6 +287,35 @@ func TestConfigcheckAdmission(t *testing.T) {
 		}
 	})
 
+	t.Run("deleting a namespace is not held by its own references", func(t *testing.T) {
+		doomed := namespace(t, "doomed")
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: doomed, Name: "api"},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, Selector: map[string]string{"app": "api"}},
+		}
+		if err := e.c.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		ing := e.ingress("web", "haproxy", "doomed.example", "api", 80)
+		ing.Namespace = doomed
+		e.waitFor("the Ingress is admitted", func() error { return e.c.Create(ctx, ing) })
+		denied(t, e.c.Delete(ctx, svc.DeepCopy()), "Service 'api' not found")
+		before := counterWithLabel("gatehouse_configcheck_phase_outcomes_total", "outcome", "namespace-terminating")
+		if err := e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: doomed}}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the namespace is gone", func() error {
+			err := e.c.Get(ctx, client.ObjectKey{Name: doomed}, &corev1.Namespace{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("namespace %s still there: %v", doomed, err)
+		})
+		if after := counterWithLabel("gatehouse_configcheck_phase_outcomes_total", "outcome", "namespace-terminating"); after <= before {
+			t.Fatalf("no DELETE was admitted for its terminating namespace (%v before, %v after)", before, after)
+		}
+	})
+
 	t.Run("a config whose tests fail is refused", func(t *testing.T) {
 		bad := exampleConfig(t)
 		bad.Namespace, bad.Name = e.cfgKey.Namespace, "broken"
@@ -365,4 +394,26 @@ func histogramCount(name, label, value string) uint64 {
 		}
 	}
 	return n
+}
+
+// counterWithLabel sums a counter's series carrying one label value.
+func counterWithLabel(name, label, value string) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }
