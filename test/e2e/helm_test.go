@@ -651,3 +651,28 @@ func TestHelmConfigcheckModule(t *testing.T) {
 	}
 	dryRunApply(t, objs)
 }
+
+// GOMEMLIMIT follows the memory limit (90%), or goMemLimit when set, and is
+// absent without a limit.
+func TestHelmGoMemLimit(t *testing.T) {
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, "460MiB"},
+		{[]string{"resources.limits.memory=2Gi"}, "1843MiB"},
+		{[]string{"goMemLimit=300MiB"}, "300MiB"},
+		{[]string{"resources.limits=null"}, ""},
+	} {
+		objs := renderChart(t, "gatehouse-system", tc.set...)
+		got := ""
+		for _, env := range findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Env {
+			if env.Name == "GOMEMLIMIT" {
+				got = env.Value
+			}
+		}
+		if got != tc.want {
+			t.Errorf("--set %v: GOMEMLIMIT %q, want %q", tc.set, got, tc.want)
+		}
+	}
+}

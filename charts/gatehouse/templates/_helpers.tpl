@@ -172,3 +172,30 @@ Arguments: (list $ text).
 {{- define "gatehouse.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+
+{{/*
+gatehouse.goMemLimit: .Values.goMemLimit, else 90% of the memory limit in
+MiB (a limit written with Ki, Mi, Gi, K, M, G or in bytes), else nothing.
+*/}}
+{{- define "gatehouse.goMemLimit" -}}
+{{- if .Values.goMemLimit -}}
+{{- .Values.goMemLimit -}}
+{{- else -}}
+{{- $limit := dig "limits" "memory" "" (.Values.resources | default dict) | toString -}}
+{{- if $limit -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "K" 1000 "M" 1000000 "G" 1000000000 -}}
+{{- $bytes := 0 -}}
+{{- range $suffix, $factor := $units -}}
+{{- if and (eq $bytes 0) (hasSuffix $suffix $limit) (regexMatch "^[0-9]+$" (trimSuffix $suffix $limit)) -}}
+{{- $bytes = mul (trimSuffix $suffix $limit | atoi) $factor -}}
+{{- end -}}
+{{- end -}}
+{{- if and (eq $bytes 0) (regexMatch "^[0-9]+$" $limit) -}}
+{{- $bytes = atoi $limit -}}
+{{- end -}}
+{{- if gt $bytes 0 -}}
+{{- printf "%dMiB" (div (mul $bytes 9) (mul 10 1048576)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
