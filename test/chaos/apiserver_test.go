@@ -33,18 +33,7 @@ import (
 // the API server now has it.
 func TestAPIServerRestart(t *testing.T) {
 	ctx := context.Background()
-	env, err := devenv.Start(ctx, devenv.Options{
-		Dir: t.TempDir(), WebhookAddr: "127.0.0.1:" + freePort(t), MetricsAddr: "127.0.0.1:" + freePort(t), Modules: "pvsafe",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// envtest no longer owns the API server process it started.
-		if err := env.Stop(); err != nil {
-			t.Logf("stop (the API server envtest started was killed by the test): %v", err)
-		}
-	})
+	env, _ := startPVSafe(t, true)
 	c := env.ControlPlane.Client
 
 	volume := func(name string, policy corev1.PersistentVolumeReclaimPolicy) *corev1.PersistentVolume {
@@ -62,23 +51,9 @@ func TestAPIServerRestart(t *testing.T) {
 		}
 		return pv
 	}
-	eventually := func(what string, check func() error) {
-		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			err := check()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v", what, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
 	// An Available volume that would delete its data is refused.
 	kept := volume("kept", corev1.PersistentVolumeReclaimDelete)
-	eventually("pvsafe refuses deleting an Available Delete volume", func() error {
+	waitFor(t, "pvsafe refuses deleting an Available Delete volume", func() error {
 		err := c.Delete(ctx, kept.DeepCopy(), client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), "DELETION BLOCKED") {
 			return fmt.Errorf("got %v", err)
@@ -99,7 +74,7 @@ func TestAPIServerRestart(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	startAPIServer(t, cmd)
-	eventually("the API server answers again", func() error {
+	waitFor(t, "the API server answers again", func() error {
 		return c.Get(ctx, client.ObjectKeyFromObject(kept), &corev1.PersistentVolume{})
 	})
 	recovered := time.Since(down)
@@ -120,7 +95,7 @@ func TestAPIServerRestart(t *testing.T) {
 	fresh := volume("fresh", corev1.PersistentVolumeReclaimDelete)
 	// A volume is Pending (and may go) until the volume controller, itself
 	// reconnecting, marks it Available.
-	eventually("pvsafe refuses deleting a Delete volume made after the restart", func() error {
+	waitFor(t, "pvsafe refuses deleting a Delete volume made after the restart", func() error {
 		err := c.Delete(ctx, fresh.DeepCopy(), client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), "DELETION BLOCKED") {
 			return fmt.Errorf("got %v", err)

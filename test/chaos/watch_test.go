@@ -16,8 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/gatehouse-dev/gatehouse/internal/devenv"
 )
 
 // TestWatchExpiryRelists: Gatehouse's informers are made to resume from a
@@ -31,18 +29,7 @@ import (
 // denials overturned by the live confirmation must not move.
 func TestWatchExpiryRelists(t *testing.T) {
 	ctx := context.Background()
-	metricsAddr := "127.0.0.1:" + freePort(t)
-	env, err := devenv.Start(ctx, devenv.Options{
-		Dir: t.TempDir(), WebhookAddr: "127.0.0.1:" + freePort(t), MetricsAddr: metricsAddr, Modules: "pvsafe",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Logf("stop (the API server envtest started was killed by the test): %v", err)
-		}
-	})
+	env, metricsAddr := startPVSafe(t, true)
 	c := env.ControlPlane.Client
 	const ns = "expiry"
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

@@ -371,33 +371,17 @@ func TestConfigcheckAdmission(t *testing.T) {
 
 // renderCount is the number of renders observed so far.
 func renderCount() uint64 {
-	return histogramCount("gatehouse_configcheck_phase_seconds", "phase", "render")
-}
-
-// histogramCount is the sample count of a histogram series with one label.
-func histogramCount(name, label, value string) uint64 {
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		return 0
-	}
-	var n uint64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					n += m.GetHistogram().GetSampleCount()
-				}
-			}
-		}
-	}
-	return n
+	return uint64(seriesSum("gatehouse_configcheck_phase_seconds", "phase", "render"))
 }
 
 // counterWithLabel sums a counter's series carrying one label value.
 func counterWithLabel(name, label, value string) float64 {
+	return seriesSum(name, label, value)
+}
+
+// seriesSum sums, over the series of a family carrying one label value, the
+// counters' values or the histograms' sample counts.
+func seriesSum(name, label, value string) float64 {
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		return 0
@@ -409,7 +393,12 @@ func counterWithLabel(name, label, value string) float64 {
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
+				if l.GetName() != label || l.GetValue() != value {
+					continue
+				}
+				if h := m.GetHistogram(); h != nil {
+					sum += float64(h.GetSampleCount())
+				} else {
 					sum += m.GetCounter().GetValue()
 				}
 			}
