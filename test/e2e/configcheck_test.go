@@ -36,6 +36,22 @@ type configcheckEnv struct {
 	c      client.Client
 	cfgKey types.NamespacedName
 	app    string
+	scope  string // the scopeLabel value of the test's namespaces
+}
+
+const scopeLabel = "gatehouse.test/configcheck"
+
+// label puts namespace in the test's scope.
+func (e *configcheckEnv) label(namespace string) {
+	e.t.Helper()
+	ns := &corev1.Namespace{}
+	if err := e.c.Get(context.Background(), client.ObjectKey{Name: namespace}, ns); err != nil {
+		e.t.Fatal(err)
+	}
+	ns.Labels = map[string]string{scopeLabel: e.scope}
+	if err := e.c.Update(context.Background(), ns); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 func startConfigcheck(t *testing.T) *configcheckEnv {
@@ -44,9 +60,16 @@ func startConfigcheck(t *testing.T) *configcheckEnv {
 	if err := gatehousev1alpha1.AddToScheme(c.Scheme()); err != nil {
 		t.Fatal(err)
 	}
-	e := &configcheckEnv{t: t, c: c, app: namespace(t, "app")}
+	e := &configcheckEnv{t: t, c: c, app: namespace(t, "app"), scope: "cc-" + randSuffix()}
+	e.label(e.app)
 	cfg := exampleConfig(t)
 	cfg.Namespace = namespace(t, "lb")
+	// The config watches this test's namespaces only: Ingresses other runs
+	// left in the shared cluster must not enter its rendering.
+	for name, w := range cfg.Spec.WatchedResources {
+		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: e.scope}}
+		cfg.Spec.WatchedResources[name] = w
+	}
 	e.cfgKey = types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
 	startGatehouse(t, app.Options{
 		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
@@ -289,6 +312,7 @@ func TestConfigcheckAdmission(t *testing.T) {
 
 	t.Run("deleting a namespace is not held by its own references", func(t *testing.T) {
 		doomed := namespace(t, "doomed")
+		e.label(doomed)
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: doomed, Name: "api"},
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, Selector: map[string]string{"app": "api"}},
@@ -299,7 +323,14 @@ func TestConfigcheckAdmission(t *testing.T) {
 		ing := e.ingress("web", "haproxy", "doomed.example", "api", 80)
 		ing.Namespace = doomed
 		e.waitFor("the Ingress is admitted", func() error { return e.c.Create(ctx, ing) })
-		denied(t, e.c.Delete(ctx, svc.DeepCopy()), "Service 'api' not found")
+		// Once the store holds the Ingress, the Service may not go alone.
+		e.waitFor("the Service's deletion is refused while its Ingress stays", func() error {
+			err := e.c.Delete(ctx, svc.DeepCopy(), client.DryRunAll)
+			if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "Service 'api' not found") {
+				return fmt.Errorf("got %v", err)
+			}
+			return nil
+		})
 		before := counterWithLabel("gatehouse_configcheck_phase_outcomes_total", "outcome", "namespace-terminating")
 		if err := e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: doomed}}); err != nil {
 			t.Fatal(err)
