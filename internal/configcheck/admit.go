@@ -8,7 +8,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -144,16 +143,8 @@ func (m *Module) proposal(st *configState, w *watchedSpec, req admission.Request
 			return "", nil, "", fmt.Errorf("failed to parse old object: %v", err)
 		}
 	}
-	scoped := st.scoped[w.name]
 	selected := func(o map[string]any) bool {
-		if o == nil {
-			return false
-		}
-		var nsLabels labels.Set
-		if w.nsSel != nil && !scoped {
-			nsLabels = m.namespaceLabels(req.Namespace)
-		}
-		return w.selects(o, nsLabels, scoped)
+		return o != nil && w.selectsIn(o, req.Namespace, st.scoped[w.name], m.namespaceLabels)
 	}
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:

@@ -28,14 +28,17 @@ func (m *Module) liveStores(ctx context.Context, st *configState) (map[string]re
 			return nil, err
 		}
 		objs := make([]map[string]any, 0, len(list.Items))
-		nsLabels := map[string]labels.Set{}
+		seen := map[string]labels.Set{}
+		nsLabels := func(ns string) labels.Set {
+			if l, ok := seen[ns]; ok {
+				return l
+			}
+			seen[ns] = m.namespaceLabels(ns)
+			return seen[ns]
+		}
 		for i := range list.Items {
 			item := &list.Items[i]
-			ns := item.GetNamespace()
-			if _, ok := nsLabels[ns]; !ok && f.spec.nsSel != nil {
-				nsLabels[ns] = m.namespaceLabels(ns)
-			}
-			if f.spec.selects(item.Object, nsLabels[ns], f.clusterScoped) {
+			if f.spec.selectsIn(item.Object, item.GetNamespace(), f.clusterScoped, nsLabels) {
 				objs = append(objs, f.spec.stored(item.Object))
 			}
 		}

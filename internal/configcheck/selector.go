@@ -77,20 +77,34 @@ func (s fieldSelector) matches(obj map[string]any) bool {
 // selects says whether the store of w would hold obj, given the labels of
 // obj's namespace (nil when unknown or cluster-scoped).
 func (w *watchedSpec) selects(obj map[string]any, namespaceLabels labels.Set, clusterScoped bool) bool {
-	meta, _ := obj["metadata"].(map[string]any)
-	objLabels := labels.Set{}
-	if l, ok := meta["labels"].(map[string]any); ok {
-		for k, v := range l {
-			if s, ok := v.(string); ok {
-				objLabels[k] = s
-			}
-		}
-	}
-	if !w.labels.Matches(objLabels) {
+	if !w.labels.Empty() && !w.labels.Matches(objectLabels(obj)) {
 		return false
 	}
 	if w.nsSel != nil && !clusterScoped && !w.nsSel.Matches(namespaceLabels) {
 		return false
 	}
 	return w.fields.matches(obj)
+}
+
+// selectsIn is selects for an object of namespace, looking the namespace's
+// labels up only when the watched resource selects namespaces.
+func (w *watchedSpec) selectsIn(obj map[string]any, namespace string, clusterScoped bool, namespaceLabels func(string) labels.Set) bool {
+	var nsLabels labels.Set
+	if w.nsSel != nil && !clusterScoped {
+		nsLabels = namespaceLabels(namespace)
+	}
+	return w.selects(obj, nsLabels, clusterScoped)
+}
+
+func objectLabels(obj map[string]any) labels.Set {
+	meta, _ := obj["metadata"].(map[string]any)
+	out := labels.Set{}
+	if l, ok := meta["labels"].(map[string]any); ok {
+		for k, v := range l {
+			if s, ok := v.(string); ok {
+				out[k] = s
+			}
+		}
+	}
+	return out
 }

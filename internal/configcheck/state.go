@@ -2,8 +2,9 @@ package configcheck
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/url"
 	"regexp"
 	"sort"
@@ -146,17 +147,20 @@ var unqualified = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // webhookName is a stable, valid webhook name for a config's watched
 // resource: "<watched>.<config>.<namespace>.configcheck.gatehouse.dev",
-// each part lowercased to DNS label characters.
+// each part lowercased to DNS label characters. A part longer than 40
+// characters is cut and ends with a hash of the whole part, so that two long
+// names sharing a prefix never collide.
 func webhookName(key types.NamespacedName, watched string) string {
 	label := func(s string) string {
-		s = strings.Trim(unqualified.ReplaceAllString(strings.ToLower(s), "-"), "-")
-		if len(s) > 40 {
-			s = s[:40]
+		out := strings.Trim(unqualified.ReplaceAllString(strings.ToLower(s), "-"), "-")
+		if len(out) > 40 {
+			sum := sha256.Sum256([]byte(s))
+			out = strings.TrimRight(out[:31], "-") + "-" + hex.EncodeToString(sum[:4])
 		}
-		if s == "" {
-			s = "x"
+		if out == "" {
+			out = "x"
 		}
-		return s
+		return out
 	}
 	return label(watched) + "." + label(key.Name) + "." + label(key.Namespace) + ".configcheck.gatehouse.dev"
 }
@@ -199,7 +203,7 @@ func (r *reconciler) Start(ctx context.Context) error {
 		r.m.queue.Done(key)
 	}
 	for _, st := range r.m.allStates() {
-		r.m.releaseState(st)
+		r.m.releaseFeeds(st)
 	}
 	return nil
 }
@@ -312,13 +316,11 @@ func (m *Module) replaceState(ctx context.Context, key types.NamespacedName, st 
 	}
 	m.mu.Unlock()
 	if old != nil {
-		m.releaseState(old)
+		m.releaseFeeds(old)
 	}
 	m.registerWebhooks(ctx)
 	m.publisher.trigger(key)
 }
-
-func (m *Module) releaseState(st *configState) { m.releaseFeeds(st) }
 
 func (m *Module) releaseFeeds(st *configState) {
 	for _, f := range st.feeds {
@@ -376,8 +378,4 @@ func (m *Module) checkFunc() suite.CheckFunc {
 		countCheck(v)
 		return v.Valid, v.Message, nil
 	}
-}
-
-func (st *configState) String() string {
-	return fmt.Sprintf("%s@%d", st.key, st.generation)
 }

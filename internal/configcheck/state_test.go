@@ -1,7 +1,11 @@
 package configcheck
 
 import (
+	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -69,4 +73,24 @@ func TestUnchangedComparesWhatTheTemplatesSee(t *testing.T) {
 			t.Fatal("unchanged from a store that has not synced")
 		}
 	})
+}
+
+func TestWebhookNameIsValidAndDistinct(t *testing.T) {
+	key := types.NamespacedName{Namespace: "lb-system", Name: "Edge_Config"}
+	if got, want := webhookName(key, "ingresses"), "ingresses.edge-config.lb-system.configcheck.gatehouse.dev"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	long := strings.Repeat("a", 45)
+	a, b := webhookName(key, long+"_one"), webhookName(key, long+"_two")
+	if a == b {
+		t.Fatalf("two long watched names share the webhook name %q", a)
+	}
+	for _, name := range []string{a, b} {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			t.Fatalf("%q: %v", name, errs)
+		}
+		if first, _, _ := strings.Cut(name, "."); len(first) > 40 {
+			t.Fatalf("%q: first label of %d characters", name, len(first))
+		}
+	}
 }

@@ -222,7 +222,7 @@ func (f *feed) upsert(obj any) {
 	if !ok {
 		return
 	}
-	if f.selects(u.Object, u.GetNamespace()) {
+	if f.spec.selectsIn(u.Object, u.GetNamespace(), f.clusterScoped, f.nsLabels) {
 		if err := f.store.Upsert(f.spec.stored(u.Object)); err != nil {
 			logf.FromContext(f.watch.set.ctx).Error(err, "store of a watched resource", "watched", f.spec.name,
 				"namespace", u.GetNamespace(), "name", u.GetName())
@@ -243,14 +243,6 @@ func (f *feed) remove(obj any) {
 	}
 	f.store.Delete(u.GetNamespace(), u.GetName())
 	f.onChange()
-}
-
-func (f *feed) selects(obj map[string]any, namespace string) bool {
-	var nsLabels labels.Set
-	if f.spec.nsSel != nil && !f.clusterScoped {
-		nsLabels = f.nsLabels(namespace)
-	}
-	return f.spec.selects(obj, nsLabels, f.clusterScoped)
 }
 
 // namespaceChanged re-judges the objects of a namespace whose labels
