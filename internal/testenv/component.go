@@ -126,7 +126,8 @@ func (c *component) exitError() error {
 // freePort asks the kernel for an unused loopback port. Another process may
 // take it before the component binds it; the components are started right
 // away and a clash surfaces as a failed start, not a silent mix-up.
-func freePort() (int, error) {
+// FreePort is a TCP port free on loopback now (tests and local components bind it next).
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -238,7 +238,7 @@ func (cp *ControlPlane) startComponents(ctx context.Context, assets string) erro
 	if err != nil {
 		return err
 	}
-	kcmPort, err := freePort()
+	kcmPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -261,7 +261,7 @@ func (cp *ControlPlane) startComponents(ctx context.Context, assets string) erro
 	if err != nil {
 		return err
 	}
-	schedPort, err := freePort()
+	schedPort, err := FreePort()
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gatehouse-dev/gatehouse/internal/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
 // phase counts the writes of one period of the test.
@@ -150,11 +151,9 @@ func startPVSafe(t *testing.T, apiServerReplaced bool) (*devenv.Env, string) {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	return strconv.Itoa(port)
 }

@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/pem"
 	"fmt"
-	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +19,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
@@ -151,13 +152,11 @@ func countCerts(bundle []byte) int {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
+	return strconv.Itoa(port)
 }
 
 func firstN(s []string, n int) []string {
