@@ -363,6 +363,31 @@ func TestConfigcheckAdmission(t *testing.T) {
 		denied(t, e.c.Create(ctx, bad), "haproxyConfig")
 	})
 
+	t.Run("certificates are published to a Secret of their own", func(t *testing.T) {
+		cfg := e.config()
+		cfg.Spec.SSLCertificates = map[string]gatehousev1alpha1.Template{"default.pem": {Template: "# {{ len .resources.ingresses.List }} ingresses\n"}}
+		if err := e.c.Update(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the Secret holds the rendered certificate and the status names it", func() error {
+			secret := &corev1.Secret{}
+			name := types.NamespacedName{Namespace: e.cfgKey.Namespace, Name: configcheck.RenderedSecretName(e.cfgKey.Name)}
+			if err := e.c.Get(ctx, name, secret); err != nil {
+				return err
+			}
+			if got := string(secret.Data["default.pem"]); got != "# 1 ingresses\n" {
+				return fmt.Errorf("default.pem = %q", got)
+			}
+			if out := e.config().Status.Output; out == nil || out.SecretName != name.Name {
+				return fmt.Errorf("status output %+v", out)
+			}
+			if _, leaked := e.published()["default.pem"]; leaked {
+				return errors.New("the certificate is in the ConfigMap too")
+			}
+			return nil
+		})
+	})
+
 	t.Run("disabling the webhook removes its rules", func(t *testing.T) {
 		cfg := e.config()
 		w := cfg.Spec.WatchedResources["ingresses"]

@@ -565,6 +565,27 @@ func TestDeadlineKillsRun(t *testing.T) {
 	}
 }
 
+// TestNoEarlyRefusalWithinTwiceTheTimeLeft: the estimate is made under
+// contention and overstates the wait, so a check expected to finish a little
+// after its deadline waits for the slot; the deadline still ends it.
+func TestNoEarlyRefusalWithinTwiceTheTimeLeft(t *testing.T) {
+	c, counter := fakeChecker(t, "sleep 0.5", Options{MaxConcurrent: 1})
+	go func() { _, _ = c.Check(context.Background(), render.Output{HAProxyConfig: "first\n"}) }()
+	for deadline := time.Now().Add(5 * time.Second); runCount(t, counter) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first check never started")
+		}
+	}
+	// Expected wait: one run ahead (100 ms assumed before any finished),
+	// plus its own; 150 ms left is more than half of it.
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	_, err := c.Check(ctx, render.Output{HAProxyConfig: "second\n"})
+	if errors.Is(err, ErrBusy) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Check = %v; want a wait ended by the deadline, not ErrBusy", err)
+	}
+}
+
 func TestEarlyRefusal(t *testing.T) {
 	c, counter := fakeChecker(t, "sleep 0.5", Options{MaxConcurrent: 1})
 	holder := make(chan error, 1)

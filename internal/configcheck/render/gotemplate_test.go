@@ -191,6 +191,29 @@ func TestRenderErrors(t *testing.T) {
 	}
 }
 
+// TestRenderErrorIsTheFirstOutputsInOrder: outputs render in parallel, but
+// when several fail the error is always that of the first in output order
+// (haproxy.cfg, then maps by name), whatever finished first.
+func TestRenderErrorIsTheFirstOutputsInOrder(t *testing.T) {
+	r, err := goTemplateEngine{}.Compile(Templates{
+		HAProxyConfig: "global\n",
+		Maps: map[string]string{
+			"a.map": `{{ range until 20000 }}{{ end }}{{ fail "a fails, slowly" }}`,
+			"b.map": `{{ fail "b fails at once" }}`,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		_, err := r.Render(context.Background(), Data{})
+		var renderErr *RenderError
+		if !errors.As(err, &renderErr) || renderErr.Template != "maps[a.map]" {
+			t.Fatalf("err = %v, want maps[a.map]'s", err)
+		}
+	}
+}
+
 func TestRenderTrailingNewline(t *testing.T) {
 	output, err := compile(t, Templates{
 		HAProxyConfig: "global\n\n\n",
