@@ -87,15 +87,7 @@ FUZZFLAGS        ?=
 
 .PHONY: fuzz
 fuzz: ## Run every native Go fuzz target for FUZZTIME each (default 30s), one after another: make fuzz FUZZTIME=10s. Crashers land in the package's testdata/fuzz/.
-	@failed=""; \
-	for dir in $$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' api cmd internal | xargs -n1 dirname | sort -u); do \
-		for name in $$($(GO) test -list '^Fuzz' ./$$dir | grep '^Fuzz'); do \
-			echo "== ./$$dir $$name for $(FUZZTIME)"; \
-			$(GO) test ./$$dir -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(FUZZFLAGS) \
-				|| failed="$$failed ./$$dir:$$name"; \
-		done; \
-	done; \
-	if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed"; exit 1; fi
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) FUZZFLAGS='$(FUZZFLAGS)' hack/fuzz.sh
 
 .PHONY: bench
 bench: tools build ## Go benchmarks, then the HTTPS load generator against Gatehouse and the bare-TLS floor.
