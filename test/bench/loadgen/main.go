@@ -24,6 +24,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
 func main() {
@@ -39,6 +40,9 @@ func main() {
 	flag.IntVar(&cfg.Concurrency, "concurrency", 8, "workers, each with one keep-alive connection")
 	flag.Float64Var(&cfg.Rate, "rate", 2000, "requests per second across all workers")
 	flag.DurationVar(&cfg.MaxDuration, "max-duration", 60*time.Second, "upper bound of one target's run")
+	flag.DurationVar(&cfg.Sustained, "sustained", 60*time.Second, "length of the mixed load's continuous run per target (at -rate)")
+	flag.IntVar(&cfg.BurstConcurrency, "burst-concurrency", 64, "connections of the burst")
+	flag.DurationVar(&cfg.BurstStep, "burst-step", 5*time.Second, "length of each offered rate of the burst")
 	flag.Parse()
 	pinCPUs = pinFlag
 	if *floorDir != "" {
@@ -72,8 +76,14 @@ func run(ctx context.Context, cfg loadConfig, only, out string, extraArgs []stri
 		names = append(names, m.Name())
 	}
 	fmt.Println("loadgen: starting control plane and gatehouse (modules:", strings.Join(names, ","), ")")
+	metricsPort, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", metricsPort)
+	metricsURL := "http://" + metricsAddr + "/metrics"
 	env, err := devenv.Start(ctx, devenv.Options{
-		Dir: dir, WebhookAddr: "127.0.0.1:19443", MetricsAddr: "0", Modules: strings.Join(names, ","),
+		Dir: dir, WebhookAddr: "127.0.0.1:19443", MetricsAddr: metricsAddr, Modules: strings.Join(names, ","),
 		ExtraArgs: extraArgs,
 	})
 	if err != nil {
@@ -108,68 +118,106 @@ func run(ctx context.Context, cfg loadConfig, only, out string, extraArgs []stri
 	}
 
 	table := []string{
-		fmt.Sprintf("requests %d per target in %d alternating rounds, concurrency %d, rate %.0f/s, keep-alive HTTPS on loopback, servers pinned to one CPU: %v", cfg.Requests, rounds, cfg.Concurrency, cfg.Rate, *pinCPUs),
+		fmt.Sprintf("requests %d per target in %d alternating rounds (the mixed load: %s continuous per target), concurrency %d, rate %.0f/s, keep-alive HTTPS on loopback, servers pinned to one CPU: %v",
+			cfg.Requests, rounds, cfg.Sustained, cfg.Concurrency, cfg.Rate, *pinCPUs),
 		"",
-		"| scenario | target | p50 | p99 | throughput (req/s) | CPU/request | failed |",
-		"|---|---|---|---|---|---|---|",
+		"| scenario | target | requests | p50 | p99 | throughput (req/s) | CPU/request | failed |",
+		"|---|---|---|---|---|---|---|---|",
 	}
-	var ratios []string
-	for _, sc := range scenarios() {
+	var ratios, perWebhook, burstRows []string
+	floorTarget := target{"floor", floorURL, floor.Process.Pid}
+	gatehouseTarget := target{"gatehouse", env.URL, env.Process.Process.Pid}
+	for _, sc := range scenarios(cfg.Sustained) {
 		if only != "" && !strings.Contains(sc.Name, only) {
 			continue
 		}
-		if sc.Setup != nil {
-			if err := sc.Setup(ctx, env); err != nil {
-				return fmt.Errorf("scenario %s: setup: %w", sc.Name, err)
-			}
+		if err := prepare(ctx, env, sc); err != nil {
+			return err
 		}
-		if sc.Probe != nil {
-			if err := probe(ctx, env.URL+sc.Path, env.CACert, sc.Probe(), sc.ProbeWant); err != nil {
-				return fmt.Errorf("scenario %s: %w", sc.Name, err)
+		next := func(i int) request {
+			r := sc.Next(i)
+			if r.Path == "" {
+				r.Path = sc.Path
 			}
+			return r
+		}
+		if len(sc.Burst) > 0 {
+			rows, err := runBurst(ctx, env, cfg, sc, next, floorTarget, gatehouseTarget, metricsURL)
+			if err != nil {
+				return err
+			}
+			burstRows = append(burstRows, rows...)
+			continue
+		}
+		cfg := cfg
+		if sc.Rate > 0 {
+			cfg.Rate, cfg.Requests = sc.Rate, sc.Requests
 		}
 		warm := cfg
 		warm.Requests = min(cfg.Requests/10, 2000)
-		// Rounds alternate the targets (and which goes first), so that drift
-		// on the machine during the run weighs on both alike.
-		targets := []struct {
-			name, url string
-			pid       int
-		}{{"floor", floorURL + "/", floor.Process.Pid}, {"gatehouse", env.URL + sc.Path, env.Process.Process.Pid}}
-		for _, target := range targets {
-			if _, err := runLoad(ctx, target.url, env.CACert, target.pid, warm, sc.Body); err != nil {
+		targets := []target{floorTarget, gatehouseTarget}
+		for _, t := range targets {
+			if _, err := runLoad(ctx, t.url, env.CACert, t.pid, warm, next, t.name == "gatehouse"); err != nil {
 				return err
 			}
 		}
-		perRound := cfg
-		perRound.Requests = cfg.Requests / rounds
 		results := map[string]loadResult{}
-		for r := 0; r < rounds; r++ {
-			for i := range targets {
-				target := targets[(i+r)%len(targets)]
-				res, err := runLoad(ctx, target.url, env.CACert, target.pid, perRound, sc.Body)
+		if sc.Sustained > 0 {
+			// One continuous run per target.
+			sustained := cfg
+			sustained.Requests = int(cfg.Rate * sc.Sustained.Seconds())
+			sustained.MaxDuration = sc.Sustained + 30*time.Second
+			for _, t := range targets {
+				res, err := runLoad(ctx, t.url, env.CACert, t.pid, sustained, next, t.name == "gatehouse")
 				if err != nil {
 					return err
 				}
-				results[target.name] = results[target.name].merge(res)
+				results[t.name] = res
+			}
+		} else {
+			// Rounds alternate the targets (and which goes first), so that
+			// drift on the machine during the run weighs on both alike.
+			perRound := cfg
+			perRound.Requests = cfg.Requests / rounds
+			for r := 0; r < rounds; r++ {
+				for i := range targets {
+					t := targets[(i+r)%len(targets)]
+					res, err := runLoad(ctx, t.url, env.CACert, t.pid, perRound, next, t.name == "gatehouse")
+					if err != nil {
+						return err
+					}
+					results[t.name] = results[t.name].merge(res)
+				}
 			}
 		}
-		for _, target := range targets {
-			res := results[target.name]
-			table = append(table, fmt.Sprintf("| %s | %s | %s | %s | %.0f | %s | %d |", sc.Name, target.name,
+		for _, t := range targets {
+			res := results[t.name]
+			table = append(table, fmt.Sprintf("| %s | %s | %d | %s | %s | %.0f | %s | %d |", sc.Name, t.name, res.Sent,
 				round(res.percentile(0.50)), round(res.percentile(0.99)), res.throughput(), round(res.cpuPerRequest()), res.Failed))
 		}
 		g, f := results["gatehouse"], results["floor"]
 		if g.Failed > 0 {
-			return fmt.Errorf("scenario %s: %d of %d requests to gatehouse failed", sc.Name, g.Failed, g.Sent)
+			return fmt.Errorf("scenario %s: %d of %d requests to gatehouse failed; one: %s", sc.Name, g.Failed, g.Sent, g.FirstError)
 		}
 		ratios = append(ratios, fmt.Sprintf("| %s | %.2f | %.2f | %.2f | %.2f |", sc.Name,
 			ratio(g.percentile(0.50), f.percentile(0.50)), ratio(g.percentile(0.99), f.percentile(0.99)),
 			f.throughput()/g.throughput(), ratio(g.cpuPerRequest(), f.cpuPerRequest())))
+		if len(g.ByStream) > 1 {
+			perWebhook = append(perWebhook, streamRows(sc.Name, g)...)
+		}
 	}
 	table = append(table, "", "Ratio gatehouse / floor (throughput: floor / gatehouse):", "",
 		"| scenario | p50 | p99 | throughput | CPU/request |", "|---|---|---|---|---|")
 	table = append(table, ratios...)
+	if len(perWebhook) > 0 {
+		table = append(table, "", "Gatehouse per webhook in the mixed load:", "",
+			"| scenario | webhook | requests | p50 | p99 | max |", "|---|---|---|---|---|---|")
+		table = append(table, perWebhook...)
+	}
+	if len(burstRows) > 0 {
+		table = append(table, "", burstHeader(cfg))
+		table = append(table, burstRows...)
+	}
 	report := strings.Join(table, "\n") + "\n"
 	fmt.Print("\n" + report)
 	if out != "" {

@@ -117,8 +117,9 @@ func placementPodCreate() scenario {
 		// reaches the release.
 		Probe:     func() []byte { return podCreateReview(-1, string(rs.GetUID()), "") },
 		ProbeWant: "missing required nodeSelector topology.kubernetes.io/zone=zone-a",
-		Body: func(i int) []byte {
-			return podCreateReview(i, string(rs.GetUID()), `"nodeSelector":{"topology.kubernetes.io/zone":"zone-a"},`)
+		Next: func(i int) request {
+			return request{Stream: "placement-pod-create", Want: allowed,
+				Body: podCreateReview(i, string(rs.GetUID()), `"nodeSelector":{"topology.kubernetes.io/zone":"zone-a"},`)}
 		},
 	}
 }

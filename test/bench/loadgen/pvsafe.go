@@ -64,8 +64,8 @@ func pvsafeClaimDelete() scenario {
 			time.Sleep(time.Second)
 			return err
 		},
-		Body: func(i int) []byte {
-			return []byte(fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-%d","kind":{"group":"","version":"v1","kind":"PersistentVolumeClaim"},"resource":{"group":"","version":"v1","resource":"persistentvolumeclaims"},"namespace":"bench-pvsafe","name":"data","operation":"DELETE","userInfo":{"username":"bench"},"oldObject":%s}}`, i, oldObject))
+		Next: func(i int) request {
+			return request{Stream: "pvsafe-claim-delete", Want: allowed, Body: fmt.Appendf(nil, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-%d","kind":{"group":"","version":"v1","kind":"PersistentVolumeClaim"},"resource":{"group":"","version":"v1","resource":"persistentvolumeclaims"},"namespace":"bench-pvsafe","name":"data","operation":"DELETE","userInfo":{"username":"bench"},"oldObject":%s}}`, i, oldObject)}
 		},
 	}
 }

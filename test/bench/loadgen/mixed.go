@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/devenv"
+)
+
+// stream is one webhook's share of a mixed load, in requests per thousand.
+type stream struct {
+	scenario scenario
+	perMille int
+}
+
+// mixed interleaves the streams' requests in a fixed shuffled order of
+// 1,000 slots, so every second of the load carries every webhook in its
+// share. Each stream's setup and probe run first.
+func mixed(sustained time.Duration, streams []stream) scenario {
+	var slots []int
+	for s, st := range streams {
+		for range st.perMille {
+			slots = append(slots, s)
+		}
+	}
+	if len(slots) != 1000 {
+		panic(fmt.Sprintf("mixed load shares add up to %d per mille", len(slots)))
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(slots), func(i, j int) { slots[i], slots[j] = slots[j], slots[i] })
+	return scenario{
+		Name:      "mixed-all-webhooks",
+		Sustained: sustained,
+		Setup: func(ctx context.Context, env *devenv.Env) error {
+			for _, st := range streams {
+				if err := prepare(ctx, env, st.scenario); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Next: func(i int) request {
+			st := streams[slots[i%len(slots)]].scenario
+			r := st.Next(i)
+			r.Path = st.Path
+			return r
+		},
+	}
+}
+
+// prepare runs a scenario's setup and its probe.
+func prepare(ctx context.Context, env *devenv.Env, sc scenario) error {
+	if sc.Setup != nil {
+		if err := sc.Setup(ctx, env); err != nil {
+			return fmt.Errorf("scenario %s: setup: %w", sc.Name, err)
+		}
+	}
+	if sc.Probe != nil {
+		if err := probe(ctx, env.URL+sc.Path, env.CACert, sc.Probe(), sc.ProbeWant); err != nil {
+			return fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+	}
+	return nil
+}
