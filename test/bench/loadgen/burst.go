@@ -77,9 +77,12 @@ func runBurst(ctx context.Context, env *devenv.Env, cfg loadConfig, sc scenario,
 	// below the rate, between steps it follows, is another process taking
 	// the core for a moment, not capacity.
 	knee := "Knee: not reached: Gatehouse served 95% of every offered rate."
-	if followed+1 < len(sc.Burst) {
+	switch {
+	case followed < 0:
+		knee = fmt.Sprintf("Knee: below the first rate: Gatehouse served %.0f req/s of %.0f offered.", served[0], sc.Burst[0])
+	case followed+1 < len(sc.Burst):
 		knee = fmt.Sprintf("Knee: Gatehouse follows up to %.0f req/s offered and from %.0f req/s on serves %.0f-%.0f req/s (95%% of the offered rate is the bar).",
-			sc.Burst[max(followed, 0)], sc.Burst[followed+1], slices.Min(served[followed+1:]), slices.Max(served[followed+1:]))
+			sc.Burst[followed], sc.Burst[followed+1], slices.Min(served[followed+1:]), slices.Max(served[followed+1:]))
 	}
 	// Nothing crashed: the same process answers its health check.
 	resp, err := env.HTTPClient.Get(env.URL + "/healthz")
