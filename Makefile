@@ -71,6 +71,7 @@ verify-generated: generate ## Fail when generated files or go.mod are out of dat
 .PHONY: test
 test: tools build ## Unit tests (race detector) and integration tests against a real kube-apiserver.
 	$(GO) vet ./...
+	hack/fuzz_test.sh
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
 	$(GO) test -count=1 -shuffle=on -timeout 30m ./test/...
 
