@@ -139,8 +139,17 @@ func startAPIServer(t *testing.T, p *process, extra ...string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// kube-apiserver drains its watches on SIGTERM for up to a minute;
+		// the test is over, so it gets 5 s and then SIGKILL.
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -153,6 +154,23 @@ func (e *configcheckEnv) config() *gatehousev1alpha1.HAProxyTemplateConfig {
 		e.t.Fatal(err)
 	}
 	return cfg
+}
+
+// updateConfig applies change to the latest config, again on a conflict:
+// Gatehouse writes the config's status while the test runs.
+func (e *configcheckEnv) updateConfig(t *testing.T, change func(*gatehousev1alpha1.HAProxyTemplateConfig)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
+		if err := e.c.Get(context.Background(), e.cfgKey, cfg); err != nil {
+			return err
+		}
+		change(cfg)
+		return e.c.Update(context.Background(), cfg)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // published returns the rendering published in the config's ConfigMap.
@@ -364,11 +382,9 @@ func TestConfigcheckAdmission(t *testing.T) {
 	})
 
 	t.Run("certificates are published to a Secret of their own", func(t *testing.T) {
-		cfg := e.config()
-		cfg.Spec.SSLCertificates = map[string]gatehousev1alpha1.Template{"default.pem": {Template: "# {{ len .resources.ingresses.List }} ingresses\n"}}
-		if err := e.c.Update(ctx, cfg); err != nil {
-			t.Fatal(err)
-		}
+		e.updateConfig(t, func(cfg *gatehousev1alpha1.HAProxyTemplateConfig) {
+			cfg.Spec.SSLCertificates = map[string]gatehousev1alpha1.Template{"default.pem": {Template: "# {{ len .resources.ingresses.List }} ingresses\n"}}
+		})
 		e.waitFor("the Secret holds the rendered certificate and the status names it", func() error {
 			secret := &corev1.Secret{}
 			name := types.NamespacedName{Namespace: e.cfgKey.Namespace, Name: configcheck.RenderedSecretName(e.cfgKey.Name)}
@@ -389,13 +405,11 @@ func TestConfigcheckAdmission(t *testing.T) {
 	})
 
 	t.Run("disabling the webhook removes its rules", func(t *testing.T) {
-		cfg := e.config()
-		w := cfg.Spec.WatchedResources["ingresses"]
-		w.EnableValidationWebhook = false
-		cfg.Spec.WatchedResources["ingresses"] = w
-		if err := e.c.Update(ctx, cfg); err != nil {
-			t.Fatal(err)
-		}
+		e.updateConfig(t, func(cfg *gatehousev1alpha1.HAProxyTemplateConfig) {
+			w := cfg.Spec.WatchedResources["ingresses"]
+			w.EnableValidationWebhook = false
+			cfg.Spec.WatchedResources["ingresses"] = w
+		})
 		e.waitFor("the Ingress webhook leaves the configuration", func() error {
 			for _, name := range e.webhookNames() {
 				if strings.HasPrefix(name, "ingresses.") {
