@@ -27,7 +27,7 @@ var (
 	}, []string{"phase"})
 	phaseOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_phase_outcomes_total",
-		Help: "Admissions ended before rendering (structure: denied, unselected) or denied in a phase (render, haproxy, tests).",
+		Help: "Admissions ended before rendering (structure: denied, unselected, namespace-terminating) or ended by a phase (render, haproxy, tests: denied, or pre-existing when the state without the change fails the same way and the change is admitted).",
 	}, []string{"phase", "outcome"})
 	undecided = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_undecided_total",

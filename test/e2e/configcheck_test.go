@@ -404,6 +404,51 @@ func TestConfigcheckAdmission(t *testing.T) {
 		})
 	})
 
+	t.Run("a failure already in the cluster blocks no one else's change", func(t *testing.T) {
+		setIngressWebhook := func(on bool) {
+			e.updateConfig(t, func(cfg *gatehousev1alpha1.HAProxyTemplateConfig) {
+				w := cfg.Spec.WatchedResources["ingresses"]
+				w.EnableValidationWebhook = on
+				cfg.Spec.WatchedResources["ingresses"] = w
+			})
+		}
+		// An Ingress to a missing Service gets in while the webhook is off.
+		setIngressWebhook(false)
+		orphan := e.ingress("orphan", "haproxy", "o.example", "nowhere", 80)
+		e.waitFor("the broken Ingress is admitted with the webhook off", func() error { return e.c.Create(ctx, orphan.DeepCopy()) })
+		setIngressWebhook(true)
+		// "a-ghost" renders before "orphan": its failure is its own.
+		e.waitFor("the webhook is back and refuses a failure of a change's own", func() error {
+			err := e.c.Create(ctx, e.ingress("a-ghost", "haproxy", "g.example", "ghost2", 80), client.DryRunAll)
+			if err == nil || !strings.Contains(err.Error(), "Service 'ghost2' not found") {
+				return fmt.Errorf("got %v", err)
+			}
+			return nil
+		})
+
+		before := counterWithLabel("gatehouse_configcheck_phase_outcomes_total", "outcome", "pre-existing")
+		warnings := &ngWarnings{}
+		withWarnings := ngClient(t, warnings)
+		e.waitFor("an unrelated Ingress is admitted with warnings naming the failure", func() error {
+			if err := withWarnings.Create(ctx, e.ingress("unrelated", "haproxy", "u2.example", "api", 80), client.DryRunAll); err != nil {
+				return err
+			}
+			got := strings.Join(warnings.take(), "\n")
+			if !strings.Contains(got, "HAProxyTemplateConfig "+e.cfgKey.String()+" fails without this change too") ||
+				!strings.Contains(got, "the failure: Service 'nowhere' not found (Ingress "+e.app+"/orphan") {
+				return fmt.Errorf("warnings: %q", got)
+			}
+			return nil
+		})
+		if after := counterWithLabel("gatehouse_configcheck_phase_outcomes_total", "outcome", "pre-existing"); after <= before {
+			t.Fatalf("pre-existing outcomes %v -> %v, want an increase", before, after)
+		}
+		// Deleting the broken Ingress repairs the rendering: admitted.
+		if err := e.c.Delete(ctx, orphan); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("disabling the webhook removes its rules", func(t *testing.T) {
 		e.updateConfig(t, func(cfg *gatehousev1alpha1.HAProxyTemplateConfig) {
 			w := cfg.Spec.WatchedResources["ingresses"]

@@ -1,0 +1,101 @@
+package configcheck
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+)
+
+// TestSameFailure judges a cluster state and the same state with a change,
+// with the real haproxy, and asks whether the change fails for no reason
+// of its own.
+func TestSameFailure(t *testing.T) {
+	c, errs := compileConfig(judgeSpec())
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	const failedTests = "Validation tests failed: 1/1 tests failed\n\nFailed tests:\n\n- Test: t\n  Assertion failed: contains - no match"
+	ok := func(name string) map[string]any { return ingressWithLine(name, "http-request set-header X-"+name+" v") }
+	inNamespace := func(obj map[string]any, ns string) map[string]any {
+		obj["metadata"].(map[string]any)["namespace"] = ns
+		return obj
+	}
+	cases := []struct {
+		name             string
+		current, changed []map[string]any
+		failedTests      string
+		want             bool
+	}{
+		{name: "a render failure the state has: the same",
+			current: []map[string]any{ok("web"), ingressWithLine("refused", "")},
+			changed: []map[string]any{ok("web"), ingressWithLine("refused", ""), ok("unrelated")}, want: true},
+		{name: "a render failure of the change's own, rendered first: not the same",
+			current: []map[string]any{ok("web"), ingressWithLine("refused", "")},
+			changed: []map[string]any{ok("web"), ingressWithLine("refused", ""), inNamespace(ingressWithLine("refused", ""), "a-team")}},
+		{name: "an alert the state has, moved down by a line the change adds: the same",
+			current: []map[string]any{ingressWithLine("web", "no_such_keyword here")},
+			changed: []map[string]any{ok("a-first"), ingressWithLine("web", "no_such_keyword here")}, want: true},
+		{name: "a new alert beside the one the state has: not the same",
+			current: []map[string]any{ingressWithLine("web", "no_such_keyword here")},
+			changed: []map[string]any{ingressWithLine("web", "no_such_keyword here"), ingressWithLine("zed", "another_bad_keyword")}},
+		{name: "a state that renders and passes: the change's failure is its own",
+			current: []map[string]any{ok("web")},
+			changed: []map[string]any{ok("web"), ingressWithLine("refused", "")}},
+		{name: "a render failure where the state fails only haproxy -c: not the same",
+			current: []map[string]any{ingressWithLine("web", "no_such_keyword here")},
+			changed: []map[string]any{ingressWithLine("web", "no_such_keyword here"), ingressWithLine("refused", "")}},
+		{name: "failed embedded tests, a change that renders and passes haproxy -c: the same",
+			current: []map[string]any{ok("web")}, changed: []map[string]any{ok("web"), ok("unrelated")},
+			failedTests: failedTests, want: true},
+	}
+	m := &Module{checker: newChecker(t, haproxy.Options{})}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			current := m.judge(ctx, c, judgeData(t, c, tc.current...), tc.failedTests)
+			changed := m.judge(ctx, c, judgeData(t, c, tc.changed...), tc.failedTests)
+			if changed.denial == "" || current.undecided != "" || changed.undecided != "" {
+				t.Fatalf("the case must have a refused change: current %+v, changed %+v", current, changed)
+			}
+			if got := sameFailure(changed, current); got != tc.want {
+				t.Fatalf("sameFailure = %v, want %v\nchanged: %s\ncurrent: %s", got, tc.want, changed.denial, current.denial)
+			}
+		})
+	}
+}
+
+func TestSameFailureNeverMatchesAlertsCutShort(t *testing.T) {
+	cut := verdict{phase: phaseHAProxy, denial: "haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad\n(3 more alerts not shown)"}
+	if sameFailure(cut, cut) {
+		t.Fatal("an alert list cut short hides alerts; it must not count as the same failure")
+	}
+	whole := verdict{phase: phaseHAProxy, denial: "haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad\n  line 9: bad"}
+	if !sameFailure(whole, whole) {
+		t.Fatal("the same whole alert list is the same failure")
+	}
+}
+
+func TestPreexistingWarnings(t *testing.T) {
+	key := types.NamespacedName{Namespace: "lb-system", Name: "edge"}
+	for _, tc := range []struct{ denial, wantFailure string }{
+		{"Service 'api' not found (Ingress app/web, host a.example)", "the failure: Service 'api' not found (Ingress app/web, host a.example)"},
+		{"haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad\n  line 9: bad", "the failure: [ALERT] config : parsing [haproxy.cfg:9] : bad"},
+		{strings.Repeat("x", 1000), "the failure: " + strings.Repeat("x", 200)},
+	} {
+		w := preexistingWarnings(key, tc.denial)
+		if len(w) != 2 || !strings.Contains(w[0], "HAProxyTemplateConfig lb-system/edge fails without this change too") || !strings.HasPrefix(w[1], tc.wantFailure) {
+			t.Fatalf("warnings %q for %q", w, tc.denial)
+		}
+		for _, line := range w {
+			if len(line) > 256 {
+				t.Fatalf("warning of %d bytes: the API server's limit is 256", len(line))
+			}
+		}
+	}
+}
