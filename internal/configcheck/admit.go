@@ -210,10 +210,7 @@ func checkStructure(obj map[string]any) error {
 // overlaid shows stores as they would be after op on obj in the store of
 // watched.
 func overlaid(stores map[string]render.IndexedStore, watched string, op render.Operation, obj map[string]any) (render.Data, error) {
-	data := render.Data{Resources: make(map[string]render.Store, len(stores))}
-	for name, s := range stores {
-		data.Resources[name] = s
-	}
+	data := dataOf(stores)
 	base, ok := stores[watched]
 	if !ok {
 		return data, fmt.Errorf("no store for watched resource %s", watched)
@@ -225,6 +222,19 @@ func overlaid(stores map[string]render.IndexedStore, watched string, op render.O
 	data.Resources[watched] = o
 	return data, nil
 }
+
+// dataOf shows stores to the templates as they are.
+func dataOf(stores map[string]render.IndexedStore) render.Data {
+	data := render.Data{Resources: make(map[string]render.Store, len(stores))}
+	for name, s := range stores {
+		data.Resources[name] = s
+	}
+	return data
+}
+
+// haproxyRejects opens a denial of the haproxy -c phase; its alerts follow
+// one per line.
+const haproxyRejects = "haproxy -c rejects the rendered configuration:"
 
 // judge renders data, checks the rendering with haproxy, and applies the
 // embedded tests' result, stopping at the first phase that fails.
@@ -250,7 +260,7 @@ func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, faile
 	}
 	countCheck(checked)
 	if !checked.Valid {
-		return verdict{denial: "haproxy -c rejects the rendered configuration:\n" + checked.Message, phase: phaseHAProxy, cached: checked.Cached}
+		return verdict{denial: haproxyRejects + "\n" + checked.Message, phase: phaseHAProxy, cached: checked.Cached}
 	}
 	if failedTests != "" {
 		return verdict{denial: failedTests, phase: phaseTests, cached: checked.Cached}

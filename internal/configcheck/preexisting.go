@@ -18,11 +18,7 @@ import (
 // protect nothing, since the published rendering stays the last accepted
 // one until the failure is fixed.
 func (m *Module) failsAlready(ctx context.Context, st *configState, live map[string]render.IndexedStore, proposed verdict) bool {
-	current := render.Data{Resources: make(map[string]render.Store, len(live))}
-	for name, s := range live {
-		current.Resources[name] = s
-	}
-	baseline := m.judge(ctx, st.compiled, current, st.failedTests())
+	baseline := m.judge(ctx, st.compiled, dataOf(live), st.failedTests())
 	return baseline.undecided == "" && sameFailure(proposed, baseline)
 }
 
@@ -67,9 +63,11 @@ func withoutLineNumbers(s string) string {
 // preexistingWarnings tell the person whose change was admitted what
 // fails and that their change was checked only up to it.
 func preexistingWarnings(key types.NamespacedName, denial string) []string {
-	first, _, _ := strings.Cut(denial, "\n")
-	if first == "haproxy -c rejects the rendered configuration:" {
-		first = strings.SplitN(denial, "\n", 3)[1]
+	// The first line that names the failure: for haproxy -c, its first
+	// alert.
+	first, rest, _ := strings.Cut(denial, "\n")
+	if first == haproxyRejects {
+		first, _, _ = strings.Cut(rest, "\n")
 	}
 	return []string{
 		bounded(fmt.Sprintf("HAProxyTemplateConfig %s fails without this change too, so the change was admitted, checked only up to that failure; "+

@@ -174,19 +174,3 @@ func scrapeGauge(client *http.Client, url, name string) int {
 	}
 	return 0
 }
-
-// streamRows are the per-webhook latencies of one run.
-func streamRows(scenarioName string, r loadResult) []string {
-	var names []string
-	for name := range r.ByStream {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	var rows []string
-	for _, name := range names {
-		l := r.ByStream[name]
-		rows = append(rows, fmt.Sprintf("| %s | %s | %d | %s | %s | %s |", scenarioName, name, len(l),
-			round(percentile(l, 0.50)), round(percentile(l, 0.99)), round(l[len(l)-1])))
-	}
-	return rows
-}

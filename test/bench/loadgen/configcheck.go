@@ -59,7 +59,7 @@ func (f *configcheckFixture) create(ctx context.Context, env *devenv.Env) error 
 		return err
 	}
 	cfg.SetNamespace(ccLB)
-	if err := createEventually(ctx, c, cfg); err != nil {
+	if err := client.IgnoreAlreadyExists(createRetrying(ctx, c, cfg)); err != nil {
 		return fmt.Errorf("create the config: %w", err)
 	}
 	for i := 0; i < ccIngresses; i++ {
@@ -67,10 +67,10 @@ func (f *configcheckFixture) create(ctx context.Context, env *devenv.Env) error 
 			ObjectMeta: metav1.ObjectMeta{Namespace: ccApp, Name: fmt.Sprintf("svc-%03d", i)},
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, Selector: map[string]string{"app": "x"}},
 		}
-		if err := createEventually(ctx, c, svc); err != nil {
+		if err := client.IgnoreAlreadyExists(createRetrying(ctx, c, svc)); err != nil {
 			return err
 		}
-		if err := createEventually(ctx, c, ccIngress(fmt.Sprintf("ing-%03d", i), "haproxy", fmt.Sprintf("h%03d.example", i), svc.Name)); err != nil {
+		if err := client.IgnoreAlreadyExists(createRetrying(ctx, c, ccIngress(fmt.Sprintf("ing-%03d", i), "haproxy", fmt.Sprintf("h%03d.example", i), svc.Name))); err != nil {
 			return err
 		}
 	}
@@ -111,13 +111,14 @@ func exampleConfig() (*unstructured.Unstructured, error) {
 	return u, yaml.Unmarshal(data, &u.Object)
 }
 
-// createEventually retries while a just-installed CRD or a just-started
-// webhook is not served yet.
-func createEventually(ctx context.Context, c client.Client, obj client.Object) error {
+// createRetrying creates obj, again for a minute while a just-installed CRD
+// or a just-started webhook is not served yet. An object that exists is
+// not retried: the error says so.
+func createRetrying(ctx context.Context, c client.Client, obj client.Object) error {
 	var err error
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
 		if err = c.Create(ctx, obj); err == nil || apierrors.IsAlreadyExists(err) {
-			return nil
+			return err
 		}
 	}
 	return err

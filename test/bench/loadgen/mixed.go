@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/devenv"
@@ -62,4 +63,20 @@ func prepare(ctx context.Context, env *devenv.Env, sc scenario) error {
 		}
 	}
 	return nil
+}
+
+// streamRows are the per-webhook latencies of one run.
+func streamRows(scenarioName string, r loadResult) []string {
+	var names []string
+	for name := range r.ByStream {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var rows []string
+	for _, name := range names {
+		l := r.ByStream[name]
+		rows = append(rows, fmt.Sprintf("| %s | %s | %d | %s | %s | %s |", scenarioName, name, len(l),
+			round(percentile(l, 0.50)), round(percentile(l, 0.99)), round(l[len(l)-1])))
+	}
+	return rows
 }

@@ -149,14 +149,7 @@ func applyWithOwners(ctx context.Context, c client.Client, docs string) (*unstru
 			}
 			u.SetOwnerReferences(append(u.GetOwnerReferences(), ownerRef(o)))
 		}
-		var err error
-		for deadline := time.Now().Add(30 * time.Second); ; {
-			// A CRD just created is served after a moment.
-			if err = c.Create(ctx, u); err == nil || apierrors.IsAlreadyExists(err) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		err := createRetrying(ctx, c, u)
 		if apierrors.IsAlreadyExists(err) {
 			err = c.Get(ctx, client.ObjectKeyFromObject(u), u)
 		}
