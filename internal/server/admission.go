@@ -40,6 +40,12 @@ type admissionHandler struct {
 
 func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if budget := h.writeBudget(); budget > 0 {
+		// The API server waits up to the webhook's declared timeout (at
+		// most 30 s), longer than the server's 10 s default: a decision that
+		// takes 18 s must still be written whole, not cut into a TLS error.
+		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(budget))
+	}
 	var review admissionv1.AdmissionReview
 	if err := decodeAdmissionReview(requestBody(r), &review); err != nil {
 		h.server.refuse(w, h.hook.Path, http.StatusBadRequest, "malformed AdmissionReview: "+err.Error())
@@ -84,6 +90,22 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	metrics.Requests.WithLabelValues(h.hook.Name, h.module, string(req.Operation), decision).Inc()
 	metrics.Latency.WithLabelValues(h.hook.Name, h.module).Observe(elapsed.Seconds())
 	h.logDecision(req, resp, decision, elapsed)
+}
+
+// writeGrace is how long after the webhook's declared timeout its answer
+// may still be written: the module answers before that timeout (less a
+// margin), so the grace only covers encoding and the network.
+const writeGrace = 2 * time.Second
+
+// writeBudget is how long this webhook's answer may take to write when its
+// declared timeout outlasts the server's write timeout; 0 keeps the
+// server's.
+func (h *admissionHandler) writeBudget() time.Duration {
+	budget := time.Duration(h.hook.TimeoutSeconds)*time.Second + writeGrace
+	if h.hook.TimeoutSeconds <= 0 || budget <= h.server.opts.WriteTimeout {
+		return 0
+	}
+	return budget
 }
 
 // admit calls the module, turning a panic into a 500 that is logged with the

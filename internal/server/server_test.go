@@ -403,3 +403,43 @@ func TestSlowClientIsCutOffByTheReadTimeout(t *testing.T) {
 		t.Fatalf("connection was not closed by the read timeout (waited %s: %v)", waited, err)
 	}
 }
+
+// A webhook may declare a timeout longer than the server's write timeout;
+// its answer must reach the caller whole. Before, a configcheck config whose
+// tests took 18 s was logged "allowed" and reached the API server as
+// "tls: bad record MAC", cut by the 10 s write timeout.
+func TestSlowDecisionWithinItsDeclaredTimeoutIsWrittenWhole(t *testing.T) {
+	const writeTimeout = 300 * time.Millisecond
+	slow := func(_ context.Context, req admission.Request) admission.Response {
+		time.Sleep(3 * writeTimeout)
+		return admission.Allowed("took longer than the server's write timeout")
+	}
+	short := func(_ context.Context, req admission.Request) admission.Response {
+		time.Sleep(3 * writeTimeout)
+		return admission.Allowed("")
+	}
+	h := start(t, func(o *server.Options) { o.WriteTimeout = writeTimeout }, func(s *server.Server) {
+		long := validating("slow.test", "/slow", slow)
+		long.TimeoutSeconds = 2
+		s.Admission("test", long, module.Enforce)
+		// A webhook that declares no timeout keeps the server's.
+		undeclared := validating("short.test", "/short", short)
+		undeclared.TimeoutSeconds = 0
+		s.Admission("test", undeclared, module.Enforce)
+	})
+	code, body := h.post(t, "/slow", review("uid-slow", admissionv1.Create))
+	if code != 200 {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	if resp := decodeResponse(t, body); resp.UID != "uid-slow" || !resp.Allowed {
+		t.Fatalf("response %+v", resp)
+	}
+	resp, err := h.client.Post(h.url+"/short", "application/json", bytes.NewReader(review("uid-short", admissionv1.Create)))
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil {
+		t.Fatalf("an answer later than the server's write timeout was written for a webhook that declares none")
+	}
+}
