@@ -24,6 +24,9 @@ const (
 	phaseStructure = "structure"
 	phaseRender    = "render"
 	phaseHAProxy   = "haproxy"
+	// phasePolicy is the check policy refusing a rendering before haproxy
+	// reads it (Lua, external commands, files outside the check).
+	phasePolicy = "policy"
 	phaseTests     = "tests"
 )
 
@@ -259,6 +262,9 @@ func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, faile
 		return verdict{undecided: "configcheck: haproxy -c could not run: " + err.Error()}
 	}
 	countCheck(checked)
+	if checked.Refused {
+		return verdict{denial: checked.Message, phase: phasePolicy, cached: checked.Cached}
+	}
 	if !checked.Valid {
 		return verdict{denial: haproxyRejects + "\n" + checked.Message, phase: phaseHAProxy, cached: checked.Cached}
 	}

@@ -2,8 +2,6 @@ package configcheck
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -232,13 +230,29 @@ func ingressWithLine(name, line string) map[string]any {
 	}
 }
 
-func newChecker(t *testing.T, opts haproxy.Options) *haproxy.Checker {
+// testChecker is the real haproxy behind the policy, or runner when set.
+func testChecker(t *testing.T, runner haproxy.Runner) *haproxy.Checker {
 	t.Helper()
-	checker, err := haproxy.New(opts)
+	if runner == nil {
+		real, err := haproxy.NewRunner(haproxy.RunnerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runner = real
+	}
+	checker, err := haproxy.New(haproxy.Options{Runner: runner})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return checker
+}
+
+// hangingRunner is a haproxy that never answers before its context ends.
+type hangingRunner struct{}
+
+func (hangingRunner) Run(ctx context.Context, _ render.Output) (haproxy.RunResult, error) {
+	<-ctx.Done()
+	return haproxy.RunResult{}, ctx.Err()
 }
 
 func judgeData(t *testing.T, c *compiled, objs ...map[string]any) render.Data {
@@ -284,7 +298,7 @@ func TestJudge(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &Module{checker: newChecker(t, haproxy.Options{})}
+			m := &Module{checker: testChecker(t, nil)}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if tc.expired {
@@ -337,7 +351,7 @@ func TestJudgeSecondVerdictIsCached(t *testing.T) {
 		{"invalid", "no_such_keyword cached", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &Module{checker: newChecker(t, haproxy.Options{})}
+			m := &Module{checker: testChecker(t, nil)}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			var verdicts []verdict
@@ -365,11 +379,7 @@ func TestJudgeSlowHAProxyIsUndecidedAtTheDeadline(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	script := filepath.Join(t.TempDir(), "haproxy")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	m := &Module{checker: newChecker(t, haproxy.Options{Binary: script})}
+	m := &Module{checker: testChecker(t, hangingRunner{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -18,7 +18,7 @@ var (
 	// templates see unchanged (unchanged).
 	HAProxyChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_haproxy_checks_total",
-		Help: "haproxy -c verdicts by result: valid, invalid (haproxy ran), cached (an identical rendering's verdict reused) or unchanged (the change leaves what the templates see as it is; nothing rendered).",
+		Help: "haproxy -c verdicts by result: valid, invalid (haproxy ran), refused (the check policy refused the rendering; haproxy did not run), cached (an identical rendering's verdict reused) or unchanged (the change leaves what the templates see as it is; nothing rendered).",
 	}, []string{"result"})
 	phaseSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gatehouse_configcheck_phase_seconds",
@@ -56,6 +56,8 @@ func countCheck(v haproxy.Verdict) {
 	switch {
 	case v.Cached:
 		HAProxyChecks.WithLabelValues("cached").Inc()
+	case v.Refused:
+		HAProxyChecks.WithLabelValues("refused").Inc()
 	case v.Valid:
 		HAProxyChecks.WithLabelValues("valid").Inc()
 	default:

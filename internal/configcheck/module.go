@@ -53,6 +53,10 @@ type Options struct {
 	// HAProxyBinary is the haproxy executable (default: found in PATH, else
 	// /usr/sbin/haproxy).
 	HAProxyBinary string
+	// AllowLua lets renderings load Lua (lua-load and friends), for a
+	// platform whose HAProxy needs it. Off by default: haproxy -c runs Lua
+	// while parsing. The check process stays confined either way.
+	AllowLua bool
 	// MaxConcurrentChecks bounds the haproxy -c processes at once (default
 	// 2).
 	MaxConcurrentChecks int
@@ -137,7 +141,7 @@ func (m *Module) Webhooks() []module.Webhook {
 // labels; the watched resources' informers start as configs ask for them.
 func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	m.host = host
-	checker, err := haproxy.New(haproxy.Options{Binary: m.opts.HAProxyBinary, MaxConcurrent: m.opts.MaxConcurrentChecks})
+	checker, err := newChecker(m.opts.HAProxyBinary, m.opts.AllowLua, m.opts.MaxConcurrentChecks)
 	if err != nil {
 		return fmt.Errorf("configcheck: %w", err)
 	}
@@ -165,6 +169,16 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 		return err
 	}
 	return host.Add(m.publisher)
+}
+
+// newChecker is the haproxy -c checker every path shares: the confined
+// process runner behind the check policy.
+func newChecker(binary string, allowLua bool, maxConcurrent int) (*haproxy.Checker, error) {
+	runner, err := haproxy.NewRunner(haproxy.RunnerOptions{Binary: binary})
+	if err != nil {
+		return nil, err
+	}
+	return haproxy.New(haproxy.Options{Runner: runner, Policy: haproxy.Policy{AllowLua: allowLua}, MaxConcurrent: maxConcurrent})
 }
 
 func (m *Module) handleEvents(ctx context.Context, namespace client.Object) error {

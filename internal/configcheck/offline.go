@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 )
@@ -26,6 +25,9 @@ type OfflineOptions struct {
 	// <dir>/<test>/ (haproxy.cfg, maps/, general/, ssl/).
 	DumpRendered  string
 	HAProxyBinary string
+	// AllowLua applies the check policy as a cluster with
+	// --configcheck-allow-lua would.
+	AllowLua bool
 }
 
 // TestOffline runs the embedded tests of the HAProxyTemplateConfig in
@@ -41,7 +43,7 @@ func TestOffline(ctx context.Context, configYAML []byte, opts OfflineOptions, w 
 	if len(errs) > 0 {
 		return false, fmt.Errorf("the config is invalid: %w", errs.ToAggregate())
 	}
-	checker, err := haproxy.New(haproxy.Options{Binary: opts.HAProxyBinary})
+	checker, err := newChecker(opts.HAProxyBinary, opts.AllowLua, 0)
 	if err != nil {
 		return false, err
 	}

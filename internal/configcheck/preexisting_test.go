@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 )
 
 // TestSameFailure judges a cluster state and the same state with a change,
@@ -53,7 +52,7 @@ func TestSameFailure(t *testing.T) {
 			current: []map[string]any{ok("web")}, changed: []map[string]any{ok("web"), ok("unrelated")},
 			failedTests: failedTests, want: true},
 	}
-	m := &Module{checker: newChecker(t, haproxy.Options{})}
+	m := &Module{checker: testChecker(t, nil)}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

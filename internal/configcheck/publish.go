@@ -166,6 +166,12 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		return err
 	}
 	countCheck(v)
+	if v.Refused {
+		published.WithLabelValues("rejected").Inc()
+		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "PolicyRefused",
+			bounded("the cluster's current rendering breaks the check policy and was not checked; the last accepted one stays published:\n"+v.Message, 1000))
+		return nil
+	}
 	if !v.Valid {
 		published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "HAProxyCheckFailed",

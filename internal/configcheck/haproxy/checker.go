@@ -10,15 +10,11 @@ import (
 	"fmt"
 	"hash"
 	"maps"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -34,58 +30,40 @@ const (
 )
 
 const (
-	// fallbackBinary is where Debian's haproxy package installs the binary.
-	fallbackBinary = "/usr/sbin/haproxy"
-	installHint    = "install Debian's package: apt-get install haproxy"
-
 	defaultCacheSize = 256
 	// initialEstimate is the expected duration of a run before any run
 	// has been measured.
 	initialEstimate = 100 * time.Millisecond
 	// newestWeight is the weight of the newest run in the average.
 	newestWeight = 0.2
-	// waitDelay bounds how long Wait waits for the output pipes after the
-	// process exited or was killed.
-	waitDelay = time.Second
-	// maxOutput bounds the haproxy output kept in memory.
-	maxOutput = 1 << 20
 )
-
-// DefaultEnv is the environment of a haproxy run unless Options.Env is set:
-// no variable of the controller's own environment reaches haproxy, so a
-// config's "${VAR}" cannot copy a secret into a denial message.
-var DefaultEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 // ErrBusy is returned, wrapped with the queue length and the expected wait,
 // when a check could not start and finish before its context's deadline.
 var ErrBusy = errors.New("haproxy check refused: it cannot finish before the deadline")
 
-// Options configure a Checker. Every zero field has a default, applied by
-// New.
+// Options configure a Checker: how runs are scheduled and remembered. How
+// one run executes is the Runner's. Every zero field has a default, applied
+// by New.
 type Options struct {
-	// Binary is the haproxy executable: a path, or a name looked up in
-	// PATH. Default: "haproxy" in PATH, else /usr/sbin/haproxy.
-	Binary string
-	// MaxConcurrent is how many haproxy -c runs may run at once. Default:
-	// the CPUs available to the process (GOMAXPROCS), at least 1.
+	// Runner executes one check. Required (NewRunner builds the confined
+	// one).
+	Runner Runner
+	// Policy is what a rendering must satisfy before the Runner sees it.
+	Policy Policy
+	// MaxConcurrent is how many runs may run at once. Default: the CPUs
+	// available to the process (GOMAXPROCS), at least 1.
 	MaxConcurrent int
-	// TempDir is the parent of every run's private directory. Default:
-	// os.TempDir().
-	TempDir string
 	// CacheSize is how many verdicts are remembered by checksum. Default
 	// 256.
 	CacheSize int
-	// Env is the environment of every run. Default (nil): DefaultEnv.
-	Env []string
 }
 
 // withDefaults is the one place defaults are applied and options checked.
 func (o Options) withDefaults() (Options, error) {
-	binary, err := findBinary(o.Binary)
-	if err != nil {
-		return o, err
+	if o.Runner == nil {
+		return o, errors.New("haproxy checker: a Runner is required")
 	}
-	o.Binary = binary
 	switch {
 	case o.MaxConcurrent < 0:
 		return o, fmt.Errorf("haproxy checker: MaxConcurrent %d is negative", o.MaxConcurrent)
@@ -98,40 +76,7 @@ func (o Options) withDefaults() (Options, error) {
 	case o.CacheSize == 0:
 		o.CacheSize = defaultCacheSize
 	}
-	if o.TempDir == "" {
-		o.TempDir = os.TempDir()
-	}
-	if info, err := os.Stat(o.TempDir); err != nil {
-		return o, fmt.Errorf("haproxy checker: temporary directory: %w", err)
-	} else if !info.IsDir() {
-		return o, fmt.Errorf("haproxy checker: temporary directory %s is not a directory", o.TempDir)
-	}
-	if o.Env == nil {
-		o.Env = DefaultEnv
-	}
 	return o, nil
-}
-
-// findBinary resolves the haproxy executable to an absolute path (runs
-// change their working directory, so a relative path would break).
-func findBinary(name string) (string, error) {
-	var path string
-	if name == "" {
-		if p, err := exec.LookPath("haproxy"); err == nil {
-			path = p
-		} else if p, err := exec.LookPath(fallbackBinary); err == nil {
-			path = p
-		} else {
-			return "", fmt.Errorf("haproxy not found (not in PATH, not at %s): %s", fallbackBinary, installHint)
-		}
-	} else {
-		p, err := exec.LookPath(name)
-		if err != nil && !errors.Is(err, exec.ErrDot) {
-			return "", fmt.Errorf("haproxy not found (%v): %s", err, installHint)
-		}
-		path = p
-	}
-	return filepath.Abs(path)
 }
 
 // Verdict is the result of a check.
@@ -144,6 +89,9 @@ type Verdict struct {
 	// Checksum identifies the checked configuration and auxiliary files;
 	// see Checksum.
 	Checksum string
+	// Refused is true when the rendering broke the check Policy: haproxy
+	// did not run, and Message is PolicyDenial's text.
+	Refused bool
 	// Cached is true when the verdict was reused (from the cache, or from
 	// a concurrent identical check) without running haproxy.
 	Cached bool
@@ -153,7 +101,7 @@ type Verdict struct {
 
 // Stats are counters since New.
 type Stats struct {
-	// Runs counts haproxy processes started.
+	// Runs counts runs handed to the Runner.
 	Runs int64
 	// CacheHits counts verdicts reused without a run of their own
 	// (Verdict.Cached).
@@ -331,69 +279,24 @@ func (c *Checker) runInSlot(ctx context.Context, out render.Output) (Verdict, er
 	if err := ctx.Err(); err != nil {
 		return Verdict{}, fmt.Errorf("haproxy check: %w", err)
 	}
-	return c.run(ctx, out)
+	return c.verify(ctx, out)
 }
 
-// run writes out into a private directory and runs haproxy -c there.
-func (c *Checker) run(ctx context.Context, out render.Output) (Verdict, error) {
-	dir, err := os.MkdirTemp(c.opts.TempDir, "gatehouse-haproxy-*")
-	if err != nil {
-		return Verdict{}, fmt.Errorf("haproxy check: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	if err := writeTree(dir, out); err != nil {
-		return Verdict{}, fmt.Errorf("haproxy check: %w", err)
-	}
-
-	var output limitedBuffer
-	// Only the basename, with the directory as cwd: messages say
-	// [haproxy.cfg:N], never a temporary path. No -dr: an unresolvable
-	// server name is an error.
-	cmd := exec.CommandContext(ctx, c.opts.Binary, "-c", "-f", ConfigFile)
-	cmd.Dir = dir
-	cmd.Env = c.opts.Env
-	cmd.Stdout = &output
-	cmd.Stderr = &output
-	// Its own process group, killed whole when ctx ends: nothing it
-	// started outlives the check.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			if errors.Is(err, syscall.ESRCH) {
-				return os.ErrProcessDone
-			}
-			return err
-		}
-		return nil
-	}
-	cmd.WaitDelay = waitDelay
-
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		if ctx.Err() != nil {
-			return Verdict{}, fmt.Errorf("haproxy check: %w", ctx.Err())
-		}
-		return Verdict{}, fmt.Errorf("starting %s: %w", c.opts.Binary, err)
+// verify applies the policy, then runs the Runner: a rendering outside the
+// policy never reaches haproxy.
+func (c *Checker) verify(ctx context.Context, out render.Output) (Verdict, error) {
+	if violations := c.opts.Policy.Check(out); len(violations) > 0 {
+		return Verdict{Refused: true, Message: PolicyDenial(violations)}, nil
 	}
 	c.runs.Add(1)
-	err = cmd.Wait()
+	start := time.Now()
+	result, err := c.opts.Runner.Run(ctx, out)
 	elapsed := time.Since(start)
-	if ctx.Err() != nil {
-		return Verdict{}, fmt.Errorf("haproxy -c stopped after %v: %w", elapsed.Round(time.Millisecond), ctx.Err())
+	if err != nil {
+		return Verdict{}, err
 	}
 	c.observe(elapsed)
-
-	text := strings.ReplaceAll(output.String(), dir+string(filepath.Separator), "")
-	text = strings.ReplaceAll(text, dir, ".")
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-		return Verdict{Valid: true, Duration: elapsed}, nil
-	case errors.As(err, &exitErr) && exitErr.ExitCode() > 0 && strings.TrimSpace(text) != "":
-		return Verdict{Message: Simplify(text, out.HAProxyConfig), Duration: elapsed}, nil
-	default:
-		return Verdict{}, fmt.Errorf("haproxy -c ended without a verdict: %w (output: %q)", err, bound(strings.TrimSpace(text), 512))
-	}
+	return Verdict{Valid: result.Valid, Message: result.Message, Duration: elapsed}, nil
 }
 
 // observe adds a run's duration to the average.
@@ -450,22 +353,6 @@ func checkNames(out render.Output) string {
 	}
 	return fmt.Sprintf("invalid file name: %s (a file name is one path element, written into %s/, %s/ or %s/ next to %s)",
 		strings.Join(problems, "; "), MapsDir, FilesDir, CertsDir, ConfigFile)
-}
-
-// writeTree writes haproxy.cfg and the auxiliary files into dir.
-func writeTree(dir string, out render.Output) error {
-	for _, aux := range auxDirs(out) {
-		sub := filepath.Join(dir, aux.dir)
-		if err := os.Mkdir(sub, 0o700); err != nil {
-			return err
-		}
-		for name, content := range aux.files {
-			if err := os.WriteFile(filepath.Join(sub, name), []byte(content), 0o600); err != nil {
-				return err
-			}
-		}
-	}
-	return os.WriteFile(filepath.Join(dir, ConfigFile), []byte(out.HAProxyConfig), 0o600)
 }
 
 // Checksum is the sha256 (hex) of haproxy.cfg and every auxiliary file's
@@ -536,29 +423,4 @@ func (vc *verdictCache) add(sum string, v Verdict) {
 		vc.order.Remove(oldest)
 		delete(vc.index, oldest.Value.(*cacheEntry).sum)
 	}
-}
-
-// limitedBuffer keeps the first maxOutput bytes written to it. exec writes
-// from one goroutine at a time when Stdout and Stderr are the same writer.
-type limitedBuffer struct {
-	b         []byte
-	truncated bool
-}
-
-func (lb *limitedBuffer) Write(p []byte) (int, error) {
-	room := maxOutput - len(lb.b)
-	if len(p) > room {
-		lb.b = append(lb.b, p[:max(room, 0)]...)
-		lb.truncated = true
-	} else {
-		lb.b = append(lb.b, p...)
-	}
-	return len(p), nil
-}
-
-func (lb *limitedBuffer) String() string {
-	if lb.truncated {
-		return string(lb.b) + "\n(output truncated)"
-	}
-	return string(lb.b)
 }

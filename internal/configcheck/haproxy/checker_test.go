@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,9 +29,13 @@ import (
 func realChecker(t testing.TB) *Checker {
 	t.Helper()
 	tmp := t.TempDir()
-	c, err := New(Options{TempDir: tmp})
+	runner, err := NewRunner(RunnerOptions{TempDir: tmp})
 	if err != nil {
-		t.Fatalf("New: %v (configcheck's tests run the real haproxy)", err)
+		t.Fatalf("NewRunner: %v (configcheck's tests run the real haproxy)", err)
+	}
+	c, err := New(Options{Runner: runner})
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		entries, err := os.ReadDir(tmp)
@@ -44,8 +49,51 @@ func realChecker(t testing.TB) *Checker {
 	return c
 }
 
-// fakeBinary writes a shell script standing in for haproxy. It appends a
-// line to the returned counter file on every run, then runs body.
+// fakeRunner stands in for haproxy in the scheduling tests: it counts its
+// runs and answers result (or err) after delay, unless ctx ends first.
+type fakeRunner struct {
+	delay  time.Duration
+	result RunResult
+	err    error
+	runs   atomic.Int64
+}
+
+func (f *fakeRunner) Run(ctx context.Context, out render.Output) (RunResult, error) {
+	f.runs.Add(1)
+	select {
+	case <-time.After(f.delay):
+	case <-ctx.Done():
+		return RunResult{}, ctx.Err()
+	}
+	return f.result, f.err
+}
+
+// fakeChecker returns a Checker over a fakeRunner answering valid after
+// delay.
+func fakeChecker(t testing.TB, delay time.Duration, opts Options) (*Checker, *fakeRunner) {
+	t.Helper()
+	runner := &fakeRunner{delay: delay, result: RunResult{Valid: true}}
+	opts.Runner = runner
+	c, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, runner
+}
+
+// waitForRuns waits until runner has started n runs.
+func waitForRuns(t testing.TB, runner *fakeRunner, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); runner.runs.Load() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d runs started, want %d", runner.runs.Load(), n)
+		}
+	}
+}
+
+// fakeBinary writes a shell script standing in for the haproxy binary, for
+// the tests of the process runner itself. It appends a line to the
+// returned counter file on every run, then runs body.
 func fakeBinary(t testing.TB, body string) (binary, counter string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -70,18 +118,15 @@ func runCount(t testing.TB, counter string) int {
 	return strings.Count(string(data), "run\n")
 }
 
-func fakeChecker(t testing.TB, body string, opts Options) (*Checker, string) {
+// scriptRunner returns a process runner whose haproxy is the script body.
+func scriptRunner(t testing.TB, body string) (*ProcessRunner, string) {
 	t.Helper()
 	binary, counter := fakeBinary(t, body)
-	opts.Binary = binary
-	if opts.TempDir == "" {
-		opts.TempDir = t.TempDir()
-	}
-	c, err := New(opts)
+	r, err := NewRunner(RunnerOptions{Binary: binary, TempDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, counter
+	return r, counter
 }
 
 const validConfig = `global
@@ -275,15 +320,39 @@ func TestCheckRealHAProxy(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	c, err := New(Options{})
+	c, err := New(Options{Runner: &fakeRunner{}})
 	if err != nil {
 		t.Fatalf("New with defaults: %v", err)
 	}
-	if !filepath.IsAbs(c.opts.Binary) || c.opts.MaxConcurrent < 1 || c.opts.CacheSize != defaultCacheSize ||
-		c.opts.TempDir != os.TempDir() || len(c.opts.Env) != 1 || cap(c.slots) != c.opts.MaxConcurrent {
+	if c.opts.MaxConcurrent < 1 || c.opts.CacheSize != defaultCacheSize || cap(c.slots) != c.opts.MaxConcurrent {
 		t.Errorf("defaults not applied: %+v", c.opts)
 	}
+	for _, tt := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no runner", Options{}, "a Runner is required"},
+		{"negative concurrency", Options{Runner: &fakeRunner{}, MaxConcurrent: -1}, "MaxConcurrent -1"},
+		{"negative cache", Options{Runner: &fakeRunner{}, CacheSize: -1}, "CacheSize -1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := New(tt.opts); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New(%+v) = %v, want an error containing %q", tt.opts, err, tt.want)
+			}
+		})
+	}
+}
 
+func TestNewRunner(t *testing.T) {
+	r, err := NewRunner(RunnerOptions{})
+	if err != nil {
+		t.Fatalf("NewRunner with defaults: %v", err)
+	}
+	if !filepath.IsAbs(r.opts.Binary) || r.opts.TempDir != os.TempDir() || r.opts.Confinement.Nice <= 0 ||
+		r.opts.Confinement.CPUTime <= 0 || r.opts.Confinement.AddressSpace == 0 {
+		t.Errorf("defaults not applied: %+v", r.opts)
+	}
 	missing := filepath.Join(t.TempDir(), "no-haproxy")
 	notDir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
@@ -291,20 +360,18 @@ func TestNew(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name string
-		opts Options
+		opts RunnerOptions
 		want string
 	}{
-		{"missing binary path", Options{Binary: missing}, "haproxy not found ("},
-		{"missing binary name", Options{Binary: "no-such-haproxy-binary"}, "haproxy not found ("},
-		{"negative concurrency", Options{MaxConcurrent: -1}, "MaxConcurrent -1"},
-		{"negative cache", Options{CacheSize: -1}, "CacheSize -1"},
-		{"missing temp dir", Options{TempDir: missing}, "temporary directory"},
-		{"temp dir is a file", Options{TempDir: notDir}, "not a directory"},
+		{"missing binary path", RunnerOptions{Binary: missing}, "haproxy not found ("},
+		{"missing binary name", RunnerOptions{Binary: "no-such-haproxy-binary"}, "haproxy not found ("},
+		{"missing temp dir", RunnerOptions{TempDir: missing}, "temporary directory"},
+		{"temp dir is a file", RunnerOptions{TempDir: notDir}, "not a directory"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(tt.opts)
+			_, err := NewRunner(tt.opts)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("New(%+v) = %v, want an error containing %q", tt.opts, err, tt.want)
+				t.Fatalf("NewRunner(%+v) = %v, want an error containing %q", tt.opts, err, tt.want)
 			}
 			if strings.HasPrefix(tt.want, "haproxy not found") && !strings.HasSuffix(err.Error(), ": install Debian's package: apt-get install haproxy") {
 				t.Errorf("error lacks the install hint: %v", err)
@@ -377,7 +444,7 @@ func TestChecksum(t *testing.T) {
 
 func TestCache(t *testing.T) {
 	t.Run("identical output reuses the verdict", func(t *testing.T) {
-		c, counter := fakeChecker(t, "echo 'Configuration file is valid'", Options{})
+		c, runner := fakeChecker(t, time.Millisecond, Options{})
 		out := render.Output{HAProxyConfig: "global\n", Maps: map[string]string{"a.map": "x\n"}}
 		first, err := c.Check(context.Background(), out)
 		if err != nil || !first.Valid || first.Cached || first.Duration <= 0 {
@@ -389,7 +456,7 @@ func TestCache(t *testing.T) {
 		if err != nil || !second.Valid || !second.Cached || second.Duration != 0 || second.Checksum != first.Checksum {
 			t.Fatalf("second Check = %+v, %v; want the first's verdict, cached", second, err)
 		}
-		if n := runCount(t, counter); n != 1 {
+		if n := runner.runs.Load(); n != 1 {
 			t.Fatalf("haproxy ran %d times, want 1", n)
 		}
 		changed := render.Output{HAProxyConfig: "global\n", Maps: map[string]string{"a.map": "y\n"}}
@@ -397,7 +464,7 @@ func TestCache(t *testing.T) {
 		if err != nil || third.Cached || third.Checksum == first.Checksum {
 			t.Fatalf("Check after a map change = %+v, %v; want a new run", third, err)
 		}
-		if n := runCount(t, counter); n != 2 {
+		if n := runner.runs.Load(); n != 2 {
 			t.Fatalf("haproxy ran %d times, want 2", n)
 		}
 		if s := c.Stats(); s != (Stats{Runs: 2, CacheHits: 1}) {
@@ -405,35 +472,34 @@ func TestCache(t *testing.T) {
 		}
 	})
 	t.Run("invalid verdicts are cached", func(t *testing.T) {
-		c, counter := fakeChecker(t, "echo '[ALERT]    (42) : config : parsing [haproxy.cfg:1] : unknown keyword' >&2; exit 1", Options{})
+		c, runner := fakeChecker(t, 0, Options{})
+		runner.result = RunResult{Message: "[ALERT] config : parsing [haproxy.cfg:1] : unknown keyword"}
 		out := render.Output{HAProxyConfig: "bogus\n"}
 		for i := range 2 {
 			v, err := c.Check(context.Background(), out)
-			if err != nil || v.Valid || v.Cached != (i == 1) {
+			if err != nil || v.Valid || v.Cached != (i == 1) || v.Message != runner.result.Message {
 				t.Fatalf("Check %d = %+v, %v", i, v, err)
 			}
-			if want := "[ALERT] config : parsing [haproxy.cfg:1] : unknown keyword\n  line 1: bogus"; v.Message != want {
-				t.Errorf("Message = %q, want %q", v.Message, want)
-			}
 		}
-		if n := runCount(t, counter); n != 1 {
+		if n := runner.runs.Load(); n != 1 {
 			t.Fatalf("haproxy ran %d times, want 1", n)
 		}
 	})
 	t.Run("errors are not cached", func(t *testing.T) {
-		c, counter := fakeChecker(t, "exit 3", Options{})
+		c, runner := fakeChecker(t, 0, Options{})
+		runner.err = errors.New("haproxy -c ended without a verdict")
 		out := render.Output{HAProxyConfig: "global\n"}
 		for i := range 2 {
 			if v, err := c.Check(context.Background(), out); err == nil {
-				t.Fatalf("Check %d = %+v, want an error (exit 3 without output)", i, v)
+				t.Fatalf("Check %d = %+v, want the runner's error", i, v)
 			}
 		}
-		if n := runCount(t, counter); n != 2 {
+		if n := runner.runs.Load(); n != 2 {
 			t.Fatalf("haproxy ran %d times, want 2", n)
 		}
 	})
 	t.Run("least recently used is evicted", func(t *testing.T) {
-		c, counter := fakeChecker(t, "true", Options{CacheSize: 2})
+		c, runner := fakeChecker(t, 0, Options{CacheSize: 2})
 		outs := []render.Output{{HAProxyConfig: "a\n"}, {HAProxyConfig: "b\n"}, {HAProxyConfig: "c\n"}}
 		check := func(o render.Output) Verdict {
 			v, err := c.Check(context.Background(), o)
@@ -449,12 +515,12 @@ func TestCache(t *testing.T) {
 		if !check(outs[0]).Cached || check(outs[1]).Cached {
 			t.Error("want a cached and b evicted")
 		}
-		if n := runCount(t, counter); n != 4 {
+		if n := runner.runs.Load(); n != 4 {
 			t.Errorf("haproxy ran %d times, want 4", n)
 		}
 	})
 	t.Run("concurrent identical checks share one run", func(t *testing.T) {
-		c, counter := fakeChecker(t, "sleep 0.3", Options{MaxConcurrent: 2})
+		c, runner := fakeChecker(t, 300*time.Millisecond, Options{MaxConcurrent: 2})
 		out := render.Output{HAProxyConfig: "global\n"}
 		const n = 6
 		verdicts := make([]Verdict, n)
@@ -473,14 +539,14 @@ func TestCache(t *testing.T) {
 				own++
 			}
 		}
-		if runs := runCount(t, counter); runs != 1 || own != 1 {
+		if runs := runner.runs.Load(); runs != 1 || own != 1 {
 			t.Fatalf("haproxy ran %d times, %d verdicts not shared; want 1 and 1", runs, own)
 		}
 	})
 }
 
 func TestBadFileNames(t *testing.T) {
-	c, counter := fakeChecker(t, "true", Options{})
+	c, runner := fakeChecker(t, 0, Options{})
 	for _, name := range []string{"", ".", "..", "a/b", "../escape", "/abs", "nul\x00byte"} {
 		for _, field := range []string{"maps", "files", "sslCertificates"} {
 			out := render.Output{HAProxyConfig: "global\n"}
@@ -502,7 +568,7 @@ func TestBadFileNames(t *testing.T) {
 			}
 		}
 	}
-	if n := runCount(t, counter); n != 0 {
+	if n := runner.runs.Load(); n != 0 {
 		t.Errorf("haproxy ran %d times for bad names", n)
 	}
 }
@@ -519,20 +585,42 @@ func processGone(pid int) bool {
 	return i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
 }
 
+// TestDeadlineIsNotAVerdict: a check ended by its context returns the
+// context's error at once, remembers nothing, and the next check runs again.
+func TestDeadlineIsNotAVerdict(t *testing.T) {
+	c, runner := fakeChecker(t, time.Minute, Options{})
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		start := time.Now()
+		v, err := c.Check(ctx, render.Output{HAProxyConfig: "global\n"})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || v.Cached {
+			t.Fatalf("Check %d = %+v, %v; want the deadline's error", i, v, err)
+		}
+		if elapsed := time.Since(start); elapsed > 5*time.Second {
+			t.Fatalf("Check %d returned after %v, want about 300ms", i, elapsed)
+		}
+	}
+	if n := runner.runs.Load(); n != 2 {
+		t.Fatalf("runs = %d, want 2 (a cancellation is not remembered)", n)
+	}
+}
+
+// TestDeadlineKillsRun: the process runner kills haproxy and what it
+// started when the context ends.
 func TestDeadlineKillsRun(t *testing.T) {
 	pids := filepath.Join(t.TempDir(), "pids")
 	// The script starts a child and waits for it: both must die.
-	c, counter := fakeChecker(t, fmt.Sprintf("sleep 30 &\necho $$ $! > '%s'\nwait", pids), Options{})
+	r, counter := scriptRunner(t, fmt.Sprintf("sleep 30 &\necho $$ $! > '%s'\nwait", pids))
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	v, err := c.Check(ctx, render.Output{HAProxyConfig: "global\n"})
-	elapsed := time.Since(start)
+	res, err := r.Run(ctx, render.Output{HAProxyConfig: "global\n"})
 	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Check = %+v, %v; want the deadline's error", v, err)
+		t.Fatalf("Run = %+v, %v; want the deadline's error", res, err)
 	}
-	if elapsed > 5*time.Second {
-		t.Fatalf("Check returned after %v, want about 300ms", elapsed)
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Fatalf("Run returned after %v, want about 300ms", elapsed)
 	}
 	if runCount(t, counter) != 1 {
 		t.Fatal("the fake haproxy did not run")
@@ -554,28 +642,15 @@ func TestDeadlineKillsRun(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	// A cancellation is not a verdict: the next check runs again.
-	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if v, err := c.Check(ctx, render.Output{HAProxyConfig: "global\n"}); !errors.Is(err, context.DeadlineExceeded) || v.Cached {
-		t.Fatalf("second Check = %+v, %v; want a new run stopped by the deadline", v, err)
-	}
-	if n := runCount(t, counter); n != 2 {
-		t.Fatalf("haproxy ran %d times, want 2", n)
-	}
 }
 
 // TestNoEarlyRefusalWithinTwiceTheTimeLeft: the estimate is made under
 // contention and overstates the wait, so a check expected to finish a little
 // after its deadline waits for the slot; the deadline still ends it.
 func TestNoEarlyRefusalWithinTwiceTheTimeLeft(t *testing.T) {
-	c, counter := fakeChecker(t, "sleep 0.5", Options{MaxConcurrent: 1})
+	c, runner := fakeChecker(t, 500*time.Millisecond, Options{MaxConcurrent: 1})
 	go func() { _, _ = c.Check(context.Background(), render.Output{HAProxyConfig: "first\n"}) }()
-	for deadline := time.Now().Add(5 * time.Second); runCount(t, counter) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first check never started")
-		}
-	}
+	waitForRuns(t, runner, 1)
 	// Expected wait: one run ahead (100 ms assumed before any finished),
 	// plus its own; 150 ms left is more than half of it.
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
@@ -587,18 +662,14 @@ func TestNoEarlyRefusalWithinTwiceTheTimeLeft(t *testing.T) {
 }
 
 func TestEarlyRefusal(t *testing.T) {
-	c, counter := fakeChecker(t, "sleep 0.5", Options{MaxConcurrent: 1})
+	c, runner := fakeChecker(t, 500*time.Millisecond, Options{MaxConcurrent: 1})
 	holder := make(chan error, 1)
 	go func() {
 		_, err := c.Check(context.Background(), render.Output{HAProxyConfig: "first\n"})
 		holder <- err
 	}()
 	// Wait until the first check holds the slot (its run has started).
-	for deadline := time.Now().Add(5 * time.Second); runCount(t, counter) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first check never started")
-		}
-	}
+	waitForRuns(t, runner, 1)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -624,15 +695,13 @@ func TestEarlyRefusal(t *testing.T) {
 	}
 
 	// A wait for the slot ends with ctx, too.
-	c2, _ := fakeChecker(t, "sleep 1", Options{MaxConcurrent: 1})
+	c2, runner2 := fakeChecker(t, time.Second, Options{MaxConcurrent: 1})
 	long := make(chan error, 1)
 	go func() {
 		_, err := c2.Check(context.Background(), render.Output{HAProxyConfig: "long\n"})
 		long <- err
 	}()
-	for c2.Stats().Runs == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitForRuns(t, runner2, 1)
 	ctx, cancel = context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	if _, err := c2.Check(ctx, render.Output{HAProxyConfig: "waiting\n"}); !errors.Is(err, context.Canceled) {
@@ -643,23 +712,19 @@ func TestEarlyRefusal(t *testing.T) {
 	}
 }
 
+// TestEnvironment: haproxy sees none of Gatehouse's environment, so a
+// config's "${VAR}" cannot copy a credential into a denial.
 func TestEnvironment(t *testing.T) {
 	t.Setenv("GATEHOUSE_TEST_SECRET", "hunter2")
-	body := `echo "[ALERT]    (1) : secret=[$GATEHOUSE_TEST_SECRET] extra=[$EXTRA]" >&2; exit 1`
-	c, _ := fakeChecker(t, body, Options{})
-	v, err := c.Check(context.Background(), render.Output{HAProxyConfig: "a\n"})
-	if err != nil || v.Message != "[ALERT] secret=[] extra=[]" {
-		t.Errorf("default environment: %+v, %v; want no variable of the controller's", v, err)
-	}
-	c, _ = fakeChecker(t, body, Options{Env: []string{"EXTRA=given"}})
-	v, err = c.Check(context.Background(), render.Output{HAProxyConfig: "a\n"})
-	if err != nil || v.Message != "[ALERT] secret=[] extra=[given]" {
-		t.Errorf("Options.Env: %+v, %v", v, err)
+	r, _ := scriptRunner(t, `echo "[ALERT]    (1) : secret=[$GATEHOUSE_TEST_SECRET] home=[$HOME] user=[$USER]" >&2; exit 1`)
+	res, err := r.Run(context.Background(), render.Output{HAProxyConfig: "a\n"})
+	if err != nil || res.Message != "[ALERT] secret=[] home=[] user=[]" {
+		t.Errorf("Run = %+v, %v; want an empty environment", res, err)
 	}
 }
 
 func TestEarlyRefusalOfIdenticalCheck(t *testing.T) {
-	c, counter := fakeChecker(t, "sleep 0.5", Options{MaxConcurrent: 2})
+	c, runner := fakeChecker(t, 500*time.Millisecond, Options{MaxConcurrent: 2})
 	// One measured run: the average becomes about 500ms.
 	if _, err := c.Check(context.Background(), render.Output{HAProxyConfig: "warm-up\n"}); err != nil {
 		t.Fatal(err)
@@ -670,11 +735,7 @@ func TestEarlyRefusalOfIdenticalCheck(t *testing.T) {
 		_, err := c.Check(context.Background(), out)
 		holder <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); runCount(t, counter) < 2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first check never started")
-		}
-	}
+	waitForRuns(t, runner, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	v, err := c.Check(ctx, out)

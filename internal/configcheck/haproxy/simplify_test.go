@@ -125,7 +125,10 @@ func TestSimplify(t *testing.T) {
 // TestSimplifyCapturedOutput runs haproxy as a careless caller would, with
 // an absolute path, and simplifies what it really printed.
 func TestSimplifyCapturedOutput(t *testing.T) {
-	c := realChecker(t)
+	binary, err := findBinary("")
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir, err := os.MkdirTemp(t.TempDir(), "gatehouse-haproxy-*")
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +137,7 @@ func TestSimplifyCapturedOutput(t *testing.T) {
 	if err := os.WriteFile(config, []byte(sampleConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := exec.CommandContext(context.Background(), c.opts.Binary, "-c", "-f", config).CombinedOutput()
+	raw, err := exec.CommandContext(context.Background(), binary, "-c", "-f", config).CombinedOutput()
 	if err == nil {
 		t.Fatalf("haproxy accepted the broken configuration:\n%s", raw)
 	}
