@@ -57,6 +57,13 @@ func (e *configcheckEnv) label(namespace string) {
 
 func startConfigcheck(t *testing.T) *configcheckEnv {
 	t.Helper()
+	return startConfigcheckWith(t, nil)
+}
+
+// startConfigcheckWith is startConfigcheck with the example config changed
+// by change before it is created.
+func startConfigcheckWith(t *testing.T, change func(*gatehousev1alpha1.HAProxyTemplateConfig)) *configcheckEnv {
+	t.Helper()
 	c := controlPlane.Client
 	if err := gatehousev1alpha1.AddToScheme(c.Scheme()); err != nil {
 		t.Fatal(err)
@@ -70,6 +77,9 @@ func startConfigcheck(t *testing.T) *configcheckEnv {
 	for name, w := range cfg.Spec.WatchedResources {
 		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: e.scope}}
 		cfg.Spec.WatchedResources[name] = w
+	}
+	if change != nil {
+		change(cfg)
 	}
 	e.cfgKey = types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
 	startGatehouse(t, app.Options{
