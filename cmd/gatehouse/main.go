@@ -34,15 +34,16 @@ func main() {
 
 func run() error {
 	var (
-		opts        app.Options
-		configFile  string
-		moduleList  string
-		enforcement string
-		webhookURL  string
-		webhookCA   string
-		serviceName string
-		servicePort int
-		selfManaged bool
+		opts          app.Options
+		configFile    string
+		moduleList    string
+		enforcement   string
+		webhookURL    string
+		webhookCA     string
+		serviceName   string
+		servicePort   int
+		selfManaged   bool
+		catalogueOpts catalogue.Options
 	)
 	flag.StringVar(&opts.Server.Addr, "webhook-bind-address", ":9443", "Address the HTTPS webhook server listens on.")
 	flag.BoolVar(&opts.Server.EnableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server (off by default, see CVE-2023-44487).")
@@ -59,6 +60,7 @@ func run() error {
 	flag.StringVar(&serviceName, "webhook-service", "", "In-cluster managed mode: Gatehouse keeps its webhook configurations pointing at this Service in --namespace.")
 	flag.IntVar(&servicePort, "webhook-service-port", 443, "Port of --webhook-service.")
 	flag.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
+	flag.BoolVar(&catalogueOpts.ConfigCheck.AllowLua, "configcheck-allow-lua", false, "Let configcheck renderings load Lua (lua-load, lua-load-per-thread, lua-prepend-path); haproxy -c runs Lua while parsing, so only for platforms whose HAProxy needs it. The check stays confined.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect one replica to write the webhook configurations (every replica serves).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -100,7 +102,7 @@ func run() error {
 		c.Enforcement = mode
 		opts.Modules[name] = c
 	}
-	opts.Catalogue = catalogue.All()
+	opts.Catalogue = catalogue.Build(catalogueOpts)
 	target, err := webhookTarget(webhookURL, serviceName, int32(servicePort), opts.Namespace, webhookCA)
 	if err != nil {
 		return err

@@ -10,12 +10,21 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 )
 
-// All returns a fresh instance of every built-in module.
-func All() []module.Module {
+// Options are the module settings that come from flags rather than from
+// the module's configuration objects.
+type Options struct {
+	ConfigCheck configcheck.Options
+}
+
+// All returns a fresh instance of every built-in module with its defaults.
+func All() []module.Module { return Build(Options{}) }
+
+// Build returns a fresh instance of every built-in module.
+func Build(opts Options) []module.Module {
 	return []module.Module{
 		pvsafe.New(pvsafe.Options{}),
 		nodegroup.New(),
 		placement.New(placement.Options{}),
-		configcheck.New(configcheck.Options{}),
+		configcheck.New(opts.ConfigCheck),
 	}
 }
