@@ -17,7 +17,7 @@ import (
 // 0 every test passed, 1 a test failed, 2 the tests could not run.
 func configcheckCommand(args []string) int {
 	if len(args) == 0 || args[0] != "test" {
-		fmt.Fprintln(os.Stderr, "usage: gatehouse configcheck test -f config.yaml [--test NAME] [--output summary|json] [--dump-rendered DIR] [--haproxy-binary PATH]")
+		fmt.Fprintln(os.Stderr, "usage: gatehouse configcheck test -f config.yaml [--test NAME] [--output summary|json] [--dump-rendered DIR] [--haproxy-binary PATH] [--allow-lua]")
 		return 2
 	}
 	fs := flag.NewFlagSet("gatehouse configcheck test", flag.ContinueOnError)
@@ -29,6 +29,7 @@ func configcheckCommand(args []string) int {
 	fs.StringVar(&opts.Test, "test", "", "Run only the test of this name.")
 	fs.StringVar(&opts.Output, "output", "summary", "Report format: summary or json.")
 	fs.StringVar(&opts.DumpRendered, "dump-rendered", "", "Write each test's rendering under DIR/<test>/.")
+	fs.BoolVar(&opts.AllowLua, "allow-lua", false, "Apply the check policy as a cluster running with --configcheck-allow-lua does.")
 	fs.StringVar(&opts.HAProxyBinary, "haproxy-binary", "", "haproxy executable (default: from PATH, else /usr/sbin/haproxy).")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
