@@ -74,4 +74,49 @@
 // directory for "use_backend %[...map(maps/...)]" to work. "default-path
 // origin <dir>" makes paths relative to <dir>, not to the checked
 // directory, and is not rewritten: do not use it in templates.
+//
+// # Check policy
+//
+// haproxy -c is not a passive parser: it runs Lua (lua-load) while it
+// reads the configuration, opens every file the configuration names, and
+// quotes what it read in its errors, which become the denial a tenant
+// sees. The rendering is hostile input (the config author writes the
+// templates, tenants control fields they print), so before haproxy runs it
+// must pass a [Policy], which holds on its own, without the process
+// confinement:
+//
+//   - no Lua (lua-load, lua-load-per-thread, lua-prepend-path), unless
+//     [Policy].AllowLua, an administrator's switch; their files must still
+//     be inside the directory;
+//   - no external commands (external checks, program sections,
+//     insecure-fork-wanted, insecure-setuid-wanted), no setenv family, no
+//     shared objects (ssl-engine, ssl-provider, ssl-provider-path), no
+//     OpenTracing filter (its configuration names a tracer plugin);
+//   - no environment expansion ("$X" inside double quotes): the check runs
+//     without the controller's environment, so "${X}/etc/passwd" would read
+//     /etc/passwd;
+//   - every file or directory argument of every haproxy 2.6 keyword, bind
+//     or server option, action and converter that takes one (the table in
+//     policy_keywords.go, with the manual's section of each entry) is a
+//     relative path without ".." (after cleaning), "~" or NUL, also once
+//     crt-base, ca-base or server-state-base prefix it (and those must be
+//     inside themselves); "default-path parent|origin" is refused, "config"
+//     and "current" both mean the check's directory. The directory holds
+//     only regular files the checker wrote, so no symbolic link leads out;
+//   - files that are themselves configuration are read from the rendering
+//     and checked with the same rules: crt-list files (certificates and
+//     ssl options), SPOE configurations ("filter spoe ... config", parsed
+//     by haproxy as haproxy.cfg is) and lf-file payloads (log-format, whose
+//     converters may load maps); one level deep: such a file naming more
+//     configuration is refused (unsupported-nested-config).
+//
+// Lines are cut into words as haproxy 2.6 does (parse_line: quotes,
+// backslash and \xNN escapes, comments, joined parts; a "\x00" ends a word
+// as it does in C), keywords are matched lowercased (haproxy's are
+// case-sensitive, so this is only stricter), every line is checked whatever
+// its ".if" condition, and the "no"/"default" prefixes are looked through.
+// Addresses (bind, stats socket, log targets), pidfile and chroot are not
+// files haproxy -c opens: it stops before binding, logging or starting.
+// A rendering outside the policy is refused with [PolicyDenial]: one line
+// per [Violation] naming the line of haproxy.cfg, the keyword and the rule.
 package haproxy
