@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -66,7 +68,7 @@ func preexistingWarnings(key types.NamespacedName, denial string) []string {
 	// The first line that names the failure: for haproxy -c, its first
 	// alert.
 	first, rest, _ := strings.Cut(denial, "\n")
-	if first == haproxyRejects {
+	if first == haproxyRejects || first == haproxy.PolicyRefuses {
 		first, _, _ = strings.Cut(rest, "\n")
 	}
 	return []string{

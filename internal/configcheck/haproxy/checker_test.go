@@ -746,3 +746,27 @@ func TestEarlyRefusalOfIdenticalCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPolicyRefusesBeforeTheRunner: a rendering outside the check policy
+// never reaches haproxy; the refusal is a verdict (remembered like any),
+// naming the line and the rule.
+func TestPolicyRefusesBeforeTheRunner(t *testing.T) {
+	c, runner := fakeChecker(t, 0, Options{})
+	out := render.Output{HAProxyConfig: "global\n  lua-load general/x.lua\n", Files: map[string]string{"x.lua": "os.execute('id')\n"}}
+	for i := range 2 {
+		v, err := c.Check(context.Background(), out)
+		if err != nil || v.Valid || !v.Refused || v.Cached != (i == 1) {
+			t.Fatalf("Check %d = %+v, %v; want a policy refusal", i, v, err)
+		}
+		if !strings.HasPrefix(v.Message, PolicyRefuses) || !strings.Contains(v.Message, "haproxy.cfg:2") || !strings.Contains(v.Message, RuleNoLua) {
+			t.Errorf("refusal does not name the line and the rule:\n%s", v.Message)
+		}
+	}
+	if n := runner.runs.Load(); n != 0 {
+		t.Fatalf("the runner ran %d times for a rendering outside the policy", n)
+	}
+	allowed, runner := fakeChecker(t, 0, Options{Policy: Policy{AllowLua: true}})
+	if v, err := allowed.Check(context.Background(), out); err != nil || !v.Valid || v.Refused || runner.runs.Load() != 1 {
+		t.Fatalf("with AllowLua: %+v, %v, runs %d; want haproxy to judge it", v, err, runner.runs.Load())
+	}
+}

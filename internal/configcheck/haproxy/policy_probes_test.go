@@ -354,7 +354,7 @@ func TestPolicyFileTableAgainstHAProxy(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, binary, "-c", "-f", ConfigFile)
 			cmd.Dir = run
-			cmd.Env = DefaultEnv
+			cmd.Env = []string{}
 			var output bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &output, &output
 
