@@ -27,7 +27,7 @@ const (
 	// phasePolicy is the check policy refusing a rendering before haproxy
 	// reads it (Lua, external commands, files outside the check).
 	phasePolicy = "policy"
-	phaseTests     = "tests"
+	phaseTests  = "tests"
 )
 
 // verdict is the outcome of judging one rendering.

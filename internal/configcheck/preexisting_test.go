@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-
 )
 
 // TestSameFailure judges a cluster state and the same state with a change,
