@@ -39,6 +39,12 @@ import (
 // asked about: like RBAC's own escalation check, which compares a Role
 // with its author's rights when it is written, this one holds at write
 // time. Who may label namespaces decides what joins.
+//
+// The identity asked about is the admission request's UserInfo, which the
+// API server fills in. Anyone reaching the webhook port directly can post a
+// request with a forged UserInfo, but gets only a verdict: nothing is
+// stored except through the API server, which sends the real identity.
+// (Authenticating the port is a separate matter.)
 
 // Bounds of one config's review. The cluster-wide questions are few (at
 // most 5 per watched resource, 32 resources, and 4 for the outputs); the
