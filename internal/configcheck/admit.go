@@ -8,6 +8,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -284,8 +285,8 @@ func renderFailure(err error) string {
 	return "rendering failed: " + err.Error()
 }
 
-// admitConfig validates a config itself: its spec compiles and its
-// embedded tests pass.
+// admitConfig validates a config itself: its spec compiles, its author holds
+// the rights it exercises, and its embedded tests pass.
 func (m *Module) admitConfig(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
@@ -298,6 +299,26 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	}
 	ctx, cancel := context.WithDeadline(ctx, start.Add(configWebhookTimeout*time.Second-m.opts.Margin))
 	defer cancel()
+	// The author must hold the rights the config exercises (authz.go),
+	// asked before the tests run, so a refused config costs no haproxy
+	// run. An UPDATE that leaves the spec as it is (labels, annotations,
+	// finalizers: the garbage collector's and the namespace controller's
+	// writes among them) reaches nothing new, so it is not asked about.
+	if changed, err := specChanged(req, cfg); err != nil {
+		return admission.Denied(err.Error())
+	} else if changed {
+		key := types.NamespacedName{Namespace: req.Namespace, Name: cfg.Name}
+		if key.Name == "" {
+			key.Name = req.Name
+		}
+		refusal, err := m.authorizeAuthor(ctx, req.UserInfo, key, c, len(cfg.Spec.SSLCertificates) > 0)
+		if err != nil {
+			return module.Undecided("configcheck: the author's permissions could not be checked in time: " + err.Error())
+		}
+		if refusal != "" {
+			return admission.Denied(refusal)
+		}
+	}
 	report, err := m.runTests(ctx, c, configWebhookTimeout*time.Second)
 	if err != nil {
 		return module.Undecided("configcheck: the embedded tests did not finish in time: " + err.Error())
@@ -312,6 +333,19 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		}
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// specChanged says whether req writes cfg's spec: a CREATE does, an UPDATE
+// when the spec differs from the stored one.
+func specChanged(req admission.Request, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (bool, error) {
+	if req.Operation != admissionv1.Update {
+		return true, nil
+	}
+	old := &gatehousev1alpha1.HAProxyTemplateConfig{}
+	if err := utiljson.Unmarshal(req.OldObject.Raw, old); err != nil {
+		return false, errors.New("failed to parse old object: " + err.Error())
+	}
+	return !equality.Semantic.DeepEqual(old.Spec, cfg.Spec), nil
 }
 
 // bounded cuts s to n bytes, saying so.

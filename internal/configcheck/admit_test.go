@@ -2,6 +2,7 @@ package configcheck
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -432,5 +433,51 @@ func TestBounded(t *testing.T) {
 				t.Fatalf("bounded(%q, %d) = %q (%d bytes)", s, n, got, len(got))
 			}
 		}
+	}
+}
+
+func TestSpecChanged(t *testing.T) {
+	cfg := func(template string, labels map[string]string) *gatehousev1alpha1.HAProxyTemplateConfig {
+		c := &gatehousev1alpha1.HAProxyTemplateConfig{ObjectMeta: metav1.ObjectMeta{Name: "edge", Labels: labels, Finalizers: nil}}
+		c.Spec = *minimalSpec()
+		c.Spec.HAProxyConfig.Template = template
+		return c
+	}
+	request := func(op admissionv1.Operation, old *gatehousev1alpha1.HAProxyTemplateConfig) admission.Request {
+		req := admission.Request{}
+		req.Operation = op
+		if old != nil {
+			raw, err := json.Marshal(old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.OldObject = runtime.RawExtension{Raw: raw}
+		}
+		return req
+	}
+	cases := []struct {
+		name string
+		req  admission.Request
+		want bool
+	}{
+		{"a CREATE writes the spec", request(admissionv1.Create, nil), true},
+		{"an UPDATE of the template", request(admissionv1.Update, cfg("global\n  maxconn 10\n", nil)), true},
+		// The garbage collector, the namespace controller, a label
+		// change: nothing the config reaches changes.
+		{"an UPDATE of the metadata only", request(admissionv1.Update, cfg("global\n", map[string]string{"team": "a"})), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := specChanged(tc.req, cfg("global\n", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("specChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := specChanged(admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update}}, cfg("global\n", nil)); err == nil {
+		t.Fatal("an UPDATE without its old object was read as unchanged")
 	}
 }

@@ -190,21 +190,31 @@ func compileWatchedResource(path *field.Path, name string, spec gatehousev1alpha
 }
 
 // validateSecretsSelected refuses to watch every Secret of a cluster: a
-// Secret watched resource needs a label selector, which scopes its cache in
-// the API server. A namespaceSelector is not enough: it filters objects
-// after they are cached.
+// Secret watched resource needs a label selector with a positive
+// requirement, which scopes its cache in the API server. A namespaceSelector
+// is not enough: it filters objects after they are cached. A selector of
+// NotIn, != or DoesNotExist alone is met by every unlabelled Secret, so it
+// is no narrowing (see narrows).
 func validateSecretsSelected(path *field.Path, w *watchedSpec) field.ErrorList {
-	if w.gvr.Group != "" || w.gvr.Resource != "secrets" {
+	if w.gvr.Group != "" || !isSecrets(w.gvr.Resource) {
 		return nil
 	}
 	if w.labels == nil {
 		return nil // the labelSelector does not parse, which is reported
 	}
-	if w.labels.Empty() {
+	if !narrows(w.labels) {
 		return field.ErrorList{field.Required(path.Child("labelSelector"),
-			"watching Secrets needs a non-empty labelSelector: Gatehouse never caches every Secret of a cluster (a namespaceSelector filters only after caching)")}
+			"watching Secrets needs a labelSelector with a positive requirement (matchLabels, or an In or Exists expression; NotIn and DoesNotExist alone match every unlabelled Secret): Gatehouse never caches every Secret of a cluster (a namespaceSelector filters only after caching)")}
 	}
 	return nil
+}
+
+// isSecrets says whether a core-group resource name means Secrets: the API
+// server's discovery resolves the singular and any case too, so "Secret"
+// must not slip past the Secrets rule.
+func isSecrets(resource string) bool {
+	r := strings.ToLower(resource)
+	return r == "secrets" || r == "secret"
 }
 
 // outputName is what a map, file or certificate may be called: its name is

@@ -186,6 +186,28 @@ func TestCompileRefusesAndAccepts(t *testing.T) {
 			wantField: "spec.watchedResources[secrets].labelSelector", wantType: field.ErrorTypeRequired},
 		{name: "secrets with a labelSelector", edit: secret(gatehousev1alpha1.WatchedResource{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"haproxy.gatehouse.dev/cert": "true"}}})},
+		// Only a positive requirement narrows: an unlabelled Secret meets
+		// NotIn and DoesNotExist.
+		{name: "secrets with a DoesNotExist selector only", edit: secret(gatehousev1alpha1.WatchedResource{
+			LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: metav1.LabelSelectorOpDoesNotExist}}}}),
+			wantField: "spec.watchedResources[secrets].labelSelector", wantType: field.ErrorTypeRequired, wantText: "positive requirement"},
+		{name: "secrets with NotIn and DoesNotExist only", edit: secret(gatehousev1alpha1.WatchedResource{
+			LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "x", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"a"}},
+				{Key: "y", Operator: metav1.LabelSelectorOpDoesNotExist}}}}),
+			wantField: "spec.watchedResources[secrets].labelSelector", wantType: field.ErrorTypeRequired, wantText: "positive requirement"},
+		{name: "secrets with an Exists selector", edit: secret(gatehousev1alpha1.WatchedResource{
+			LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: metav1.LabelSelectorOpExists}}}})},
+		{name: "secrets with an In selector", edit: secret(gatehousev1alpha1.WatchedResource{
+			LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: metav1.LabelSelectorOpIn, Values: []string{"a"}}}}})},
+		{name: "secrets with DoesNotExist beside a positive requirement", edit: secret(gatehousev1alpha1.WatchedResource{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"cert": "true"},
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: metav1.LabelSelectorOpDoesNotExist}}}})},
+		// Discovery resolves "Secret" and "secret" to Secrets too.
+		{name: "Secret (singular, capitalised) without a positive requirement", edit: func(s *gatehousev1alpha1.HAProxyTemplateConfigSpec) {
+			s.WatchedResources["secrets"] = gatehousev1alpha1.WatchedResource{APIVersion: "v1", Resources: "Secret",
+				LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: metav1.LabelSelectorOpDoesNotExist}}}}
+		}, wantField: "spec.watchedResources[secrets].labelSelector", wantType: field.ErrorTypeRequired, wantText: "positive requirement"},
 		{name: "secrets of another group are not Secrets", edit: func(s *gatehousev1alpha1.HAProxyTemplateConfigSpec) {
 			s.WatchedResources["vaultsecrets"] = gatehousev1alpha1.WatchedResource{APIVersion: "example.com/v1", Resources: "secrets"}
 		}},

@@ -44,7 +44,7 @@ var (
 	}, []string{"watched", "decision"})
 	published = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_publications_total",
-		Help: "Renderings of the cluster's state by outcome: published, unchanged, or rejected (render or haproxy failed; the last accepted one stays).",
+		Help: "Renderings of the cluster's state by outcome: published, unchanged, rejected (render or haproxy failed; the last accepted one stays), or not-owned (an object of an output's name is not the config's: nothing written).",
 	}, []string{"outcome"})
 )
 

@@ -39,7 +39,11 @@ const (
 // (Ingresses, Services, EndpointSlices, IngressClasses); the chart's
 // modules.configcheck.watchedResources grants others (docs/configcheck.md).
 //
+// SubjectAccessReviews ask, when a config is written, whether its author
+// holds the rights the config exercises (authz.go).
+//
 // +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update

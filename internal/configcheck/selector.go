@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
@@ -107,4 +108,27 @@ func objectLabels(obj map[string]any) labels.Set {
 		}
 	}
 	return out
+}
+
+// narrows says whether a label selector leaves out objects without some
+// label: only a positive requirement (=, ==, in, exists) does. NotIn, != and
+// DoesNotExist alone are met by an object with no labels at all, so they
+// narrow nothing: every object a label selector is meant to keep out, and
+// every one created later, matches them. labels.Nothing() (which selects
+// nothing) narrows; nil is no selector.
+func narrows(sel labels.Selector) bool {
+	if sel == nil {
+		return false
+	}
+	reqs, selectable := sel.Requirements()
+	if !selectable {
+		return true
+	}
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In, selection.Exists:
+			return true
+		}
+	}
+	return false
 }

@@ -178,3 +178,55 @@ func TestWatchedSpecSelects(t *testing.T) {
 		})
 	}
 }
+
+func TestNarrows(t *testing.T) {
+	parse := func(s string) labels.Selector {
+		t.Helper()
+		sel, err := labels.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sel
+	}
+	fromAPI := func(ls *metav1.LabelSelector) labels.Selector {
+		t.Helper()
+		sel, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sel
+	}
+	cases := []struct {
+		name string
+		sel  labels.Selector
+		want bool
+	}{
+		{"no selector", nil, false},
+		{"everything", labels.Everything(), false},
+		{"empty API selector", fromAPI(&metav1.LabelSelector{}), false},
+		{"nothing", labels.Nothing(), true},
+		{"=", parse("a=b"), true},
+		{"==", parse("a==b"), true},
+		{"in", parse("a in (b,c)"), true},
+		{"exists", parse("a"), true},
+		{"!=", parse("a!=b"), false},
+		{"notin", parse("a notin (b)"), false},
+		{"does not exist", parse("!a"), false},
+		{"negative terms only", parse("!a,b!=c,d notin (e)"), false},
+		{"a negative and a positive term", parse("!a,b=c"), true},
+		{"matchLabels", fromAPI(&metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "team-a"}}), true},
+		{"DoesNotExist expression", fromAPI(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "x", Operator: metav1.LabelSelectorOpDoesNotExist}}}), false},
+		{"NotIn expression", fromAPI(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"}}}}), false},
+		{"Exists expression", fromAPI(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "x", Operator: metav1.LabelSelectorOpExists}}}), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := narrows(tc.sel); got != tc.want {
+				t.Fatalf("narrows(%v) = %v, want %v", tc.sel, got, tc.want)
+			}
+		})
+	}
+}
