@@ -316,7 +316,9 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 			return module.Undecided("configcheck: the author's permissions could not be checked in time: " + err.Error())
 		}
 		if refusal != "" {
-			return admission.Denied(refusal)
+			// Enforced in warn mode too: warn mode rolls out a policy,
+			// it never lets an author reach what they may not.
+			return module.NotPermitted(refusal)
 		}
 	}
 	report, err := m.runTests(ctx, c, configWebhookTimeout*time.Second)

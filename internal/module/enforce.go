@@ -21,9 +21,11 @@ const (
 // Apply enforces e on a validating decision. In Warn mode a policy denial
 // becomes an admission with the denial text as warnings; errors (a failure to
 // decide, code other than 403) are left alone, so warn mode never hides a
-// broken module. It reports whether it turned a denial into warnings.
+// broken module, and so are NotPermitted denials, so warn mode never lets
+// anyone past their own rights. It reports whether it turned a denial into
+// warnings.
 func (e Enforcement) Apply(moduleName string, resp admission.Response) (admission.Response, bool) {
-	if e != Warn || resp.Allowed || !IsDenial(resp) {
+	if e != Warn || resp.Allowed || !IsDenial(resp) || IsNotPermitted(resp) {
 		return resp, false
 	}
 	message := ""
@@ -34,6 +36,25 @@ func (e Enforcement) Apply(moduleName string, resp admission.Response) (admissio
 	resp.Allowed = true
 	resp.Result = nil
 	return resp, true
+}
+
+// ReasonNotPermitted marks a denial because the requester lacks a right the
+// request would exercise through Gatehouse (a config watching what its
+// author may not read). Rolling out a policy in warn mode must not open
+// that: Apply never relaxes it.
+const ReasonNotPermitted metav1.StatusReason = "NotPermitted"
+
+// NotPermitted denies a request that would take its requester further than
+// their own rights; it is enforced in every mode.
+func NotPermitted(message string) admission.Response {
+	resp := admission.Denied(message)
+	resp.Result.Reason = ReasonNotPermitted
+	return resp
+}
+
+// IsNotPermitted reports a denial made by NotPermitted.
+func IsNotPermitted(resp admission.Response) bool {
+	return !resp.Allowed && resp.Result != nil && resp.Result.Reason == ReasonNotPermitted
 }
 
 // IsDenial tells a policy denial (403, or no code) from a failure to decide.

@@ -48,3 +48,15 @@ func TestUndecidedIsNotADenial(t *testing.T) {
 		t.Fatal("a denial taken for undecided")
 	}
 }
+
+// TestWarnModeNeverRelaxesNotPermitted: warn mode is for rolling out a
+// policy; a denial because the requester lacks a right stays a denial.
+func TestWarnModeNeverRelaxesNotPermitted(t *testing.T) {
+	resp, warned := Warn.Apply("configcheck", NotPermitted("user \"alice\" may not list secrets cluster-wide"))
+	if warned || resp.Allowed || !IsDenial(resp) || !IsNotPermitted(resp) || resp.Result.Code != 403 {
+		t.Fatalf("warn mode turned a NotPermitted denial into %+v (warned %v)", resp, warned)
+	}
+	if resp, warned := Warn.Apply("configcheck", admission.Denied("a policy denial")); !warned || !resp.Allowed {
+		t.Fatalf("warn mode did not relax a policy denial: %+v", resp)
+	}
+}
