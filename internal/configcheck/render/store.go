@@ -36,8 +36,14 @@ type IndexedStore interface {
 // handed to a template is never changed under it.
 type MemoryStore struct {
 	indexer *Indexer
+	// id names the store to a rendering process holding a copy of it (see
+	// Snapshot); it never changes.
+	id uint64
 
 	mu sync.RWMutex
+	// version counts the changes (Replace, Upsert, a Delete that removed
+	// something), so a copy elsewhere knows whether it is still current.
+	version uint64
 	// keysByIdentity remembers each stored object's index keys, so an update
 	// or delete finds the buckets it was in.
 	keysByIdentity map[identity][]string
@@ -51,7 +57,7 @@ var _ IndexedStore = (*MemoryStore)(nil)
 
 // NewMemoryStore returns a store indexed by indexer, holding objs.
 func NewMemoryStore(indexer *Indexer, objs ...map[string]any) (*MemoryStore, error) {
-	store := &MemoryStore{indexer: indexer}
+	store := &MemoryStore{indexer: indexer, id: storeIDs.Add(1)}
 	if err := store.Replace(objs); err != nil {
 		return nil, err
 	}
@@ -99,6 +105,7 @@ func (s *MemoryStore) Replace(objs []map[string]any) error {
 	defer s.mu.Unlock()
 	s.keysByIdentity = keysByIdentity
 	s.buckets = buckets
+	s.version++
 	return nil
 }
 
@@ -121,6 +128,7 @@ func (s *MemoryStore) Upsert(obj map[string]any) error {
 		bucketKey := joinKeys(keys[:depth])
 		s.buckets[depth][bucketKey] = insertSorted(s.buckets[depth][bucketKey], normalized)
 	}
+	s.version++
 	return nil
 }
 
@@ -136,6 +144,7 @@ func (s *MemoryStore) Delete(namespace, name string) bool {
 	}
 	s.removeFromBuckets(id, keys)
 	delete(s.keysByIdentity, id)
+	s.version++
 	return true
 }
 

@@ -1,0 +1,561 @@
+package renderproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// Options configure a Pool. Zero fields take their defaults.
+type Options struct {
+	// Workers is the number of worker processes, hence of renderings run
+	// at once; more wait. Default 2.
+	Workers int
+
+	// MemoryLimit is a rendering's memory budget, in bytes: the address
+	// space a worker may take beyond what it had when it started. A Go
+	// process reserves most of its address space before main (the page
+	// allocator's index, the first heap arena; RLIMIT_AS counts these
+	// reservations though almost none of it is backed by memory): about
+	// 1.2 GiB for an empty program, 1.4 to 1.55 GiB for a gatehouse worker
+	// (about 25 MiB of it resident), so the limit set is that plus
+	// MemoryLimit. The worker's GC aims 64 MiB below it (GOMEMLIMIT; the
+	// heap grows by 64 MiB reservations). The example config over 1,000
+	// Ingresses renders with 80 MiB (64 MiB fails now and then); the store
+	// snapshots a worker keeps between renderings are bounded to a
+	// twentieth of it, encoded (several times that decoded), beyond the
+	// stores of the rendering at hand. Default 512 MiB; at least 64 MiB.
+	MemoryLimit int64
+
+	// Nice is the workers' nice value (1 to 19), so that renderings queue
+	// behind the server's own work, never the reverse. Default 10.
+	Nice int
+
+	// RenderTimeout bounds a rendering whose context allows longer or has
+	// no deadline. Default 30 s, the longest webhook timeout.
+	RenderTimeout time.Duration
+
+	// CPUTime is a worker's CPU budget for its whole life (RLIMIT_CPU), a
+	// backstop that stops a worker nothing else stops (say, should the
+	// server die without killing it). The pool retires a worker that has
+	// used all but two RenderTimeouts of it, so the limit never ends a
+	// rendering the pool would have let run. Default 10 minutes; at least
+	// three RenderTimeouts.
+	CPUTime time.Duration
+
+	// MaxOutputBytes bounds a rendering's output (the rendered files and
+	// their names) and error texts; the parent reads no larger answer.
+	// Default 16 MiB; at least 4 KiB.
+	MaxOutputBytes int64
+
+	// Command makes a worker's command, not started, with Stdin, Stdout
+	// and Stderr unset; ctx ending must kill the worker and everything it
+	// started. The worker must run Main. Default: this binary re-executed
+	// in worker mode, setting MemoryLimit, CPUTime and Nice on itself.
+	Command func(ctx context.Context) (*exec.Cmd, error)
+}
+
+const (
+	defaultWorkers        = 2
+	defaultMemoryLimit    = 512 << 20
+	defaultNice           = 10
+	defaultRenderTimeout  = 30 * time.Second
+	defaultCPUTime        = 10 * time.Minute
+	defaultMaxOutputBytes = 16 << 20
+
+	// maxHeldTemplates is how many template sets a worker keeps compiled
+	// (there is one per HAProxyTemplateConfig, and a changed config
+	// leaves an old set behind).
+	maxHeldTemplates = 8
+	// stderrKept is how much of a worker's stderr is kept: the runtime's
+	// fatal error comes first.
+	stderrKept = 8 << 10
+	// waitDelay is how long a worker's output may stay open after it was
+	// killed (nothing should hold it).
+	waitDelay = time.Second
+	// exitGrace is how long a worker that closed its output may take to
+	// exit before it is killed.
+	exitGrace = time.Second
+)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Workers == 0 {
+		o.Workers = defaultWorkers
+	}
+	if o.MemoryLimit == 0 {
+		o.MemoryLimit = defaultMemoryLimit
+	}
+	if o.Nice == 0 {
+		o.Nice = defaultNice
+	}
+	if o.RenderTimeout == 0 {
+		o.RenderTimeout = defaultRenderTimeout
+	}
+	if o.CPUTime == 0 {
+		o.CPUTime = max(defaultCPUTime, 3*o.RenderTimeout)
+	}
+	if o.MaxOutputBytes == 0 {
+		o.MaxOutputBytes = defaultMaxOutputBytes
+	}
+	switch {
+	case o.Workers < 1:
+		return o, fmt.Errorf("Workers %d: at least 1", o.Workers)
+	case o.MemoryLimit < 64<<20:
+		return o, fmt.Errorf("MemoryLimit %d: at least 64 MiB", o.MemoryLimit)
+	case o.Nice < 1 || o.Nice > 19:
+		return o, fmt.Errorf("Nice %d: 1 to 19", o.Nice)
+	case o.RenderTimeout < 0:
+		return o, fmt.Errorf("RenderTimeout %v: positive", o.RenderTimeout)
+	case o.CPUTime < 3*o.RenderTimeout:
+		return o, fmt.Errorf("CPUTime %v: at least three RenderTimeouts (%v)", o.CPUTime, 3*o.RenderTimeout)
+	case o.MaxOutputBytes < 4<<10:
+		return o, fmt.Errorf("MaxOutputBytes %d: at least 4 KiB", o.MaxOutputBytes)
+	}
+	if o.Command == nil {
+		o.Command = reexec(workerLimits{
+			memory:     o.MemoryLimit,
+			cpuSeconds: uint64((o.CPUTime + time.Second - 1) / time.Second),
+			nice:       o.Nice,
+		})
+	}
+	return o, nil
+}
+
+// reexec is the default Command: this binary (/proc/self/exe, which stays
+// the running binary even when the file was replaced by an upgrade) with
+// the worker marker as argv[0], in its own process group, with an empty
+// environment (nothing of the server's, credentials included, reaches a
+// worker) and killed with the server (Pdeathsig).
+func reexec(limits workerLimits) func(ctx context.Context) (*exec.Cmd, error) {
+	return func(ctx context.Context) (*exec.Cmd, error) {
+		cmd := exec.CommandContext(ctx, "/proc/self/exe")
+		cmd.Args = workerArgs(limits)
+		// GOMAXPROCS=1 before the runtime starts: fewer threads and heaps
+		// to set up than it would start for every core.
+		cmd.Env = []string{"GOMAXPROCS=1"}
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.Cancel = func() error {
+			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				if errors.Is(err, syscall.ESRCH) {
+					return os.ErrProcessDone
+				}
+				return err
+			}
+			return nil
+		}
+		return cmd, nil
+	}
+}
+
+// ErrClosed is the error of a rendering on a closed pool.
+var ErrClosed = errors.New("the rendering pool is closed")
+
+// Pool runs renderings in worker processes. It is safe for concurrent use.
+type Pool struct {
+	opts Options
+	// ctx ends at Close, killing every worker.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// slots holds the idle workers, Workers of them when none is busy; a
+	// nil one is started on use.
+	slots     chan *worker
+	closeOnce sync.Once
+
+	// storeCacheBytes is how much of encoded store snapshots a worker may
+	// hold; retireCPU is the CPU time after which it is retired.
+	storeCacheBytes int64
+	retireCPU       time.Duration
+
+	stats poolStats
+}
+
+// New returns a pool; it starts workers on first use.
+func New(opts Options) (*Pool, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("renderproc: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool{
+		opts:            opts,
+		ctx:             ctx,
+		cancel:          cancel,
+		slots:           make(chan *worker, opts.Workers),
+		storeCacheBytes: opts.MemoryLimit / 20,
+		retireCPU:       opts.CPUTime - 2*opts.RenderTimeout,
+	}
+	for range opts.Workers {
+		p.slots <- nil
+	}
+	return p, nil
+}
+
+// Close kills every worker, waiting for renderings in progress to give
+// theirs back (they fail with ErrClosed).
+func (p *Pool) Close() error {
+	p.closeOnce.Do(func() {
+		p.cancel()
+		for range p.opts.Workers {
+			if w := <-p.slots; w != nil {
+				w.kill()
+				w.reap()
+			}
+		}
+	})
+	return nil
+}
+
+// Compile compiles templates in-process, for their errors (a
+// *render.CompileError), and returns a renderer rendering them in the
+// pool's workers. engine is templatingSettings.engine.
+func (p *Pool) Compile(templates render.Templates, engine string) (render.Renderer, error) {
+	e, err := render.NewEngine(engine)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := e.Compile(templates); err != nil {
+		return nil, err
+	}
+	outputs := int64(1 + len(templates.Maps) + len(templates.Files) + len(templates.SSLCertificates))
+	return &renderer{
+		pool:      p,
+		hash:      templatesHash(engine, templates),
+		templates: toWireTemplates(engine, templates),
+		// Texts are base64 in JSON (4 bytes per 3), each file adds its
+		// field names and quotes, and the answer a few fields.
+		answerLimit: uint64(4*((p.opts.MaxOutputBytes+2)/3) + 64*outputs + 64<<10),
+	}, nil
+}
+
+// renderer renders one template set in the pool.
+type renderer struct {
+	pool        *Pool
+	hash        string
+	templates   *wireTemplates
+	answerLimit uint64
+}
+
+func (r *renderer) Render(ctx context.Context, data render.Data) (render.Output, error) {
+	return r.pool.render(ctx, r, data)
+}
+
+// TimeBudgetError is the cause of a rendering's context ending at
+// Options.RenderTimeout.
+type TimeBudgetError struct {
+	Limit time.Duration
+}
+
+func (e *TimeBudgetError) Error() string {
+	return fmt.Sprintf("the rendering exceeded its time budget of %v", e.Limit)
+}
+
+// BudgetError is a rendering that exceeded its memory budget.
+type BudgetError struct {
+	// Limit is Options.MemoryLimit.
+	Limit int64
+}
+
+func (e *BudgetError) Error() string {
+	return "the rendering exceeded its memory budget of " + formatBytes(e.Limit)
+}
+
+// ProcessDiedError is a worker that died during a rendering, other than of
+// its memory budget (a stack overflow, a crash).
+type ProcessDiedError struct {
+	// State is how it ended ("exit status 2", "signal: killed").
+	State string
+	// Fatal is the runtime's "fatal error:" line, or the first line it
+	// wrote on stderr.
+	Fatal string
+}
+
+func (e *ProcessDiedError) Error() string {
+	if e.Fatal == "" {
+		return "the rendering process died: " + e.State
+	}
+	return fmt.Sprintf("the rendering process died: %s (%s)", e.State, e.Fatal)
+}
+
+func (p *Pool) render(ctx context.Context, r *renderer, data render.Data) (render.Output, error) {
+	logger := log.FromContext(ctx)
+	ctx, cancel := context.WithTimeoutCause(ctx, p.opts.RenderTimeout, &TimeBudgetError{Limit: p.opts.RenderTimeout})
+	defer cancel()
+
+	w, err := p.acquire(ctx)
+	if err != nil {
+		return render.Output{}, err
+	}
+	// From here the slot goes back exactly once: w when it stays usable,
+	// nil when it was killed or died.
+	if w == nil {
+		if w, err = p.start(); err != nil {
+			p.slots <- nil
+			return render.Output{}, err
+		}
+		logger.V(1).Info("started a rendering process", "pid", w.pid)
+	}
+	req, commit, err := w.plan(p, r, data)
+	var payload []byte
+	if err == nil {
+		payload, err = marshal(req)
+	}
+	if err != nil {
+		p.slots <- w
+		return render.Output{}, fmt.Errorf("preparing the rendering: %w", err)
+	}
+	commit()
+	p.stats.requestBytes.Add(int64(len(payload)))
+
+	done := make(chan exchange, 1)
+	go func() {
+		done <- w.exchange(payload, r.answerLimit)
+	}()
+	var result exchange
+	select {
+	case result = <-done:
+	case <-ctx.Done():
+		w.kill()
+		<-done
+		w.reap()
+		p.slots <- nil
+		logger.V(1).Info("killed a rendering process at the end of its rendering's context", "pid", w.pid)
+		return render.Output{}, stopped(ctx, "the rendering was stopped")
+	case <-p.ctx.Done():
+		w.kill()
+		<-done
+		w.reap()
+		p.slots <- nil
+		return render.Output{}, ErrClosed
+	}
+
+	if result.err != nil && p.ctx.Err() != nil {
+		// Close killed it.
+		w.kill()
+		w.reap()
+		p.slots <- nil
+		return render.Output{}, ErrClosed
+	}
+	if result.err != nil {
+		err := w.failure(result.err, p.opts.MemoryLimit, p.opts.CPUTime)
+		p.slots <- nil
+		logger.Info("a rendering process failed", "pid", w.pid, "error", err.Error())
+		return render.Output{}, err
+	}
+	var ans answer
+	err = unmarshal(result.frame, &ans)
+	if err == nil && (ans.Output == nil) == (ans.Error == nil) {
+		err = errors.New("neither an output nor an error")
+	}
+	if err != nil {
+		w.kill()
+		w.reap()
+		p.slots <- nil
+		return render.Output{}, fmt.Errorf("the rendering process answered nonsense: %w", err)
+	}
+	if time.Duration(ans.CPU) > p.retireCPU {
+		// Retired before its RLIMIT_CPU could end a rendering.
+		w.kill()
+		w.reap()
+		p.slots <- nil
+		logger.V(1).Info("retired a rendering process", "pid", w.pid, "cpu", time.Duration(ans.CPU))
+	} else {
+		p.slots <- w
+	}
+	if ans.Error != nil {
+		return render.Output{}, ans.Error.error()
+	}
+	return ans.Output.output(), nil
+}
+
+// acquire takes a slot, waiting as long as ctx allows. A free slot is
+// taken even when ctx is about to end (a rendering then stops at its end):
+// which of the two select would pick must not decide.
+func (p *Pool) acquire(ctx context.Context) (*worker, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, stopped(ctx, "waiting for a free rendering process")
+	}
+	p.stats.waiting.Add(1)
+	defer p.stats.waiting.Add(-1)
+	var w *worker
+	select {
+	case w = <-p.slots:
+	default:
+		select {
+		case w = <-p.slots:
+		case <-ctx.Done():
+			return nil, stopped(ctx, "waiting for a free rendering process")
+		case <-p.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+	if p.ctx.Err() != nil {
+		p.slots <- w
+		return nil, ErrClosed
+	}
+	return w, nil
+}
+
+// stopped is the error of a rendering whose context ended: it wraps
+// ctx.Err(), and says so when the end was the pool's time budget.
+func stopped(ctx context.Context, doing string) error {
+	var budget *TimeBudgetError
+	if errors.As(context.Cause(ctx), &budget) {
+		return fmt.Errorf("%s: %w: %w", doing, budget, ctx.Err())
+	}
+	return fmt.Errorf("%s: %w", doing, ctx.Err())
+}
+
+// start starts a worker.
+func (p *Pool) start() (*worker, error) {
+	ctx, stop := context.WithCancel(p.ctx)
+	cmd, err := p.opts.Command(ctx)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("preparing a rendering process: %w", err)
+	}
+	w := &worker{cmd: cmd, stop: stop, stderr: &prefixBuffer{limit: stderrKept}}
+	if w.in, err = cmd.StdinPipe(); err == nil {
+		w.out, err = cmd.StdoutPipe()
+	}
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("preparing a rendering process: %w", err)
+	}
+	cmd.Stderr = w.stderr
+	if cmd.WaitDelay == 0 {
+		cmd.WaitDelay = waitDelay
+	}
+	if err := cmd.Start(); err != nil {
+		stop()
+		return nil, fmt.Errorf("starting a rendering process: %w", err)
+	}
+	w.pid = cmd.Process.Pid
+	p.stats.started.Add(1)
+	if hook := p.stats.onStart; hook != nil {
+		hook(w.pid)
+	}
+	return w, nil
+}
+
+// exchange is a request's outcome on the wire.
+type exchange struct {
+	frame []byte
+	err   error
+}
+
+// protocolError is a worker that broke the protocol while alive; it is
+// killed.
+type protocolError struct{ err error }
+
+func (e *protocolError) Error() string { return e.err.Error() }
+func (e *protocolError) Unwrap() error { return e.err }
+
+// worker is one worker process and what it holds.
+type worker struct {
+	cmd    *exec.Cmd
+	stop   context.CancelFunc
+	in     io.WriteCloser
+	out    io.ReadCloser
+	stderr *prefixBuffer
+	pid    int
+	// killed says the pool killed it (its end then says nothing of the
+	// rendering); reap's timer may set it.
+	killed atomic.Bool
+	reaped bool
+
+	// stores and templates are what it holds: snapshots by store ID, and
+	// template sets by hash, with the request that last used each (uses
+	// counts requests).
+	stores    map[uint64]heldStore
+	templates map[string]uint64
+	uses      uint64
+}
+
+type heldStore struct {
+	version, lastUse uint64
+	// size is the encoded snapshot's, what the cache budget counts.
+	size int64
+}
+
+// exchange sends a request and reads the answer.
+func (w *worker) exchange(payload []byte, answerLimit uint64) exchange {
+	if err := writeFrame(w.in, payload); err != nil {
+		return exchange{err: fmt.Errorf("sending the request: %w", err)}
+	}
+	frame, err := readFrame(w.out, answerLimit)
+	var tooLarge *frameTooLargeError
+	if errors.As(err, &tooLarge) {
+		return exchange{err: &protocolError{err: fmt.Errorf("its answer announced %w", err)}}
+	}
+	if err != nil {
+		return exchange{err: fmt.Errorf("reading the answer: %w", err)}
+	}
+	return exchange{frame: frame}
+}
+
+// kill kills the worker, its CPU stopping at once, and closes its pipes,
+// so that an exchange in progress ends.
+func (w *worker) kill() {
+	w.killed.Store(true)
+	w.stop()
+	if w.cmd.Process != nil {
+		_ = w.cmd.Process.Kill()
+	}
+	_ = w.in.Close()
+	_ = w.out.Close()
+}
+
+// reap waits for the worker to end, killing it if it has not after
+// exitGrace.
+func (w *worker) reap() {
+	if w.reaped {
+		return
+	}
+	w.reaped = true
+	timer := time.AfterFunc(exitGrace, w.kill)
+	_ = w.cmd.Wait()
+	timer.Stop()
+	w.stop()
+}
+
+// failure is the error of a rendering whose exchange failed: the worker
+// broke the protocol (it is killed) or died (its end says how).
+func (w *worker) failure(err error, memoryLimit int64, cpuLimit time.Duration) error {
+	var protocol *protocolError
+	if errors.As(err, &protocol) {
+		w.kill()
+		w.reap()
+		return fmt.Errorf("the rendering process broke the protocol: %w", err)
+	}
+	killedBefore := w.killed.Load()
+	w.reap()
+	stderr := w.stderr.String()
+	if ranOutOfMemory(stderr) {
+		return &BudgetError{Limit: memoryLimit}
+	}
+	state, fatal := "it closed its output", fatalLine(stderr)
+	if ps := w.cmd.ProcessState; ps != nil {
+		state = ps.String()
+		// RLIMIT_CPU ends a process with SIGKILL, which says nothing more;
+		// the limit is counted in whole seconds.
+		if used := ps.UserTime() + ps.SystemTime(); fatal == "" && used > cpuLimit-time.Second {
+			fatal = fmt.Sprintf("it used %v of CPU time, its limit being %v", used.Round(time.Millisecond), cpuLimit)
+		}
+	}
+	if w.killed.Load() && !killedBefore {
+		state = "it closed its output and was killed"
+	}
+	return &ProcessDiedError{State: state, Fatal: fatal}
+}

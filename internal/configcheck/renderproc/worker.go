@@ -1,0 +1,365 @@
+package renderproc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// workerMarker is the argv[0] the default Command gives a worker: a name
+// no one types, so that the binary run normally never serves.
+const workerMarker = "gatehouse-render-worker"
+
+// maxStack bounds a worker goroutine's stack well inside the memory
+// budget, so that unbounded recursion (fmt printing a cyclic dict) ends as
+// "fatal error: stack overflow" rather than as running out of memory.
+const maxStack = 64 << 20
+
+// Exit codes of a worker that stopped on its own.
+const (
+	exitSetup    = 3 // its arguments or limits were wrong
+	exitProtocol = 4 // it received something it cannot act on
+)
+
+func init() {
+	if len(os.Args) == 0 || os.Args[0] != workerMarker {
+		return
+	}
+	os.Exit(workerMain(os.Args[1:]))
+}
+
+// workerMain is a worker started by the default Command: it confines
+// itself as its arguments say, then serves.
+func workerMain(args []string) int {
+	limits, err := parseWorkerArgs(args)
+	if err == nil {
+		err = limits.apply()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "renderproc worker: %v\n", err)
+		return exitSetup
+	}
+	return Main()
+}
+
+// Main is a worker process's main: it renders the requests read from stdin
+// onto stdout until stdin ends, and returns the exit code. A sandbox that
+// starts workers itself (having set their limits and nice value) calls it
+// from its worker entry: os.Exit(renderproc.Main()).
+func Main() int {
+	out, err := takeStdout()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "renderproc worker: %v\n", err)
+		return exitSetup
+	}
+	return serve(os.Stdin, out)
+}
+
+// takeStdout returns the protocol's output, a copy of fd 1, and points fd
+// 1 at stderr, so that a stray write to os.Stdout by any package of the
+// binary cannot corrupt the protocol.
+func takeStdout() (*os.File, error) {
+	fd, err := unix.Dup(1)
+	if err != nil {
+		return nil, fmt.Errorf("dup stdout: %w", err)
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.Dup3(2, 1, 0); err != nil {
+		return nil, fmt.Errorf("point stdout at stderr: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "renderproc-out"), nil
+}
+
+// workerLimits are what the default Command asks a worker to set on
+// itself: argv[1..3].
+type workerLimits struct {
+	// memory is added to the address space in use at start (RLIMIT_AS).
+	memory int64
+	// cpuSeconds is RLIMIT_CPU.
+	cpuSeconds uint64
+	// nice is the nice value of every thread of the worker.
+	nice int
+}
+
+func workerArgs(l workerLimits) []string {
+	return []string{workerMarker, strconv.FormatInt(l.memory, 10), strconv.FormatUint(l.cpuSeconds, 10), strconv.Itoa(l.nice)}
+}
+
+func parseWorkerArgs(args []string) (workerLimits, error) {
+	if len(args) != 3 {
+		return workerLimits{}, fmt.Errorf("want 3 arguments (memory budget, CPU seconds, nice), got %d", len(args))
+	}
+	var l workerLimits
+	var err error
+	if l.memory, err = strconv.ParseInt(args[0], 10, 64); err != nil || l.memory <= 0 {
+		return workerLimits{}, fmt.Errorf("memory budget %q", args[0])
+	}
+	if l.cpuSeconds, err = strconv.ParseUint(args[1], 10, 64); err != nil || l.cpuSeconds == 0 {
+		return workerLimits{}, fmt.Errorf("CPU seconds %q", args[1])
+	}
+	if l.nice, err = strconv.Atoi(args[2]); err != nil || l.nice < 0 || l.nice > 19 {
+		return workerLimits{}, fmt.Errorf("nice %q", args[2])
+	}
+	return l, nil
+}
+
+// apply sets the limits on the running worker, before it reads anything.
+func (l workerLimits) apply() error {
+	base, err := addressSpaceInUse()
+	if err != nil {
+		return err
+	}
+	as := uint64(base + l.memory)
+	if err := unix.Setrlimit(unix.RLIMIT_AS, &unix.Rlimit{Cur: as, Max: as}); err != nil {
+		return fmt.Errorf("RLIMIT_AS %d: %w", as, err)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: l.cpuSeconds, Max: l.cpuSeconds}); err != nil {
+		return fmt.Errorf("RLIMIT_CPU %d: %w", l.cpuSeconds, err)
+	}
+	// Nice values are per thread on Linux and the runtime already runs
+	// several; PRIO_PGRP sets every thread of the process group, which the
+	// default Command makes the worker lead (alone). New threads inherit
+	// their creator's value.
+	if unix.Getpgrp() != unix.Getpid() {
+		return errors.New("the worker must lead its process group to set its nice value")
+	}
+	if err := unix.Setpriority(unix.PRIO_PGRP, 0, l.nice); err != nil {
+		return fmt.Errorf("nice %d: %w", l.nice, err)
+	}
+	return nil
+}
+
+// addressSpaceInUse is the worker's address space now (VmSize, from
+// /proc/self/statm, read once before any request): the Go runtime has
+// reserved about 1.2 GB of it before main, almost none of it used, and
+// RLIMIT_AS counts reservations, so the budget is set on top of it.
+func addressSpaceInUse() (int64, error) {
+	statm, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(string(statm))
+	if len(fields) == 0 {
+		return 0, fmt.Errorf("/proc/self/statm: %q", statm)
+	}
+	pages, err := strconv.ParseInt(fields[0], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/self/statm: %w", err)
+	}
+	return pages * int64(os.Getpagesize()), nil
+}
+
+// serve renders requests from in onto out until in ends.
+func serve(in io.Reader, out io.Writer) int {
+	// One rendering at a time on one thread: render's outputs then render
+	// one after the other, and the CPU used is one core at most.
+	runtime.GOMAXPROCS(1)
+	debug.SetMaxStack(maxStack)
+
+	w := &workerState{stores: make(map[uint64]heldSnapshot), renderers: make(map[string]render.Renderer)}
+	reader := bufio.NewReaderSize(in, 64<<10)
+	writer := bufio.NewWriterSize(out, 64<<10)
+	for {
+		frame, err := readFrame(reader, maxRequestFrame)
+		if errors.Is(err, io.EOF) {
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "renderproc worker: reading a request: %v\n", err)
+			return exitProtocol
+		}
+		ans, err := w.handle(frame)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "renderproc worker: %v\n", err)
+			return exitProtocol
+		}
+		payload, err := marshal(ans)
+		if err == nil {
+			err = writeFrame(writer, payload)
+		}
+		if err == nil {
+			err = writer.Flush()
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "renderproc worker: writing an answer: %v\n", err)
+			return exitProtocol
+		}
+	}
+}
+
+// workerState is what a worker keeps between requests.
+type workerState struct {
+	memoryLimit int64
+	stores      map[uint64]heldSnapshot
+	renderers   map[string]render.Renderer
+}
+
+type heldSnapshot struct {
+	version uint64
+	store   *render.MemoryStore
+}
+
+// handle renders one request. Its error is a protocol error, which ends
+// the worker; a rendering's own error is in the answer.
+func (w *workerState) handle(frame []byte) (answer, error) {
+	var req request
+	if err := unmarshal(frame, &req); err != nil {
+		return answer{}, fmt.Errorf("decoding a request: %w", err)
+	}
+	if req.MemoryLimit != w.memoryLimit {
+		debug.SetMemoryLimit(softMemoryLimit(req.MemoryLimit))
+		w.memoryLimit = req.MemoryLimit
+	}
+	for _, hash := range req.DropTemplates {
+		delete(w.renderers, hash)
+	}
+	for _, id := range req.DropStores {
+		delete(w.stores, id)
+	}
+	for _, raw := range req.Snapshots {
+		var snapshot wireSnapshot
+		if err := unmarshal(raw, &snapshot); err != nil {
+			return answer{}, fmt.Errorf("decoding a store snapshot: %w", err)
+		}
+		store, err := newStore(snapshot)
+		if err != nil {
+			return answer{}, fmt.Errorf("store snapshot %d: %w", snapshot.ID, err)
+		}
+		w.stores[snapshot.ID] = heldSnapshot{version: snapshot.Version, store: store}
+	}
+	req.Snapshots = nil
+	if req.Templates != nil {
+		// Kept even when it does not compile (the parent compiled it, so
+		// it will not happen): the parent counts it as held either way.
+		renderer, err := compile(req.Templates)
+		if err != nil {
+			renderer = failingRenderer{err: err}
+		}
+		w.renderers[req.TemplatesHash] = renderer
+	}
+	renderer, ok := w.renderers[req.TemplatesHash]
+	if !ok {
+		return answer{}, fmt.Errorf("no template set %s", req.TemplatesHash)
+	}
+
+	data := render.Data{Resources: make(map[string]render.Store, len(req.Resources)), ExtraContext: req.ExtraContext}
+	for name, ws := range req.Resources {
+		store, err := w.resolve(ws)
+		if err != nil {
+			return answer{}, fmt.Errorf("store %q: %w", name, err)
+		}
+		data.Resources[name] = store
+	}
+
+	out, err := renderRecovering(renderer, data)
+	ans := answer{}
+	if err != nil {
+		ans.Error = toWireError(err, req.MaxOutput)
+	} else if wire := toWireOutput(out); wire.size() > req.MaxOutput {
+		ans.Error = &wireError{Kind: errorKindOther,
+			Text: fmt.Appendf(nil, "the rendering's output of %d bytes exceeds its budget of %s", wire.size(), formatBytes(req.MaxOutput))}
+	} else {
+		ans.Output = wire
+	}
+	ans.CPU = cpuTime()
+	return ans, nil
+}
+
+// softMemoryLimit is the GC's soft limit (GOMEMLIMIT) for a memory budget:
+// below the hard limit, so that the GC collects hard before an allocation
+// fails. The heap reserves address space 64 MiB (an arena) at a time, so
+// the soft limit leaves one arena of room: with the example config over
+// 1,000 Ingresses a budget of 80 MiB failed when the soft limit was three
+// quarters of it, and renders at 64 MiB and up with this one.
+func softMemoryLimit(budget int64) int64 {
+	return max(budget-64<<20, budget/2)
+}
+
+// failingRenderer is a template set that did not compile.
+type failingRenderer struct{ err error }
+
+func (f failingRenderer) Render(context.Context, render.Data) (render.Output, error) {
+	return render.Output{}, f.err
+}
+
+func compile(t *wireTemplates) (render.Renderer, error) {
+	engine, err := render.NewEngine(t.Engine)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Compile(t.templates())
+}
+
+// renderRecovering renders, turning a panic (which text/template would
+// already have caught in a template function) into an error rather than a
+// crash with the panic's text, which the template chose, on stderr.
+func renderRecovering(renderer render.Renderer, data render.Data) (out render.Output, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the rendering panicked: %v", r)
+		}
+	}()
+	// No deadline here: the parent kills the worker when the rendering's
+	// context ends, which also stops a loop that never writes.
+	return renderer.Render(context.Background(), data)
+}
+
+// resolve rebuilds a store of the request.
+func (w *workerState) resolve(ws *wireStore) (render.Store, error) {
+	switch {
+	case ws == nil:
+		return nil, nil
+	case ws.Ref != nil:
+		held, ok := w.stores[ws.Ref.ID]
+		if !ok || held.version != ws.Ref.Version {
+			return nil, fmt.Errorf("no snapshot of store %d at version %d", ws.Ref.ID, ws.Ref.Version)
+		}
+		return held.store, nil
+	case ws.Whole != nil:
+		return newStore(*ws.Whole)
+	case ws.Overlay != nil:
+		base, err := w.resolve(ws.Overlay.Base)
+		if err != nil {
+			return nil, err
+		}
+		indexed, ok := base.(render.IndexedStore)
+		if !ok {
+			return nil, fmt.Errorf("an overlay over a %T", base)
+		}
+		change := render.OverlayChange{Namespace: ws.Overlay.Namespace, Name: ws.Overlay.Name, Object: ws.Overlay.Object}
+		return change.Apply(indexed)
+	default:
+		return nil, errors.New("an empty store description")
+	}
+}
+
+// newStore rebuilds a store from its snapshot. NewMemoryStore normalizes
+// the objects (json.Number to int64 or float64, as in the parent).
+func newStore(s wireSnapshot) (*render.MemoryStore, error) {
+	indexer, err := render.NewIndexer(s.IndexBy)
+	if err != nil {
+		return nil, err
+	}
+	return render.NewMemoryStore(indexer, s.Objects...)
+}
+
+// cpuTime is the worker's CPU time so far, in nanoseconds.
+func cpuTime() int64 {
+	var usage unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &usage); err != nil {
+		return 0
+	}
+	return (time.Duration(usage.Utime.Nano()) + time.Duration(usage.Stime.Nano())).Nanoseconds()
+}
