@@ -293,7 +293,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	if err := utiljson.Unmarshal(req.Object.Raw, cfg); err != nil {
 		return admission.Denied("failed to parse object: " + err.Error())
 	}
-	c, errs := compileConfig(&cfg.Spec)
+	c, errs := m.compile(&cfg.Spec)
 	if len(errs) > 0 {
 		return admission.Denied(bounded(errs.ToAggregate().Error(), 4000))
 	}

@@ -85,7 +85,7 @@ func proposalSpec() *gatehousev1alpha1.HAProxyTemplateConfigSpec {
 }
 
 func TestProposal(t *testing.T) {
-	c, errs := compileConfig(proposalSpec())
+	c, errs := compileConfig(proposalSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -266,7 +266,7 @@ func judgeData(t *testing.T, c *compiled, objs ...map[string]any) render.Data {
 }
 
 func TestJudge(t *testing.T) {
-	c, errs := compileConfig(judgeSpec())
+	c, errs := compileConfig(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -339,7 +339,7 @@ func TestJudge(t *testing.T) {
 }
 
 func TestJudgeSecondVerdictIsCached(t *testing.T) {
-	c, errs := compileConfig(judgeSpec())
+	c, errs := compileConfig(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -376,7 +376,7 @@ func TestJudgeSecondVerdictIsCached(t *testing.T) {
 }
 
 func TestJudgeSlowHAProxyIsUndecidedAtTheDeadline(t *testing.T) {
-	c, errs := compileConfig(judgeSpec())
+	c, errs := compileConfig(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}

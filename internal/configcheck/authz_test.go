@@ -110,7 +110,7 @@ func authzSpec(t *testing.T, watched map[string]gatehousev1alpha1.WatchedResourc
 	c, errs := compileConfig(&gatehousev1alpha1.HAProxyTemplateConfigSpec{
 		WatchedResources: watched,
 		HAProxyConfig:    gatehousev1alpha1.Template{Template: "global\n"},
-	})
+	}, inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}

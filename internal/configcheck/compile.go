@@ -70,9 +70,16 @@ func (w *watchedSpec) stored(obj map[string]any) map[string]any {
 	return out
 }
 
-// compileConfig validates spec and compiles it. It is pure: the webhook
-// for configs, the reconciler and the offline CLI all call it.
-func compileConfig(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) (*compiled, field.ErrorList) {
+// templateCompiler turns a config's templates into a Renderer; its error is
+// a *render.CompileError. Gatehouse's is its render worker pool's
+// (renderproc.Pool.Compile): a template is a program its config's author
+// wrote, so it runs only in a confined worker with a memory budget, never
+// in the server.
+type templateCompiler func(templates render.Templates, engine string) (render.Renderer, error)
+
+// compileConfig validates spec and compiles it with compile. It is pure:
+// the webhook for configs, the reconciler and the offline CLI all call it.
+func compileConfig(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, compile templateCompiler) (*compiled, field.ErrorList) {
 	root := field.NewPath("spec")
 	c := &compiled{policy: defaultFailurePolicy, timeout: defaultTimeoutSeconds}
 	var errs field.ErrorList
@@ -97,7 +104,7 @@ func compileConfig(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) (*compiled
 		errs = append(errs, field.Invalid(root.Child("templatingSettings", "extraContext"), "", err.Error()))
 	}
 	c.extraContext = extra
-	renderer, rerr := compileTemplates(root, spec)
+	renderer, rerr := compileTemplates(root, spec, compile)
 	errs = append(errs, rerr...)
 	c.renderer = renderer
 	tests, terrs := convertTests(root.Child("validationTests"), spec.ValidationTests)
@@ -250,21 +257,20 @@ func validateWebhookSettings(path *field.Path, w gatehousev1alpha1.ValidationWeb
 	return errs
 }
 
-func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) (render.Renderer, field.ErrorList) {
-	engine, err := render.NewEngine(spec.TemplatingSettings.Engine)
-	if err != nil {
+func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, compile templateCompiler) (render.Renderer, field.ErrorList) {
+	if _, err := render.NewEngine(spec.TemplatingSettings.Engine); err != nil {
 		return nil, field.ErrorList{field.NotSupported(root.Child("templatingSettings", "engine"), spec.TemplatingSettings.Engine, []string{render.EngineGoTemplate})}
 	}
 	if strings.TrimSpace(spec.HAProxyConfig.Template) == "" {
 		return nil, field.ErrorList{field.Required(root.Child("haproxyConfig", "template"), "the haproxy.cfg template")}
 	}
-	renderer, err := engine.Compile(render.Templates{
+	renderer, err := compile(render.Templates{
 		Snippets:        templateTexts(spec.TemplateSnippets),
 		HAProxyConfig:   spec.HAProxyConfig.Template,
 		Maps:            templateTexts(spec.Maps),
 		Files:           templateTexts(spec.Files),
 		SSLCertificates: templateTexts(spec.SSLCertificates),
-	})
+	}, spec.TemplatingSettings.Engine)
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(root, "", err.Error())}
 	}

@@ -40,7 +40,7 @@ func rawJSON(s string) *apiextensionsv1.JSON { return &apiextensionsv1.JSON{Raw:
 
 func TestCompileExampleConfig(t *testing.T) {
 	cfg := loadExample(t)
-	c, errs := compileConfig(&cfg.Spec)
+	c, errs := compileConfig(&cfg.Spec, inProcess)
 	if len(errs) > 0 {
 		t.Fatalf("the example config does not compile: %v", errs.ToAggregate())
 	}
@@ -99,7 +99,7 @@ func TestCompileDefaultsAndSettings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := minimalSpec()
 			spec.ValidationWebhook = tc.webhook
-			c, errs := compileConfig(spec)
+			c, errs := compileConfig(spec, inProcess)
 			if len(errs) > 0 {
 				t.Fatalf("refused: %v", errs.ToAggregate())
 			}
@@ -109,7 +109,7 @@ func TestCompileDefaultsAndSettings(t *testing.T) {
 		})
 	}
 	t.Run("default indexBy", func(t *testing.T) {
-		c, errs := compileConfig(minimalSpec())
+		c, errs := compileConfig(minimalSpec(), inProcess)
 		if len(errs) > 0 {
 			t.Fatal(errs.ToAggregate())
 		}
@@ -120,7 +120,7 @@ func TestCompileDefaultsAndSettings(t *testing.T) {
 	t.Run("extraContext object", func(t *testing.T) {
 		spec := minimalSpec()
 		spec.TemplatingSettings.ExtraContext = rawJSON(`{"port": 8080, "name": "edge"}`)
-		c, errs := compileConfig(spec)
+		c, errs := compileConfig(spec, inProcess)
 		if len(errs) > 0 {
 			t.Fatal(errs.ToAggregate())
 		}
@@ -322,7 +322,7 @@ func TestCompileRefusesAndAccepts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := loadExample(t)
 			tc.edit(&cfg.Spec)
-			c, errs := compileConfig(&cfg.Spec)
+			c, errs := compileConfig(&cfg.Spec, inProcess)
 			if tc.wantField == "" {
 				if len(errs) > 0 {
 					t.Fatalf("refused: %v", errs.ToAggregate())

@@ -74,7 +74,7 @@ func FuzzCompileConfig(f *testing.F) {
 		if !ok {
 			return
 		}
-		c, errs := compileConfig(&cfg.Spec)
+		c, errs := compileConfig(&cfg.Spec, inProcess)
 		if (c == nil) == (len(errs) == 0) {
 			t.Fatalf("compiled %v with errors %v", c != nil, errs)
 		}

@@ -12,14 +12,17 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/renderproc"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
@@ -70,9 +73,21 @@ type Options struct {
 	// PublishDelay gathers a burst of watched changes into one rendering
 	// to publish. Default 500 ms.
 	PublishDelay time.Duration
+	// RenderWorkers is how many render worker processes run at once
+	// (default 2); RenderMemory is each rendering's memory budget in bytes
+	// (default 256 MiB). Size the Pod's memory limit for Gatehouse plus
+	// RenderWorkers × RenderMemory.
+	RenderWorkers int
+	RenderMemory  int64
 	// TestTimeout bounds a config's embedded tests outside admission (the
 	// spec's 60 s). Default 60 s.
 	TestTimeout time.Duration
+}
+
+// withDefaults returns o with its defaults applied.
+func (o Options) withDefaults() Options {
+	o.setDefaults()
+	return o
 }
 
 func (o *Options) setDefaults() {
@@ -85,6 +100,12 @@ func (o *Options) setDefaults() {
 	if o.PublishDelay == 0 {
 		o.PublishDelay = 500 * time.Millisecond
 	}
+	if o.RenderWorkers == 0 {
+		o.RenderWorkers = 2
+	}
+	if o.RenderMemory == 0 {
+		o.RenderMemory = 256 << 20
+	}
 	if o.TestTimeout == 0 {
 		o.TestTimeout = 60 * time.Second
 	}
@@ -95,6 +116,10 @@ type Module struct {
 	opts    Options
 	host    module.Host
 	checker *haproxy.Checker
+	// renders runs every rendering: templates are programs a config's
+	// author wrote, so they run in confined worker processes, never in
+	// the server.
+	renders *renderproc.Pool
 
 	namespaces cache.Cache
 	configs    cache.Cache
@@ -150,6 +175,17 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 		return fmt.Errorf("configcheck: %w", err)
 	}
 	m.checker = checker
+	m.renders, err = newRenderPool(m.opts)
+	if err != nil {
+		return fmt.Errorf("configcheck: %w", err)
+	}
+	if err := host.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		m.renders.Close()
+		return nil
+	})); err != nil {
+		return err
+	}
 	m.configs, err = host.NewCache("configs", cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&gatehousev1alpha1.HAProxyTemplateConfig{}: {},
 	}})
@@ -183,6 +219,16 @@ func newChecker(binary string, allowLua bool, maxConcurrent int) (*haproxy.Check
 		return nil, err
 	}
 	return haproxy.New(haproxy.Options{Runner: runner, Policy: haproxy.Policy{AllowLua: allowLua}, MaxConcurrent: maxConcurrent})
+}
+
+// newRenderPool is the worker pool every rendering goes through.
+func newRenderPool(opts Options) (*renderproc.Pool, error) {
+	return renderproc.New(renderproc.Options{Workers: opts.RenderWorkers, MemoryLimit: opts.RenderMemory})
+}
+
+// compile is compileConfig rendering in the worker pool.
+func (m *Module) compile(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) (*compiled, field.ErrorList) {
+	return compileConfig(spec, m.renders.Compile)
 }
 
 func (m *Module) handleEvents(ctx context.Context, namespace client.Object) error {

@@ -39,15 +39,20 @@ func TestOffline(ctx context.Context, configYAML []byte, opts OfflineOptions, w 
 	if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
 		return false, fmt.Errorf("reading the config: %w", err)
 	}
-	c, errs := compileConfig(&cfg.Spec)
-	if len(errs) > 0 {
-		return false, fmt.Errorf("the config is invalid: %w", errs.ToAggregate())
+	renders, err := newRenderPool(Options{}.withDefaults())
+	if err != nil {
+		return false, err
 	}
+	defer renders.Close()
 	checker, err := newChecker(opts.HAProxyBinary, opts.AllowLua, 0)
 	if err != nil {
 		return false, err
 	}
-	m := &Module{checker: checker}
+	m := &Module{checker: checker, renders: renders}
+	c, errs := m.compile(&cfg.Spec)
+	if len(errs) > 0 {
+		return false, fmt.Errorf("the config is invalid: %w", errs.ToAggregate())
+	}
 	runner := m.testRunner(c)
 	if opts.DumpRendered != "" {
 		runner.OnRendered = func(test string, out render.Output) {

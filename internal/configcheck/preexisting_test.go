@@ -13,7 +13,7 @@ import (
 // with the real haproxy, and asks whether the change fails for no reason
 // of its own.
 func TestSameFailure(t *testing.T) {
-	c, errs := compileConfig(judgeSpec())
+	c, errs := compileConfig(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}

@@ -26,7 +26,7 @@ func BenchmarkRenderExample1000(b *testing.B) {
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		b.Fatal(err)
 	}
-	c, errs := compileConfig(&cfg.Spec)
+	c, errs := compileConfig(&cfg.Spec, inProcess)
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}

@@ -247,7 +247,7 @@ func (m *Module) buildState(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 	st := &configState{key: key, uid: cfg.UID, generation: cfg.Generation,
 		feeds: map[string]*feed{}, empty: map[string]*render.MemoryStore{},
 		gvks: map[string]schema.GroupVersionKind{}, scoped: map[string]bool{}}
-	c, errs := compileConfig(&cfg.Spec)
+	c, errs := m.compile(&cfg.Spec)
 	if len(errs) > 0 {
 		st.invalid = errs.ToAggregate().Error()
 		return st, nil

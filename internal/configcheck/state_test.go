@@ -22,7 +22,7 @@ func (syncedRegistration) HasSynced() bool { return true }
 
 func TestUnchangedComparesWhatTheTemplatesSee(t *testing.T) {
 	spec := loadExample(t)
-	c, errs := compileConfig(&spec.Spec)
+	c, errs := compileConfig(&spec.Spec, inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
