@@ -1,0 +1,174 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// init is the trampoline: a process started by Command is this binary
+// with argv[0] trampolineArg0. It confines itself and executes the
+// program, before any package initialised after this one (and before
+// main, or a test harness) runs. Only this package's imports and the
+// packages ordered before it have initialised; nothing here depends on
+// them, on the environment (empty) or on flags.
+func init() {
+	if len(os.Args) != 2 || os.Args[0] != trampolineArg0 {
+		return
+	}
+	// Landlock, seccomp, no_new_privs and the nice value belong to the
+	// calling thread, and the thread that calls execve is the one whose
+	// credentials the new image keeps. The main goroutine is locked to
+	// the main thread during init anyway; this says it is needed.
+	runtime.LockOSThread()
+	var p plan
+	if err := json.Unmarshal([]byte(os.Args[1]), &p); err != nil {
+		setupFailed(fmt.Errorf("decoding the plan: %w", err))
+	}
+	setupFailed(confineAndExec(p))
+}
+
+// setupFailed reports a failure to confine or execute and exits with
+// ExitSetup; nothing of the program has run.
+func setupFailed(err error) {
+	fmt.Fprintf(os.Stderr, "sandbox: %v\n", err)
+	os.Exit(ExitSetup)
+}
+
+// confineAndExec applies p to the calling thread and executes the program;
+// it returns only on failure.
+func confineAndExec(p plan) error {
+	table, ok := seccompTables[runtime.GOARCH]
+	if p.Seccomp && !ok {
+		return ErrUnsupported
+	}
+	// Lower priority first: getpriority/setpriority act on the calling
+	// thread (who = 0), and execve keeps it.
+	if p.Limits.Nice > 0 {
+		raw, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+		if err != nil {
+			return fmt.Errorf("getpriority: %w", err)
+		}
+		nice := min(20-raw+p.Limits.Nice, 19) // the system call returns 20 - nice
+		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, nice); err != nil {
+			return fmt.Errorf("setpriority %d: %w", nice, err)
+		}
+	}
+	// no_new_privs: required for unprivileged Landlock and seccomp, and
+	// a set-user-ID program cannot gain privileges.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	if p.LandlockABI > 0 {
+		var rules []landlockRule
+		for _, r := range p.Read {
+			rules = append(rules, landlockRule{path: r, access: rightsReadDir})
+		}
+		for _, r := range p.Libs {
+			rules = append(rules, landlockRule{path: r, access: rightsReadFile})
+		}
+		for _, r := range p.Exec {
+			rules = append(rules, landlockRule{path: r, access: rightsExec})
+		}
+		if err := restrictLandlock(p.LandlockABI, rules); err != nil {
+			return err
+		}
+	}
+	if p.Seccomp {
+		if err := installSeccomp(table); err != nil {
+			return err
+		}
+	}
+	// Resource limits last: the trampoline itself must not run into
+	// them (a Go runtime needs more address space than many programs).
+	if err := setLimits(p.Limits); err != nil {
+		return err
+	}
+	// syscall.Exec, not a raw execve: it also restores the
+	// RLIMIT_NOFILE soft limit this runtime raised at start (unless
+	// setLimits set one), and stops the runtime's other threads from
+	// forking meanwhile.
+	err := syscall.Exec(p.Path, p.Argv, p.Env)
+	return fmt.Errorf("executing %s: %w", p.Path, err)
+}
+
+// setLimits sets the resource limits, each soft = hard.
+func setLimits(l Limits) error {
+	set := func(name string, resource int, v uint64) error {
+		// syscall.Setrlimit rather than x/sys/unix: for RLIMIT_NOFILE it
+		// tells syscall.Exec not to restore the runtime's original.
+		if err := syscall.Setrlimit(resource, &syscall.Rlimit{Cur: v, Max: v}); err != nil {
+			return fmt.Errorf("setting %s to %d: %w", name, v, err)
+		}
+		return nil
+	}
+	// No core dumps (they would hold the rendering and land in the
+	// working directory) and no file writes (nothing confined writes
+	// files; Landlock already refuses to open them for writing).
+	if err := set("RLIMIT_CORE", unix.RLIMIT_CORE, 0); err != nil {
+		return err
+	}
+	if err := set("RLIMIT_FSIZE", unix.RLIMIT_FSIZE, 0); err != nil {
+		return err
+	}
+	if l.CPUTime > 0 {
+		secs := uint64((l.CPUTime + time.Second - 1) / time.Second)
+		// soft = hard: the kernel sends SIGKILL at once, not an
+		// ignorable SIGXCPU.
+		if err := set("RLIMIT_CPU", unix.RLIMIT_CPU, secs); err != nil {
+			return err
+		}
+	}
+	if l.OpenFiles > 0 {
+		if err := set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, l.OpenFiles); err != nil {
+			return err
+		}
+	}
+	if l.Data > 0 {
+		if err := set("RLIMIT_DATA", unix.RLIMIT_DATA, l.Data); err != nil {
+			return err
+		}
+	}
+	if l.AddressSpace > 0 {
+		if err := set("RLIMIT_AS", unix.RLIMIT_AS, l.AddressSpace); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Entry reports whether this process was started by Command with
+// Spec.Entry == name. The package implementing an entry calls it from its
+// init:
+//
+//	func init() { if sandbox.Entry("render-worker") { os.Exit(serve(os.Stdin, os.Stdout)) } }
+//
+// os.Args[1:] are then Spec.Args. A process whose argv[0] names the entry
+// but which was not confined (no_new_privs unset: someone ran the binary
+// with that argv[0] by hand) is refused: it exits with ExitSetup rather
+// than serve unconfined.
+func Entry(name string) bool {
+	if len(os.Args) == 0 || os.Args[0] != entryArg0Prefix+name {
+		return false
+	}
+	if v, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0); err != nil || v != 1 {
+		setupFailed(fmt.Errorf("entry %q was not started by sandbox.Command", name))
+	}
+	return true
+}
+
+// Available says what this kernel offers. It is probed once.
+func Available() Capabilities { return available() }
+
+var available = sync.OnceValue(func() Capabilities {
+	var c Capabilities
+	c.LandlockABI, c.LandlockReason = landlockABI()
+	c.Seccomp, c.SeccompReason = seccompAvailable()
+	return c
+})

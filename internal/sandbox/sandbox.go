@@ -1,0 +1,144 @@
+package sandbox
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// Spec describes one confined process.
+type Spec struct {
+	// Path is the program to execute (absolute), Args its arguments after
+	// argv[0]. Path must be an ELF executable: the package reads its ELF
+	// interpreter and libraries to allow them.
+	Path string
+	Args []string
+	// Entry, when set instead of Path, runs this same binary in the entry
+	// mode of that name; see [Entry]. The binary is /proc/self/exe, the
+	// very file the running process was started from, so an entry always
+	// speaks the protocol of the process that starts it.
+	Entry string
+	// Dir is the working directory (absolute). The process may read
+	// beneath it.
+	Dir string
+	// Read lists absolute files or directories the process may read
+	// (directories: beneath, listing included). Paths that do not exist
+	// are skipped, so optional files such as those of [ResolverFiles] may
+	// be named. The program, its ELF interpreter, the directories of its
+	// shared libraries and /etc/ld.so.cache are added by the package.
+	Read []string
+	// Env is the whole environment (default: empty).
+	Env []string
+	// Limits are the resource limits.
+	Limits Limits
+}
+
+// Limits are the resource limits of a confined process. Each is set as
+// both the soft and the hard limit, so the process cannot raise it.
+type Limits struct {
+	// CPUTime is RLIMIT_CPU, rounded up to whole seconds; the process is
+	// killed (SIGKILL) when it has used that much CPU. 0 = no limit.
+	CPUTime time.Duration
+	// AddressSpace is RLIMIT_AS in bytes; 0 = no limit. It suits C
+	// programs such as haproxy; a Go program reserves much address space
+	// at start and fails erratically under it (see the package
+	// documentation): limit Data instead.
+	AddressSpace uint64
+	// Data is RLIMIT_DATA in bytes: private writable memory mapped
+	// (heap, thread stacks), not address space merely reserved; 0 = no
+	// limit. The gatehouse binary needs about 160 MiB of it to start.
+	Data uint64
+	// OpenFiles is RLIMIT_NOFILE; 0 = the limit Gatehouse was started
+	// with.
+	OpenFiles uint64
+	// Nice is added to the niceness of the process (lower CPU priority),
+	// at most up to 19. It cannot be negative: an unprivileged process
+	// cannot raise its priority.
+	Nice int
+}
+
+// ResolverFiles are the files glibc's getaddrinfo reads to resolve a host
+// name (haproxy -c resolves server addresses). A Spec that should resolve
+// names lists them in Read; the DNS queries themselves go over UDP, which
+// the confinement does not restrict.
+var ResolverFiles = []string{
+	"/etc/resolv.conf",
+	"/etc/hosts",
+	"/etc/nsswitch.conf",
+	"/etc/host.conf",
+	"/etc/gai.conf",
+}
+
+// ExitSetup is the exit status of a confined process that could not be
+// confined (or could not execute its program): the confinement failed,
+// nothing of the program ran, and its stderr says why, after "sandbox: ".
+// The program itself may also exit with this status, so it is a failure
+// either way, never a verdict of the program.
+const ExitSetup = 125
+
+// ErrUnsupported is returned by Command where the package cannot confine
+// a process (any OS other than Linux, or an architecture without a
+// seccomp table).
+var ErrUnsupported = errors.New("sandbox: confinement is not supported on this platform")
+
+const (
+	// trampolineArg0 is argv[0] of the process Command starts: this
+	// binary again, which confines itself in init and executes the
+	// target. argv[1] is the encoded plan.
+	trampolineArg0 = "gatehouse-sandbox"
+	// entryArg0Prefix, followed by the entry's name, is argv[0] of an
+	// Entry-mode target.
+	entryArg0Prefix = "gatehouse-sandbox-entry:"
+)
+
+// validEntryName keeps entry names printable and unambiguous in argv[0].
+func validEntryName(name string) bool {
+	return name != "" && !strings.ContainsFunc(name, func(r rune) bool {
+		return r <= ' ' || r == 0x7f
+	})
+}
+
+// Capabilities says what this kernel offers the confinement, for startup
+// logs, metrics and documentation.
+type Capabilities struct {
+	// LandlockABI is the Landlock ABI version, 0 if Landlock is not
+	// available (then LandlockReason says why). ABI 1 confines files,
+	// ABI 4 TCP bind/connect, ABI 6 signals and abstract Unix sockets.
+	LandlockABI    int
+	LandlockReason string
+	// Seccomp is true when seccomp filters can be installed (the ban on
+	// creating processes); SeccompReason says why not.
+	Seccomp       bool
+	SeccompReason string
+}
+
+// Landlock ABI versions that brought the rights the package handles.
+const (
+	abiTruncate = 3 // LANDLOCK_ACCESS_FS_TRUNCATE
+	abiNet      = 4 // TCP bind and connect
+	abiIoctlDev = 5 // LANDLOCK_ACCESS_FS_IOCTL_DEV
+	abiScope    = 6 // signals and abstract Unix sockets
+)
+
+// Complete reports whether every guarantee of the package documentation
+// holds on this kernel: Landlock ABI 6 or later and seccomp filters.
+func (c Capabilities) Complete() bool {
+	return c.LandlockABI >= abiScope && c.Seccomp
+}
+
+// Missing lists, for a log line, the guarantees this kernel cannot give.
+func (c Capabilities) Missing() []string {
+	var m []string
+	switch {
+	case c.LandlockABI == 0:
+		m = append(m, "file confinement, TCP and signal scoping (no Landlock: "+c.LandlockReason+")")
+	case c.LandlockABI < abiNet:
+		m = append(m, "TCP and signal scoping (Landlock ABI < 4)")
+	case c.LandlockABI < abiScope:
+		m = append(m, "signal and abstract Unix socket scoping (Landlock ABI < 6)")
+	}
+	if !c.Seccomp {
+		m = append(m, "ban on creating processes (no seccomp filters: "+c.SeccompReason+")")
+	}
+	return m
+}

@@ -1,0 +1,269 @@
+package sandbox
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// The seccomp filter does what Landlock cannot:
+//
+//   - It forbids creating processes: fork and vfork, and clone without
+//     CLONE_THREAD, fail with EPERM; clone3 fails with ENOSYS (its flags
+//     live in memory a filter cannot read, and ENOSYS makes glibc fall back
+//     to clone, whose flags it can). Threads still work: Go, glibc and
+//     haproxy need them, and a thread cannot outlive its process.
+//   - unshare and setns fail with EPERM: namespaces are how an
+//     unprivileged process gains capabilities (in a new user namespace),
+//     and nothing confined needs them.
+//   - socket() is limited to the families and protocols Landlock knows or
+//     that are harmless: Unix and netlink sockets, and IPv4/IPv6 stream
+//     and datagram sockets of protocol TCP or UDP. Landlock restricts TCP
+//     only, and recognises a TCP socket by its protocol: an MPTCP socket
+//     (IPPROTO_MPTCP, which Go itself uses for listeners since 1.24) or an
+//     SMC one connects to any TCP server unchecked. Other families fail
+//     with EAFNOSUPPORT, other protocols with EPROTONOSUPPORT, which
+//     programs take as "not supported here".
+//   - io_uring fails with ENOSYS: its operations (IORING_OP_SOCKET) make
+//     sockets without the socket() system call this filter checks.
+//   - A system call of another ABI (i386 through int 0x80, x32) kills the
+//     process: it would bypass the numbers checked here, and no confined
+//     program makes one.
+//
+// Everything else is allowed; files, TCP ports and signals are Landlock's.
+// The filter is a short BPF program assembled with golang.org/x/net/bpf;
+// libseccomp would need cgo in the trampoline and brings no rule this
+// needs.
+
+// seccompTable is what the filter needs to know of one architecture.
+// Numbers are from the kernel's tables (arch/x86/entry/syscalls/
+// syscall_64.tbl; include/uapi/asm-generic/unistd.h for arm64), written
+// out rather than taken from x/sys/unix so that the program of every
+// architecture can be built and tested on any; a test checks them against
+// x/sys/unix for the architecture it runs on.
+type seccompTable struct {
+	auditArch uint32
+	// eperm are refused with EPERM whatever their arguments.
+	eperm []uint32
+	// enosys are refused with ENOSYS whatever their arguments.
+	enosys []uint32
+	clone  uint32
+	socket uint32
+	// x32 marks amd64, whose x32 ABI numbers (bit 30 set) reach the
+	// same entry points with the same audit architecture.
+	x32 bool
+}
+
+var seccompTables = map[string]seccompTable{
+	"amd64": {
+		auditArch: unix.AUDIT_ARCH_X86_64,
+		eperm: []uint32{
+			57,  // fork
+			58,  // vfork
+			272, // unshare
+			308, // setns
+		},
+		enosys: []uint32{
+			435, // clone3
+			425, // io_uring_setup
+			426, // io_uring_enter
+			427, // io_uring_register
+		},
+		clone:  56,
+		socket: 41,
+		x32:    true,
+	},
+	"arm64": {
+		auditArch: unix.AUDIT_ARCH_AARCH64,
+		eperm: []uint32{
+			97,  // unshare
+			268, // setns
+		},
+		enosys: []uint32{
+			435, // clone3
+			425, // io_uring_setup
+			426, // io_uring_enter
+			427, // io_uring_register
+		},
+		clone:  220,
+		socket: 198,
+	},
+}
+
+// Offsets in struct seccomp_data; an argument's low 32 bits come first on
+// little-endian machines (both tables are). clone's flags and socket's
+// arguments are read by the kernel as 32-bit values, so the low word is
+// the whole story.
+const (
+	seccompNr     = 0
+	seccompArch   = 4
+	x32SyscallBit = 0x40000000
+)
+
+func seccompArgLow(n uint32) uint32 { return 16 + 8*n }
+
+func seccompErrno(errno unix.Errno) uint32 {
+	return unix.SECCOMP_RET_ERRNO | uint32(errno)&unix.SECCOMP_RET_DATA
+}
+
+// seccompProgram builds the filter for one architecture.
+func seccompProgram(t seccompTable) ([]bpf.RawInstruction, error) {
+	var a assembler
+	a.load(seccompArch)
+	a.jumpIf(bpf.JumpNotEqual, t.auditArch, "kill", "")
+	a.load(seccompNr)
+	if t.x32 {
+		a.jumpIf(bpf.JumpBitsSet, x32SyscallBit, "kill", "")
+	}
+	for _, nr := range t.eperm {
+		a.jumpIf(bpf.JumpEqual, nr, "eperm", "")
+	}
+	for _, nr := range t.enosys {
+		a.jumpIf(bpf.JumpEqual, nr, "enosys", "")
+	}
+	a.jumpIf(bpf.JumpEqual, t.clone, "clone", "")
+	a.jumpIf(bpf.JumpEqual, t.socket, "socket", "")
+	a.ret(unix.SECCOMP_RET_ALLOW)
+
+	a.label("clone")
+	a.load(seccompArgLow(0))
+	a.jumpIf(bpf.JumpBitsSet, unix.CLONE_THREAD, "allow", "eperm")
+
+	a.label("socket")
+	a.load(seccompArgLow(0)) // domain
+	a.jumpIf(bpf.JumpEqual, unix.AF_UNIX, "allow", "")
+	a.jumpIf(bpf.JumpEqual, unix.AF_NETLINK, "allow", "")
+	a.jumpIf(bpf.JumpEqual, unix.AF_INET, "inet", "")
+	a.jumpIf(bpf.JumpEqual, unix.AF_INET6, "inet", "eafnosupport")
+	a.label("inet")
+	a.load(seccompArgLow(1)) // type, with SOCK_NONBLOCK and SOCK_CLOEXEC
+	a.add(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask})
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, "protocol", "")
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, "protocol", "eprotonosupport")
+	a.label("protocol")
+	a.load(seccompArgLow(2))
+	a.jumpIf(bpf.JumpEqual, 0, "allow", "") // the type's default: TCP or UDP
+	a.jumpIf(bpf.JumpEqual, unix.IPPROTO_TCP, "allow", "")
+	a.jumpIf(bpf.JumpEqual, unix.IPPROTO_UDP, "allow", "eprotonosupport")
+
+	a.label("allow")
+	a.ret(unix.SECCOMP_RET_ALLOW)
+	a.label("eperm")
+	a.ret(seccompErrno(unix.EPERM))
+	a.label("enosys")
+	a.ret(seccompErrno(unix.ENOSYS))
+	a.label("eafnosupport")
+	a.ret(seccompErrno(unix.EAFNOSUPPORT))
+	a.label("eprotonosupport")
+	a.ret(seccompErrno(unix.EPROTONOSUPPORT))
+	a.label("kill")
+	a.ret(unix.SECCOMP_RET_KILL_PROCESS)
+	return a.assemble()
+}
+
+// sockTypeMask is the kernel's SOCK_TYPE_MASK: the type without its
+// flags.
+const sockTypeMask = 0xf
+
+// assembler resolves named jump targets into the relative skips of
+// classic BPF (x/net/bpf has none); targets are always forward.
+type assembler struct {
+	ins    []bpf.Instruction
+	labels map[string]int
+	jumps  map[int][2]string // instruction index: true, false targets
+}
+
+func (a *assembler) add(i bpf.Instruction) { a.ins = append(a.ins, i) }
+func (a *assembler) load(off uint32)       { a.add(bpf.LoadAbsolute{Off: off, Size: 4}) }
+func (a *assembler) ret(v uint32)          { a.add(bpf.RetConstant{Val: v}) }
+
+func (a *assembler) label(name string) {
+	if a.labels == nil {
+		a.labels = map[string]int{}
+	}
+	a.labels[name] = len(a.ins)
+}
+
+// jumpIf jumps to ifTrue or ifFalse; "" is the next instruction.
+func (a *assembler) jumpIf(cond bpf.JumpTest, val uint32, ifTrue, ifFalse string) {
+	if a.jumps == nil {
+		a.jumps = map[int][2]string{}
+	}
+	a.jumps[len(a.ins)] = [2]string{ifTrue, ifFalse}
+	a.add(bpf.JumpIf{Cond: cond, Val: val})
+}
+
+func (a *assembler) assemble() ([]bpf.RawInstruction, error) {
+	skip := func(from int, target string) (uint8, error) {
+		if target == "" {
+			return 0, nil
+		}
+		to, ok := a.labels[target]
+		if !ok {
+			return 0, fmt.Errorf("seccomp program: no label %q", target)
+		}
+		d := to - from - 1
+		if d < 0 || d > 255 {
+			return 0, fmt.Errorf("seccomp program: jump from %d to %q (%d) out of range", from, target, to)
+		}
+		return uint8(d), nil
+	}
+	for i, targets := range a.jumps {
+		j := a.ins[i].(bpf.JumpIf)
+		var err error
+		if j.SkipTrue, err = skip(i, targets[0]); err != nil {
+			return nil, err
+		}
+		if j.SkipFalse, err = skip(i, targets[1]); err != nil {
+			return nil, err
+		}
+		a.ins[i] = j
+	}
+	return bpf.Assemble(a.ins)
+}
+
+// installSeccomp installs the filter on the calling thread (no TSYNC: the
+// thread then executes the program, whose image inherits it). The caller
+// has set no_new_privs.
+func installSeccomp(t seccompTable) error {
+	raw, err := seccompProgram(t)
+	if err != nil {
+		return err
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0); err != nil {
+		return fmt.Errorf("installing the seccomp filter: %w", err)
+	}
+	return nil
+}
+
+// seccompAvailable reports whether filters with every action the program
+// uses can be installed.
+func seccompAvailable() (bool, string) {
+	if _, ok := seccompTables[runtime.GOARCH]; !ok {
+		return false, "no system call table for " + runtime.GOARCH
+	}
+	for _, action := range []uint32{unix.SECCOMP_RET_ALLOW, unix.SECCOMP_RET_ERRNO, unix.SECCOMP_RET_KILL_PROCESS} {
+		a := action
+		_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&a)))
+		switch errno {
+		case 0:
+		case unix.ENOSYS:
+			return false, "the kernel has no seccomp system call (or a seccomp profile refuses it)"
+		case unix.EINVAL:
+			return false, "the kernel has no seccomp filters (CONFIG_SECCOMP_FILTER)"
+		case unix.EOPNOTSUPP:
+			return false, fmt.Sprintf("the kernel lacks the seccomp action %#x", action)
+		default:
+			return false, "probing seccomp: " + errno.Error()
+		}
+	}
+	return true, ""
+}

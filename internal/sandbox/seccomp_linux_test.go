@@ -1,0 +1,145 @@
+package sandbox
+
+import (
+	"encoding/binary"
+	"runtime"
+	"slices"
+	"testing"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// seccompData encodes struct seccomp_data for x/net/bpf's VM, which loads
+// words big-endian: each 32-bit field is written big-endian at the offset
+// where a little-endian kernel keeps it, so the VM sees what the kernel's
+// filter would.
+func seccompData(arch, nr uint32, args ...uint64) []byte {
+	b := make([]byte, 64)
+	binary.BigEndian.PutUint32(b[seccompNr:], nr)
+	binary.BigEndian.PutUint32(b[seccompArch:], arch)
+	for i, a := range args {
+		binary.BigEndian.PutUint32(b[seccompArgLow(uint32(i)):], uint32(a))
+		binary.BigEndian.PutUint32(b[seccompArgLow(uint32(i))+4:], uint32(a>>32))
+	}
+	return b
+}
+
+// TestSeccompProgram runs the filter of every architecture in a BPF
+// virtual machine over the calls an escaping program would make.
+func TestSeccompProgram(t *testing.T) {
+	allow := uint32(unix.SECCOMP_RET_ALLOW)
+	kill := uint32(unix.SECCOMP_RET_KILL_PROCESS)
+	eperm := seccompErrno(unix.EPERM)
+	enosys := seccompErrno(unix.ENOSYS)
+	eafnosupport := seccompErrno(unix.EAFNOSUPPORT)
+	eprotonosupport := seccompErrno(unix.EPROTONOSUPPORT)
+	const (
+		threadFlags = unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND |
+			unix.CLONE_THREAD | unix.CLONE_SYSVSEM | unix.CLONE_SETTLS |
+			unix.CLONE_PARENT_SETTID | unix.CLONE_CHILD_CLEARTID
+		cloexec = unix.SOCK_CLOEXEC | unix.SOCK_NONBLOCK
+	)
+	for arch, table := range seccompTables {
+		t.Run(arch, func(t *testing.T) {
+			raw, err := seccompProgram(table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins, ok := bpf.Disassemble(raw)
+			if !ok {
+				t.Fatal("the program does not disassemble")
+			}
+			vm, err := bpf.NewVM(ins)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := table.auditArch
+			cases := []struct {
+				name string
+				data []byte
+				want uint32
+			}{
+				{"an ordinary call (write)", seccompData(a, map[string]uint32{"amd64": 1, "arm64": 64}[arch]), allow},
+				{"other architecture", seccompData(unix.AUDIT_ARCH_I386, 2), kill},
+				{"other architecture's clone", seccompData(unix.AUDIT_ARCH_I386, 120, threadFlags), kill},
+				{"thread", seccompData(a, table.clone, threadFlags), allow},
+				{"fork by clone", seccompData(a, table.clone, uint64(unix.SIGCHLD)), eperm},
+				{"posix_spawn's clone", seccompData(a, table.clone, unix.CLONE_VM|unix.CLONE_VFORK|uint64(unix.SIGCHLD)), eperm},
+				{"CLONE_THREAD in the ignored high word", seccompData(a, table.clone, unix.CLONE_THREAD<<32|uint64(unix.SIGCHLD)), eperm},
+				{"TCP", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_STREAM|cloexec, 0), allow},
+				{"TCP6", seccompData(a, table.socket, unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_TCP), allow},
+				{"UDP (DNS)", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_DGRAM|cloexec, unix.IPPROTO_UDP), allow},
+				{"Unix", seccompData(a, table.socket, unix.AF_UNIX, unix.SOCK_STREAM|cloexec, 0), allow},
+				{"netlink", seccompData(a, table.socket, unix.AF_NETLINK, unix.SOCK_RAW|cloexec, unix.NETLINK_ROUTE), allow},
+				{"MPTCP", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_STREAM|cloexec, unix.IPPROTO_MPTCP), eprotonosupport},
+				{"MPTCP6", seccompData(a, table.socket, unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_MPTCP), eprotonosupport},
+				{"SMC over IPv4", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_SMC), eprotonosupport},
+				{"SCTP", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_SEQPACKET, 0), eprotonosupport},
+				{"raw IP", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_TCP), eprotonosupport},
+				{"ping", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP), eprotonosupport},
+				{"protocol in the ignored high word", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_STREAM, 1<<32|unix.IPPROTO_MPTCP), eprotonosupport},
+				{"SMC family", seccompData(a, table.socket, unix.AF_SMC, unix.SOCK_STREAM, 0), eafnosupport},
+				{"packet", seccompData(a, table.socket, unix.AF_PACKET, unix.SOCK_RAW, 0), eafnosupport},
+				{"vsock", seccompData(a, table.socket, unix.AF_VSOCK, unix.SOCK_STREAM, 0), eafnosupport},
+			}
+			if table.x32 {
+				cases = append(cases, struct {
+					name string
+					data []byte
+					want uint32
+				}{"x32 fork", seccompData(a, x32SyscallBit|57), kill})
+			}
+			for _, nr := range table.eperm {
+				cases = append(cases, struct {
+					name string
+					data []byte
+					want uint32
+				}{"refused call", seccompData(a, nr), eperm})
+			}
+			for _, nr := range table.enosys {
+				cases = append(cases, struct {
+					name string
+					data []byte
+					want uint32
+				}{"absent call", seccompData(a, nr), enosys})
+			}
+			for _, c := range cases {
+				got, err := vm.Run(c.data)
+				if err != nil {
+					t.Fatalf("%s: %v", c.name, err)
+				}
+				if uint32(got) != c.want {
+					t.Errorf("%s: filter returns %#x, want %#x", c.name, uint32(got), c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestSeccompTableMatchesXSys checks the written-out numbers of this
+// architecture against x/sys/unix.
+func TestSeccompTableMatchesXSys(t *testing.T) {
+	table, ok := seccompTables[runtime.GOARCH]
+	if !ok {
+		t.Fatalf("no seccomp table for %s", runtime.GOARCH)
+	}
+	if table.clone != unix.SYS_CLONE || table.socket != unix.SYS_SOCKET {
+		t.Errorf("clone %d, socket %d; x/sys/unix says %d, %d", table.clone, table.socket, unix.SYS_CLONE, unix.SYS_SOCKET)
+	}
+	for _, nr := range []uint32{unix.SYS_UNSHARE, unix.SYS_SETNS} {
+		if !slices.Contains(table.eperm, nr) {
+			t.Errorf("system call %d is not refused with EPERM", nr)
+		}
+	}
+	for _, nr := range []uint32{unix.SYS_CLONE3, unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER} {
+		if !slices.Contains(table.enosys, nr) {
+			t.Errorf("system call %d is not refused with ENOSYS", nr)
+		}
+	}
+	for _, nr := range archForkCalls {
+		if !slices.Contains(table.eperm, nr) {
+			t.Errorf("fork-like system call %d is not refused with EPERM", nr)
+		}
+	}
+}
