@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
 
 const (
@@ -157,6 +158,10 @@ func (r *ProcessRunner) Run(ctx context.Context, out render.Output) (RunResult, 
 	text = strings.ReplaceAll(text, dir, ".")
 	var exitErr *exec.ExitError
 	switch {
+	case errors.As(err, &exitErr) && exitErr.ExitCode() == sandbox.ExitSetup:
+		// The confinement could not be set up (nothing of haproxy ran), or
+		// something inside pretends so: never a verdict.
+		return RunResult{}, fmt.Errorf("haproxy -c could not run confined: %s", bound(strings.TrimSpace(text), 512))
 	case err == nil:
 		return RunResult{Valid: true}, nil
 	case errors.As(err, &exitErr) && exitErr.ExitCode() > 0 && strings.TrimSpace(text) != "":

@@ -9,12 +9,12 @@ import (
 	"os/exec"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
 
 // Options configure a Pool. Zero fields take their defaults.
@@ -122,40 +122,38 @@ func (o Options) withDefaults() (Options, error) {
 	case o.MaxOutputBytes < 4<<10:
 		return o, fmt.Errorf("MaxOutputBytes %d: at least 4 KiB", o.MaxOutputBytes)
 	}
-	if o.Command == nil {
-		o.Command = reexec(workerLimits{
-			memory:     o.MemoryLimit,
-			cpuSeconds: uint64((o.CPUTime + time.Second - 1) / time.Second),
-			nice:       o.Nice,
-		})
-	}
 	return o, nil
 }
 
-// reexec is the default Command: this binary (/proc/self/exe, which stays
-// the running binary even when the file was replaced by an upgrade) with
-// the worker marker as argv[0], in its own process group, with an empty
-// environment (nothing of the server's, credentials included, reaches a
-// worker) and killed with the server (Pdeathsig).
-func reexec(limits workerLimits) func(ctx context.Context) (*exec.Cmd, error) {
+// workerEntry names the worker mode of this binary (sandbox.Entry).
+const workerEntry = "render-worker"
+
+// workerStartData is what the gatehouse binary needs of RLIMIT_DATA to
+// start (measured about 160 MiB, mostly thread stacks), with room.
+const workerStartData = 192 << 20
+
+// confined is the default Command: this binary in its worker mode, started
+// by the sandbox (internal/sandbox): an empty environment but for the
+// runtime's settings, no file, network or process of its own, a lower CPU
+// priority, its private writable memory limited to what the runtime needs
+// plus the budget (RLIMIT_DATA: RLIMIT_AS is erratic for Go, which
+// reserves address space it never uses), RLIMIT_CPU as a backstop, and the
+// whole session killed when ctx ends.
+// dir is the workers' working directory: empty, the pool's own.
+func confined(o Options, dir string) func(ctx context.Context) (*exec.Cmd, error) {
 	return func(ctx context.Context) (*exec.Cmd, error) {
-		cmd := exec.CommandContext(ctx, "/proc/self/exe")
-		cmd.Args = workerArgs(limits)
-		// GOMAXPROCS=1 before the runtime starts: fewer threads and heaps
-		// to set up than it would start for every core.
-		cmd.Env = []string{"GOMAXPROCS=1"}
-		cmd.Dir = "/"
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		cmd.Cancel = func() error {
-			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-				if errors.Is(err, syscall.ESRCH) {
-					return os.ErrProcessDone
-				}
-				return err
-			}
-			return nil
-		}
-		return cmd, nil
+		return sandbox.Command(ctx, sandbox.Spec{
+			Entry: workerEntry,
+			Dir:   dir,
+			// GOMAXPROCS before the runtime starts: fewer threads to set
+			// up (the worker cannot read /sys to count CPUs anyway).
+			Env: []string{"GOMAXPROCS=1"},
+			Limits: sandbox.Limits{
+				Data:    uint64(workerStartData + o.MemoryLimit),
+				CPUTime: o.CPUTime,
+				Nice:    o.Nice,
+			},
+		})
 	}
 }
 
@@ -165,6 +163,9 @@ var ErrClosed = errors.New("the rendering pool is closed")
 // Pool runs renderings in worker processes. It is safe for concurrent use.
 type Pool struct {
 	opts Options
+	// emptyDir is the confined workers' working directory, removed at
+	// Close.
+	emptyDir string
 	// ctx ends at Close, killing every worker.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -187,8 +188,16 @@ func New(opts Options) (*Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("renderproc: %w", err)
 	}
+	var emptyDir string
+	if opts.Command == nil {
+		if emptyDir, err = os.MkdirTemp("", "gatehouse-render-*"); err != nil {
+			return nil, fmt.Errorf("renderproc: %w", err)
+		}
+		opts.Command = confined(opts, emptyDir)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
+		emptyDir:        emptyDir,
 		opts:            opts,
 		ctx:             ctx,
 		cancel:          cancel,
@@ -212,6 +221,9 @@ func (p *Pool) Close() error {
 				w.kill()
 				w.reap()
 			}
+		}
+		if p.emptyDir != "" {
+			_ = os.Remove(p.emptyDir)
 		}
 	})
 	return nil

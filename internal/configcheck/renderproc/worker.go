@@ -9,18 +9,13 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
-
-// workerMarker is the argv[0] the default Command gives a worker: a name
-// no one types, so that the binary run normally never serves.
-const workerMarker = "gatehouse-render-worker"
 
 // maxStack bounds a worker goroutine's stack well inside the memory
 // budget, so that unbounded recursion (fmt printing a cyclic dict) ends as
@@ -34,24 +29,9 @@ const (
 )
 
 func init() {
-	if len(os.Args) == 0 || os.Args[0] != workerMarker {
-		return
+	if sandbox.Entry(workerEntry) {
+		os.Exit(Main())
 	}
-	os.Exit(workerMain(os.Args[1:]))
-}
-
-// workerMain is a worker started by the default Command: it confines
-// itself as its arguments say, then serves.
-func workerMain(args []string) int {
-	limits, err := parseWorkerArgs(args)
-	if err == nil {
-		err = limits.apply()
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "renderproc worker: %v\n", err)
-		return exitSetup
-	}
-	return Main()
 }
 
 // Main is a worker process's main: it renders the requests read from stdin
@@ -82,84 +62,6 @@ func takeStdout() (*os.File, error) {
 	return os.NewFile(uintptr(fd), "renderproc-out"), nil
 }
 
-// workerLimits are what the default Command asks a worker to set on
-// itself: argv[1..3].
-type workerLimits struct {
-	// memory is added to the address space in use at start (RLIMIT_AS).
-	memory int64
-	// cpuSeconds is RLIMIT_CPU.
-	cpuSeconds uint64
-	// nice is the nice value of every thread of the worker.
-	nice int
-}
-
-func workerArgs(l workerLimits) []string {
-	return []string{workerMarker, strconv.FormatInt(l.memory, 10), strconv.FormatUint(l.cpuSeconds, 10), strconv.Itoa(l.nice)}
-}
-
-func parseWorkerArgs(args []string) (workerLimits, error) {
-	if len(args) != 3 {
-		return workerLimits{}, fmt.Errorf("want 3 arguments (memory budget, CPU seconds, nice), got %d", len(args))
-	}
-	var l workerLimits
-	var err error
-	if l.memory, err = strconv.ParseInt(args[0], 10, 64); err != nil || l.memory <= 0 {
-		return workerLimits{}, fmt.Errorf("memory budget %q", args[0])
-	}
-	if l.cpuSeconds, err = strconv.ParseUint(args[1], 10, 64); err != nil || l.cpuSeconds == 0 {
-		return workerLimits{}, fmt.Errorf("CPU seconds %q", args[1])
-	}
-	if l.nice, err = strconv.Atoi(args[2]); err != nil || l.nice < 0 || l.nice > 19 {
-		return workerLimits{}, fmt.Errorf("nice %q", args[2])
-	}
-	return l, nil
-}
-
-// apply sets the limits on the running worker, before it reads anything.
-func (l workerLimits) apply() error {
-	base, err := addressSpaceInUse()
-	if err != nil {
-		return err
-	}
-	as := uint64(base + l.memory)
-	if err := unix.Setrlimit(unix.RLIMIT_AS, &unix.Rlimit{Cur: as, Max: as}); err != nil {
-		return fmt.Errorf("RLIMIT_AS %d: %w", as, err)
-	}
-	if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: l.cpuSeconds, Max: l.cpuSeconds}); err != nil {
-		return fmt.Errorf("RLIMIT_CPU %d: %w", l.cpuSeconds, err)
-	}
-	// Nice values are per thread on Linux and the runtime already runs
-	// several; PRIO_PGRP sets every thread of the process group, which the
-	// default Command makes the worker lead (alone). New threads inherit
-	// their creator's value.
-	if unix.Getpgrp() != unix.Getpid() {
-		return errors.New("the worker must lead its process group to set its nice value")
-	}
-	if err := unix.Setpriority(unix.PRIO_PGRP, 0, l.nice); err != nil {
-		return fmt.Errorf("nice %d: %w", l.nice, err)
-	}
-	return nil
-}
-
-// addressSpaceInUse is the worker's address space now (VmSize, from
-// /proc/self/statm, read once before any request): the Go runtime has
-// reserved about 1.2 GB of it before main, almost none of it used, and
-// RLIMIT_AS counts reservations, so the budget is set on top of it.
-func addressSpaceInUse() (int64, error) {
-	statm, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0, err
-	}
-	fields := strings.Fields(string(statm))
-	if len(fields) == 0 {
-		return 0, fmt.Errorf("/proc/self/statm: %q", statm)
-	}
-	pages, err := strconv.ParseInt(fields[0], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("/proc/self/statm: %w", err)
-	}
-	return pages * int64(os.Getpagesize()), nil
-}
 
 // serve renders requests from in onto out until in ends.
 func serve(in io.Reader, out io.Writer) int {
