@@ -3,6 +3,7 @@ package configcheck
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,12 +19,14 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/renderproc"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
 
 // Webhook identities of the static webhook (the config's own validation);
@@ -64,6 +67,11 @@ type Options struct {
 	// platform whose HAProxy needs it. Off by default: haproxy -c runs Lua
 	// while parsing. The check process stays confined either way.
 	AllowLua bool
+	// AllowUnconfined starts the module on a kernel that cannot confine
+	// haproxy -c and the render workers completely (no Landlock ABI 6, no
+	// seccomp): the check policy and the resource limits still hold, the
+	// file, process and network confinement does not. Off by default.
+	AllowUnconfined bool
 	// MaxConcurrentChecks bounds the haproxy -c processes at once (default
 	// 2).
 	MaxConcurrentChecks int
@@ -170,6 +178,11 @@ func (m *Module) Webhooks() []module.Webhook {
 // labels; the watched resources' informers start as configs ask for them.
 func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	m.host = host
+	if err := checkConfinement(sandbox.Available(), m.opts.AllowUnconfined); err != nil {
+		return err
+	}
+	logf.FromContext(ctx).Info("configcheck: checks and renderings run confined", "landlockABI", sandbox.Available().LandlockABI,
+		"seccomp", sandbox.Available().Seccomp, "missing", sandbox.Available().Missing())
 	checker, err := newChecker(m.opts.HAProxyBinary, m.opts.AllowLua, m.opts.MaxConcurrentChecks)
 	if err != nil {
 		return fmt.Errorf("configcheck: %w", err)
@@ -219,6 +232,17 @@ func newChecker(binary string, allowLua bool, maxConcurrent int) (*haproxy.Check
 		return nil, err
 	}
 	return haproxy.New(haproxy.Options{Runner: runner, Policy: haproxy.Policy{AllowLua: allowLua}, MaxConcurrent: maxConcurrent})
+}
+
+// checkConfinement refuses to run untrusted templates and configurations on
+// a kernel that cannot confine them, unless the administrator said so.
+func checkConfinement(caps sandbox.Capabilities, allowUnconfined bool) error {
+	if caps.Complete() || allowUnconfined {
+		return nil
+	}
+	return fmt.Errorf("configcheck: this kernel cannot confine haproxy -c and the render workers (%s): "+
+		"run on Linux 6.12 or later with the landlock LSM enabled, or accept the risk with --configcheck-allow-unconfined",
+		strings.Join(caps.Missing(), "; "))
 }
 
 // newRenderPool is the worker pool every rendering goes through.

@@ -62,7 +62,6 @@ func takeStdout() (*os.File, error) {
 	return os.NewFile(uintptr(fd), "renderproc-out"), nil
 }
 
-
 // serve renders requests from in onto out until in ends.
 func serve(in io.Reader, out io.Writer) int {
 	// One rendering at a time on one thread: render's outputs then render

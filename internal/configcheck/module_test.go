@@ -1,0 +1,29 @@
+package configcheck
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
+)
+
+// TestConfinementIsRequired: the module refuses to start where the kernel
+// cannot confine checks and renderings, unless the administrator accepts it.
+func TestConfinementIsRequired(t *testing.T) {
+	complete := sandbox.Capabilities{LandlockABI: 6, Seccomp: true}
+	if err := checkConfinement(complete, false); err != nil {
+		t.Fatalf("complete confinement refused: %v", err)
+	}
+	lacking := sandbox.Capabilities{LandlockABI: 0, LandlockReason: "not enabled", Seccomp: true}
+	err := checkConfinement(lacking, false)
+	if err == nil || !strings.Contains(err.Error(), "--configcheck-allow-unconfined") || !strings.Contains(err.Error(), "not enabled") {
+		t.Fatalf("checkConfinement without Landlock = %v; want a refusal naming what is missing and the flag", err)
+	}
+	if err := checkConfinement(lacking, true); err != nil {
+		t.Fatalf("allowed unconfined but refused: %v", err)
+	}
+	// This machine (and CI's) has the whole confinement.
+	if caps := sandbox.Available(); !caps.Complete() {
+		t.Errorf("this kernel lacks %v: the confinement tests of internal/sandbox fail here too", caps.Missing())
+	}
+}
