@@ -441,6 +441,11 @@ func (m *Module) selectedNamespaces(ctx context.Context, sel labels.Selector) ([
 // key (compiled as c) exercises; see the top of this file. It returns the
 // refusal, or an error when the question could not be answered in time.
 func (m *Module) authorizeAuthor(ctx context.Context, user authenticationv1.UserInfo, key types.NamespacedName, c *compiled, certs bool) (string, error) {
+	if user.Username == "" && len(user.Groups) == 0 {
+		// The API server always names the requester; a review without one
+		// was posted to the port by someone else, whose rights are unknown.
+		return "the request names no user: a config is judged with its author's rights, and this one has no author", nil
+	}
 	reqs := accessRequirements(key, c, m.accessTargets(c), certs)
 	return authorize(ctx, user.Username, reqs, m.subjectAccessReview(user), m.selectedNamespaces)
 }

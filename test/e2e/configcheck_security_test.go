@@ -16,6 +16,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,7 +58,7 @@ func tenantClient(t *testing.T, namespace string) (client.Client, string) {
 // response.
 func postObjectReview(t *testing.T, g interface {
 	Post(string, string, io.Reader) (*http.Response, error)
-}, url string, kind metav1.GroupVersionKind, resource metav1.GroupVersionResource, namespace string, obj runtime.Object) *admissionv1.AdmissionResponse {
+}, url string, kind metav1.GroupVersionKind, resource metav1.GroupVersionResource, namespace string, user authenticationv1.UserInfo, obj runtime.Object) *admissionv1.AdmissionResponse {
 	t.Helper()
 	raw, err := json.Marshal(obj)
 	if err != nil {
@@ -67,7 +68,7 @@ func postObjectReview(t *testing.T, g interface {
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
 			UID: types.UID("direct-" + randSuffix()), Kind: kind, Resource: resource, Namespace: namespace,
-			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
+			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}, UserInfo: user,
 		},
 	}
 	body, err := json.Marshal(review)
@@ -121,10 +122,19 @@ os.execute("touch %s-exec")
 			},
 		},
 	}
-	resp := postObjectReview(t, g.HTTPClient, g.URL+configcheck.ConfigWebhookPath,
-		metav1.GroupVersionKind{Group: gatehousev1alpha1.GroupVersion.Group, Version: gatehousev1alpha1.GroupVersion.Version, Kind: "HAProxyTemplateConfig"},
-		metav1.GroupVersionResource{Group: gatehousev1alpha1.GroupVersion.Group, Version: gatehousev1alpha1.GroupVersion.Version, Resource: "haproxytemplateconfigs"},
-		"attacker", cfg)
+	post := func(user authenticationv1.UserInfo) *admissionv1.AdmissionResponse {
+		return postObjectReview(t, g.HTTPClient, g.URL+configcheck.ConfigWebhookPath,
+			metav1.GroupVersionKind{Group: gatehousev1alpha1.GroupVersion.Group, Version: gatehousev1alpha1.GroupVersion.Version, Kind: "HAProxyTemplateConfig"},
+			metav1.GroupVersionResource{Group: gatehousev1alpha1.GroupVersion.Group, Version: gatehousev1alpha1.GroupVersion.Version, Resource: "haproxytemplateconfigs"},
+			"attacker", user, cfg)
+	}
+	// No identity at all: refused before anything is compiled or run.
+	if resp := post(authenticationv1.UserInfo{}); resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "names no user") {
+		t.Errorf("a config posted without a user: %+v", resp.Result)
+	}
+	// The port authenticates no client yet, so the attacker forges a
+	// cluster administrator: the embedded tests run, haproxy -c with them.
+	resp := post(authenticationv1.UserInfo{Username: "system:admin", Groups: []string{"system:masters"}})
 	if resp.Allowed {
 		t.Errorf("a config loading Lua was admitted")
 	}
@@ -252,11 +262,16 @@ func peakRSS(t *testing.T) int64 {
 }
 
 // processCPU is the CPU time used by this process (Gatehouse runs in it)
-// and by its children still running (the confined render and haproxy
-// processes).
+// and by its children still running that are Gatehouse's: the confined
+// render workers (this binary re-executed) and haproxy -c (the control
+// plane's processes are children too, and are left out).
 func processCPU(t *testing.T) time.Duration {
 	t.Helper()
 	self := strconv.Itoa(os.Getpid())
+	binary, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
 	total := statCPU(t, "/proc/self/stat")
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -264,6 +279,10 @@ func processCPU(t *testing.T) time.Duration {
 	}
 	for _, entry := range entries {
 		if _, err := strconv.Atoi(entry.Name()); err != nil || entry.Name() == self {
+			continue
+		}
+		exe, _ := os.Readlink("/proc/" + entry.Name() + "/exe")
+		if exe != binary && filepath.Base(exe) != "haproxy" {
 			continue
 		}
 		if fields := statFields("/proc/" + entry.Name() + "/stat"); len(fields) > 13 && fields[1] == self {
