@@ -237,7 +237,6 @@ func newBaseFuncs() template.FuncMap {
 	funcs["renderGlob"] = func(string) (string, error) { return notBound() }
 	funcs[enterTemplateFunc] = notBound
 	funcs[leaveTemplateFunc] = notBound
-	funcs[iterationFunc] = notBound
 	funcs[rangeCheckFunc] = func(any) (any, error) { return nil, errOutsideRendering }
 	return funcs
 }

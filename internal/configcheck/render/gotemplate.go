@@ -246,19 +246,15 @@ func (b *renderingBudget) alive() error {
 	}
 }
 
-// spendIteration counts one range iteration or template inclusion.
-func (b *renderingBudget) spendIteration() error {
+// spendIterations counts n range iterations or template inclusions.
+func (b *renderingBudget) spendIterations(n uint64) error {
 	if err := b.alive(); err != nil {
 		return err
 	}
-	if b.iterations.Add(1) > b.maxIterations {
-		return b.iterationsExceeded()
+	if n > uint64(b.maxIterations) || b.iterations.Add(int64(n)) > b.maxIterations {
+		return limitErrorf("MaxIterations", "the rendering would run more than %d range iterations and template inclusions", b.maxIterations)
 	}
 	return nil
-}
-
-func (b *renderingBudget) iterationsExceeded() error {
-	return limitErrorf("MaxIterations", "the rendering ran more than %d range iterations and template inclusions", b.maxIterations)
 }
 
 // templateRun is one output's rendering: a clone of the template set whose
@@ -293,14 +289,13 @@ func (r *goTemplateRenderer) startRun(budget *renderingBudget, data Data) (*temp
 		"renderGlob":      run.renderGlob,
 		enterTemplateFunc: run.enterTemplate,
 		leaveTemplateFunc: run.leaveTemplate,
-		iterationFunc:     run.iteration,
 		rangeCheckFunc:    run.checkRange,
 	})
 	return run, nil
 }
 
 func (run *templateRun) enterTemplate() (string, error) {
-	if err := run.budget.spendIteration(); err != nil {
+	if err := run.budget.spendIterations(1); err != nil {
 		return "", err
 	}
 	if run.depth >= MaxTemplateDepth {
@@ -315,12 +310,11 @@ func (run *templateRun) leaveTemplate() (string, error) {
 	return "", nil
 }
 
-func (run *templateRun) iteration() (string, error) {
-	return "", run.budget.spendIteration()
-}
-
-// checkRange refuses, before the first iteration, a range over more items
-// than the budget has left: {{ range 1000000000 }} fails at once.
+// checkRange counts the items a range is about to iterate over against the
+// budget, so that {{ range 1000000000 }} fails before its first iteration
+// and nested ranges fail once their product exceeds it. (A per-iteration
+// count would be exact for a range left early by break, but costs a
+// function call per iteration; this is one per range.)
 func (run *templateRun) checkRange(value any) (any, error) {
 	var items uint64
 	switch v := reflect.ValueOf(value); v.Kind() {
@@ -331,9 +325,8 @@ func (run *templateRun) checkRange(value any) (any, error) {
 	case reflect.Slice, reflect.Array, reflect.Map:
 		items = uint64(v.Len())
 	}
-	if left := max(run.budget.maxIterations-run.budget.iterations.Load(), 0); items > uint64(left) {
-		return nil, limitErrorf("MaxIterations", "range over %d items, more than the %d iterations the rendering has left of %d",
-			items, left, run.budget.maxIterations)
+	if err := run.budget.spendIterations(items); err != nil {
+		return nil, err
 	}
 	return value, nil
 }

@@ -169,6 +169,26 @@ func TestCyclesAreRefused(t *testing.T) {
 	}
 }
 
+// TestValueSizeRefusesAValueContainingItself, however it was built: set
+// and merge refuse to build one, but objects come from elsewhere too.
+func TestValueSizeRefusesAValueContainingItself(t *testing.T) {
+	dict := map[string]any{"a": 1}
+	dict["self"] = []any{"x", dict}
+	_, err := valueSize("print", dict)
+	wantLimit(t, err, "MaxValueDepth")
+	if !strings.Contains(err.Error(), "print: the value contains itself") {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := escapePrinted(dict); err == nil {
+		t.Error("printing it: no error")
+	}
+	// Shared, not cyclic: measured, not refused.
+	shared := []any{"x"}
+	if size, err := valueSize("print", []any{shared, shared, map[string]any{"k": shared}}); err != nil || size < 3 {
+		t.Errorf("shared list: %d, %v", size, err)
+	}
+}
+
 // TestBoundedFunctionsWithNormalArguments return what sprig's (and
 // text/template's) return.
 func TestBoundedFunctionsWithNormalArguments(t *testing.T) {

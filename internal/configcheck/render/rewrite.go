@@ -12,9 +12,9 @@ import (
 //   - every printing action ({{ pipeline }}, not {{ $x := pipeline }}) ends
 //     in escapeFunc (escapePrinted), unless its pipeline ends in trusted or
 //     prints a rendered snippet (printsRenderedSnippet);
-//   - every range checks what it ranges over (rangeCheckFunc) and counts
-//     each iteration (iterationFunc) against the rendering's budget, which
-//     also lets a cancelled rendering stop in a loop that writes nothing;
+//   - every range counts what it ranges over against the rendering's
+//     budget before it starts (rangeCheckFunc), and checks the context, so
+//     a cancelled rendering also stops in loops that write nothing;
 //   - every template enters and leaves (enterTemplateFunc,
 //     leaveTemplateFunc) when executed, which bounds the nesting of
 //     {{ template }}, render and renderGlob, and counts the inclusion.
@@ -28,7 +28,6 @@ const (
 	emptyWhenMissingFunc = "_gatehouseEmptyWhenMissing"
 	enterTemplateFunc    = "_gatehouseEnterTemplate"
 	leaveTemplateFunc    = "_gatehouseLeaveTemplate"
-	iterationFunc        = "_gatehouseIteration"
 	rangeCheckFunc       = "_gatehouseRangeCheck"
 	// reservedPrefix starts the inserted functions' names; a template
 	// calling one (to leave a template it never left, say) is refused.
@@ -162,7 +161,6 @@ func hardenList(list *parse.ListNode, escape bool) {
 			n.Pipe.Cmds = append(n.Pipe.Cmds, callCommand(rangeCheckFunc, n.Pos))
 			hardenList(n.List, escape)
 			hardenList(n.ElseList, escape)
-			n.List.Nodes = append([]parse.Node{guardAction(iterationFunc, n.Pos)}, n.List.Nodes...)
 		}
 	}
 }

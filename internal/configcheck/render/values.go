@@ -169,16 +169,16 @@ var (
 // valueSize estimates how many bytes fmt needs to print values (the
 // longest form of a number, 32 bytes, for every number) and refuses values
 // that would need more than MaxValueBytes, nest deeper than MaxValueDepth,
-// or hold something that is not data (a store, a function). what names the
-// function asking, for the error.
+// contain themselves, or hold something that is not data (a store, a
+// function). what names the function asking, for the error.
 //
 // Functions that walk a whole value (printing, toJson, deepCopy, merge, ...)
 // call it first. A value shared within a structure counts each time it is
 // reached, because that is how those functions reach it: a list holding
 // the same list twice, forty times over, takes a few kilobytes of memory and
-// 2^40 elements to print. A dict or list containing itself is infinitely
-// deep; set and merge refuse to build one, and this walk would stop at
-// MaxValueDepth anyway.
+// 2^40 elements to print. It is measured once, though, so that refusing it
+// takes microseconds. set and merge refuse to build a dict containing
+// itself; the walk refuses one all the same.
 func valueSize(what string, values ...any) (int64, error) {
 	m := measurer{what: what}
 	for _, value := range values {
@@ -192,6 +192,11 @@ func valueSize(what string, values ...any) (int64, error) {
 type measurer struct {
 	what string
 	size int64
+	// sizes are the sizes of the dicts and lists measured so far, or -1
+	// for one being measured: a shared one is measured once and counted
+	// each time it is reached, and one reached while being measured
+	// contains itself.
+	sizes map[containerID]int64
 }
 
 func (m *measurer) add(n int64) error {
@@ -204,7 +209,7 @@ func (m *measurer) add(n int64) error {
 
 func (m *measurer) walk(v reflect.Value, depth int) error {
 	if depth > MaxValueDepth {
-		return limitErrorf("MaxValueDepth", "%s: the value nests more than %d levels deep (a dict or list containing itself?)", m.what, MaxValueDepth)
+		return limitErrorf("MaxValueDepth", "%s: the value nests more than %d levels deep", m.what, MaxValueDepth)
 	}
 	switch v.Kind() {
 	case reflect.Invalid:
@@ -221,34 +226,45 @@ func (m *measurer) walk(v reflect.Value, depth int) error {
 		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
 		return m.add(32)
 	case reflect.Map:
-		if err := m.add(6); err != nil { // map[]
-			return err
+		if v.Len() == 0 {
+			return m.add(5) // map[]
 		}
-		for iter := v.MapRange(); iter.Next(); {
-			if err := m.add(2); err != nil { // : and a space
+		return m.walkContainer(containerID{ptr: v.UnsafePointer()}, func() error {
+			if err := m.add(5); err != nil { // map[]
 				return err
 			}
-			if err := m.walk(iter.Key(), depth+1); err != nil {
-				return err
+			for iter := v.MapRange(); iter.Next(); {
+				if err := m.add(2); err != nil { // : and a space
+					return err
+				}
+				if err := m.walk(iter.Key(), depth+1); err != nil {
+					return err
+				}
+				if err := m.walk(iter.Value(), depth+1); err != nil {
+					return err
+				}
 			}
-			if err := m.walk(iter.Value(), depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
+			return nil
+		})
 	case reflect.Slice, reflect.Array:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
 			return m.add(2 + 4*int64(v.Len()))
 		}
-		if err := m.add(2 + int64(v.Len())); err != nil { // [], spaces
-			return err
-		}
-		for i := range v.Len() {
-			if err := m.walk(v.Index(i), depth+1); err != nil {
+		items := func() error {
+			if err := m.add(2 + int64(v.Len())); err != nil { // [], spaces
 				return err
 			}
+			for i := range v.Len() {
+				if err := m.walk(v.Index(i), depth+1); err != nil {
+					return err
+				}
+			}
+			return nil
 		}
-		return nil
+		if v.Kind() == reflect.Array || v.Len() == 0 {
+			return items()
+		}
+		return m.walkContainer(containerID{ptr: v.UnsafePointer(), len: v.Len()}, items)
 	}
 	// A pointer or struct prints through its String or Error method if it
 	// has one (semver's versions); anything else is not template data.
@@ -256,6 +272,25 @@ func (m *measurer) walk(v reflect.Value, depth int) error {
 		return m.add(64)
 	}
 	return fmt.Errorf("%s: cannot use a value of type %s: only strings, numbers, booleans, and dicts and lists of them", m.what, v.Type())
+}
+
+func (m *measurer) walkContainer(id containerID, walkItems func() error) error {
+	if size, seen := m.sizes[id]; seen {
+		if size < 0 {
+			return limitErrorf("MaxValueDepth", "%s: the value contains itself", m.what)
+		}
+		return m.add(size)
+	}
+	if m.sizes == nil {
+		m.sizes = make(map[containerID]int64)
+	}
+	m.sizes[id] = -1
+	before := m.size
+	if err := walkItems(); err != nil {
+		return err
+	}
+	m.sizes[id] = m.size - before
+	return nil
 }
 
 // containerID identifies a dict, or a list's backing array and length, for
