@@ -101,7 +101,7 @@ func TestPrintedLineBreaksAndControlCharactersAreRefused(t *testing.T) {
 					location = "haproxy.cfg:2:"
 				}
 				message := err.Error()
-				for _, want := range []string{location, strconv.Quote(value)[1:4], "must not contain line breaks", "| trusted"} {
+				for _, want := range []string{location, strconv.Quote(value)[1:4], "may not contain a line break or control character", "field it comes from must not contain one", "| trusted"} {
 					if !strings.Contains(message, want) {
 						t.Errorf("message %q does not contain %q", message, want)
 					}

@@ -38,8 +38,8 @@ func (e *UnsafeValueError) Error() string {
 	if e.ExcerptCut {
 		excerpt += " (cut)"
 	}
-	return fmt.Sprintf("printed value %s has %s at byte %d: a printed value must stay on its line, "+
-		"so the object field it comes from must not contain line breaks or control characters "+
+	return fmt.Sprintf("printed value %s has %s at byte %d: a printed value may not contain a line break or control character, "+
+		"which would add lines to the rendered file, so the object field it comes from must not contain one "+
 		"(a template author prints trusted multi-line text with {{ ... | trusted }})",
 		excerpt, describeUnsafe(e.Rune, e.Byte), e.Offset)
 }
