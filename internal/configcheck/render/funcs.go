@@ -235,9 +235,9 @@ func newBaseFuncs() template.FuncMap {
 	notBound := func() (string, error) { return "", errOutsideRendering }
 	funcs["render"] = func(string) (string, error) { return notBound() }
 	funcs["renderGlob"] = func(string) (string, error) { return notBound() }
-	funcs[enterTemplateFunc] = notBound
+	funcs[enterTemplateFunc] = func(int64) (string, error) { return notBound() }
 	funcs[leaveTemplateFunc] = notBound
-	funcs[rangeCheckFunc] = func(any) (any, error) { return nil, errOutsideRendering }
+	funcs[rangeCheckFunc] = func(int64, any) (any, error) { return nil, errOutsideRendering }
 	return funcs
 }
 

@@ -73,11 +73,14 @@ func (e goTemplateEngine) Compile(templates Templates) (Renderer, error) {
 			return nil, &CompileError{Template: definedBy[name], Err: err}
 		}
 	}
-	for _, tree := range trees {
-		hardenTree(tree, !e.withoutEscaping)
+	in := newInclusions(trees)
+	executeWeights := make(map[string]int64, len(trees))
+	for name, tree := range trees {
+		hardenTree(name, tree, !e.withoutEscaping, in)
+		executeWeights[name] = in.executeWeight(name)
 	}
 
-	renderer := &goTemplateRenderer{root: root, maxIterations: MaxIterations}
+	renderer := &goTemplateRenderer{root: root, maxIterations: MaxIterations, executeWeights: executeWeights}
 	if e.maxIterations > 0 {
 		renderer.maxIterations = e.maxIterations
 	}
@@ -150,6 +153,9 @@ type goTemplateRenderer struct {
 	// outputs are haproxy.cfg, then maps, files and certificates by name.
 	outputs       []templateSource
 	maxIterations int64
+	// executeWeights are what executing each template charges the budget
+	// (inclusions.go).
+	executeWeights map[string]int64
 }
 
 func (r *goTemplateRenderer) Render(ctx context.Context, data Data) (Output, error) {
@@ -266,8 +272,10 @@ type templateRun struct {
 	set          *template.Template
 	data         map[string]any
 	snippetNames []string
-	// depth is how many templates are executing, one inside the other.
-	depth int
+	// depth is how many rendered snippets and recursive templates are
+	// executing, one inside the other.
+	depth          int
+	executeWeights map[string]int64
 }
 
 func (r *goTemplateRenderer) startRun(budget *renderingBudget, data Data) (*templateRun, error) {
@@ -282,7 +290,8 @@ func (r *goTemplateRenderer) startRun(budget *renderingBudget, data Data) (*temp
 			"resources":    data.Resources,
 			"extraContext": Normalize(data.ExtraContext),
 		},
-		snippetNames: r.snippetNames,
+		snippetNames:   r.snippetNames,
+		executeWeights: r.executeWeights,
 	}
 	set.Funcs(template.FuncMap{
 		"render":          run.render,
@@ -294,15 +303,21 @@ func (r *goTemplateRenderer) startRun(budget *renderingBudget, data Data) (*temp
 	return run, nil
 }
 
-func (run *templateRun) enterTemplate() (string, error) {
-	if err := run.budget.spendIterations(1); err != nil {
+// enterTemplate is the guard starting a recursive template: it charges
+// the template's weight and counts the nesting.
+func (run *templateRun) enterTemplate(weight int64) (string, error) {
+	if err := run.budget.spendIterations(uint64(weight)); err != nil {
 		return "", err
 	}
+	return "", run.nest()
+}
+
+func (run *templateRun) nest() error {
 	if run.depth >= MaxTemplateDepth {
-		return "", limitErrorf("MaxTemplateDepth", "templates nested more than %d deep (a template or snippet including itself?)", MaxTemplateDepth)
+		return limitErrorf("MaxTemplateDepth", "templates nested more than %d deep (a template or snippet including itself?)", MaxTemplateDepth)
 	}
 	run.depth++
-	return "", nil
+	return nil
 }
 
 func (run *templateRun) leaveTemplate() (string, error) {
@@ -310,12 +325,13 @@ func (run *templateRun) leaveTemplate() (string, error) {
 	return "", nil
 }
 
-// checkRange counts the items a range is about to iterate over against the
-// budget, so that {{ range 1000000000 }} fails before its first iteration
-// and nested ranges fail once their product exceeds it. (A per-iteration
-// count would be exact for a range left early by break, but costs a
-// function call per iteration; this is one per range.)
-func (run *templateRun) checkRange(value any) (any, error) {
+// checkRange charges the items a range is about to iterate over, times
+// the weight of its body (inclusions.go), to the budget, so that
+// {{ range 1000000000 }} fails before its first iteration and nested ranges
+// fail once their product exceeds it. (A per-iteration count would be exact
+// for a range left early by break, but costs a function call per
+// iteration; this is one per range.)
+func (run *templateRun) checkRange(itemWeight int64, value any) (any, error) {
 	var items uint64
 	switch v := reflect.ValueOf(value); v.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
@@ -325,7 +341,7 @@ func (run *templateRun) checkRange(value any) (any, error) {
 	case reflect.Slice, reflect.Array, reflect.Map:
 		items = uint64(v.Len())
 	}
-	if err := run.budget.spendIterations(items); err != nil {
+	if err := run.budget.spendIterations(saturatingMul(items, uint64(itemWeight))); err != nil {
 		return nil, err
 	}
 	return value, nil
@@ -361,12 +377,16 @@ func (run *templateRun) renderGlob(pattern string) (string, error) {
 	return out.String(), nil
 }
 
-// execute renders the template internalName of the run's set. Its root's
-// guard counts the nesting (hardenTree).
+// execute renders the template internalName of the run's set, charging
+// its weight and counting the nesting.
 func (run *templateRun) execute(internalName string) (string, error) {
-	if err := run.budget.alive(); err != nil {
+	if err := run.budget.spendIterations(uint64(run.executeWeights[internalName])); err != nil {
 		return "", err
 	}
+	if err := run.nest(); err != nil {
+		return "", err
+	}
+	defer func() { run.depth-- }()
 	writer := &boundedWriter{budget: run.budget}
 	if err := run.set.ExecuteTemplate(writer, internalName, run.data); err != nil {
 		return "", err

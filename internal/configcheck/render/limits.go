@@ -24,7 +24,9 @@ const (
 	// splitList and the like build.
 	MaxListLength = 1 << 20
 	// MaxIterations caps the range iterations plus template inclusions of
-	// one rendering; a range over more than is left fails before it starts.
+	// one rendering. A range charges its items (times the templates its
+	// body includes) when it starts, so one over more than is left fails
+	// before its first iteration.
 	MaxIterations = 10_000_000
 	// MaxWidth caps printf widths and precisions and indent/nindent widths.
 	MaxWidth = 1024

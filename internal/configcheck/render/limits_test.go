@@ -116,8 +116,40 @@ func TestIterationBudget(t *testing.T) {
 		_, err := renderWith(t, small, config)
 		wantLimit(t, err, "MaxIterations")
 	}
+	// Templates that are not recursive are charged by their weight where
+	// they are included: a chain of them, each including the next twice,
+	// fails before it starts, at the top or inside a range.
+	var chain strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&chain, `{{ define "t%d" }}{{ template "t%d" . }}{{ template "t%d" . }}{{ end }}`, i, i+1, i+1)
+	}
+	chain.WriteString(`{{ define "t40" }}x{{ end }}`)
+	for _, config := range []string{
+		chain.String() + `{{ template "t0" . }}`,
+		chain.String() + `{{ range until 10 }}{{ template "t10" . }}{{ end }}`,
+		chain.String() + `{{ if true }}{{ template "t15" . }}{{ else }}{{ template "t15" . }}{{ end }}`,
+		// A recursive template charges what it includes on each entry.
+		chain.String() + `{{ define "r" }}{{ template "t5" . }}{{ if lt (len .) 2 }}{{ template "r" (append . 1) }}{{ end }}{{ end }}{{ template "r" list }}`,
+	} {
+		_, err := renderWith(t, goTemplateEngine{}, config)
+		wantLimit(t, err, "MaxIterations")
+	}
+	got, err := renderWith(t, small, chain.String()+`{{ range until 3 }}{{ template "t36" . }}{{ end }}`)
+	if err != nil || got != strings.Repeat("x", 3*16)+"\n" {
+		t.Fatalf("a chain within the budget: %q, %v", got, err)
+	}
+	// A long chain without recursion is not limited by MaxTemplateDepth.
+	var long strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&long, `{{ define "l%d" }}{{ template "l%d" . }}{{ end }}`, i, i+1)
+	}
+	long.WriteString(`{{ define "l300" }}end{{ end }}{{ template "l0" . }}`)
+	if got, err := renderWith(t, small, long.String()); err != nil || got != "end\n" {
+		t.Fatalf("a chain of 300 templates: %q, %v", got, err)
+	}
+
 	// Within the budget, ranges run as before: else, break and continue.
-	got, err := renderWith(t, small,
+	got, err = renderWith(t, small,
 		`{{ range $i, $v := until 5 }}{{ if eq $i 3 }}{{ break }}{{ end }}{{ if eq $i 1 }}{{ continue }}{{ end }}{{ $i }}{{ end }}|{{ range list }}x{{ else }}empty{{ end }}|{{ range 3 }}{{ . }}{{ end }}`)
 	if err != nil || got != "02|empty|012\n" {
 		t.Fatalf("haproxy.cfg = %q, %v", got, err)

@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"text/template/parse"
 )
@@ -12,12 +13,13 @@ import (
 //   - every printing action ({{ pipeline }}, not {{ $x := pipeline }}) ends
 //     in escapeFunc (escapePrinted), unless its pipeline ends in trusted or
 //     prints a rendered snippet (printsRenderedSnippet);
-//   - every range counts what it ranges over against the rendering's
-//     budget before it starts (rangeCheckFunc), and checks the context, so
-//     a cancelled rendering also stops in loops that write nothing;
-//   - every template enters and leaves (enterTemplateFunc,
+//   - every range charges what it ranges over, times the weight of its body
+//     (inclusions.go), to the rendering's budget before it starts
+//     (rangeCheckFunc), and checks the context, so a cancelled rendering
+//     also stops in loops that write nothing;
+//   - every recursive template enters and leaves (enterTemplateFunc,
 //     leaveTemplateFunc) when executed, which bounds the nesting of
-//     {{ template }}, render and renderGlob, and counts the inclusion.
+//     {{ template }} and charges the inclusion.
 //
 // The guards are actions declaring guardVariable, so they print nothing.
 // Rewriting the tree is exact where filtering the output cannot be: the
@@ -130,20 +132,23 @@ func visitBranch(branch *parse.BranchNode, visit func(parse.Node)) {
 	visitNodes(branch.ElseList, visit)
 }
 
-// hardenTree applies the rewrite described at the top of this file;
-// without escape, printing actions end in emptyWhenMissing instead (for
-// the benchmark measuring the escaping step).
-func hardenTree(tree *parse.Tree, escape bool) {
-	hardenList(tree.Root, escape)
+// hardenTree applies the rewrite described at the top of this file to the
+// template name; without escape, printing actions end in emptyWhenMissing
+// instead (for the benchmark measuring the escaping step).
+func hardenTree(name string, tree *parse.Tree, escape bool, in *inclusions) {
+	hardenList(tree.Root, escape, in)
+	if !in.recursive[name] {
+		return
+	}
 	pos := tree.Root.Pos
 	nodes := make([]parse.Node, 0, len(tree.Root.Nodes)+2)
-	nodes = append(nodes, guardAction(enterTemplateFunc, pos))
+	nodes = append(nodes, guardAction(enterTemplateFunc, pos, saturatingAdd(1, in.listWeight(tree.Root))))
 	nodes = append(nodes, tree.Root.Nodes...)
 	nodes = append(nodes, guardAction(leaveTemplateFunc, pos))
 	tree.Root.Nodes = nodes
 }
 
-func hardenList(list *parse.ListNode, escape bool) {
+func hardenList(list *parse.ListNode, escape bool, in *inclusions) {
 	if list == nil {
 		return
 	}
@@ -152,15 +157,15 @@ func hardenList(list *parse.ListNode, escape bool) {
 		case *parse.ActionNode:
 			finishPrintingAction(n, escape)
 		case *parse.IfNode:
-			hardenList(n.List, escape)
-			hardenList(n.ElseList, escape)
+			hardenList(n.List, escape, in)
+			hardenList(n.ElseList, escape, in)
 		case *parse.WithNode:
-			hardenList(n.List, escape)
-			hardenList(n.ElseList, escape)
+			hardenList(n.List, escape, in)
+			hardenList(n.ElseList, escape, in)
 		case *parse.RangeNode:
-			n.Pipe.Cmds = append(n.Pipe.Cmds, callCommand(rangeCheckFunc, n.Pos))
-			hardenList(n.List, escape)
-			hardenList(n.ElseList, escape)
+			n.Pipe.Cmds = append(n.Pipe.Cmds, callCommand(rangeCheckFunc, n.Pos, in.rangeItemWeight(n)))
+			hardenList(n.List, escape, in)
+			hardenList(n.ElseList, escape, in)
 		}
 	}
 }
@@ -204,17 +209,25 @@ func isCall(command *parse.CommandNode, function string) bool {
 	return id != nil && id.Ident == function
 }
 
-func callCommand(function string, pos parse.Pos) *parse.CommandNode {
-	return &parse.CommandNode{
+// callCommand is a call of function with integer constants as arguments
+// (and the pipeline's value last, if any).
+func callCommand(function string, pos parse.Pos, args ...int64) *parse.CommandNode {
+	command := &parse.CommandNode{
 		NodeType: parse.NodeCommand,
 		Pos:      pos,
 		Args:     []parse.Node{parse.NewIdentifier(function).SetPos(pos)},
 	}
+	for _, arg := range args {
+		command.Args = append(command.Args, &parse.NumberNode{
+			NodeType: parse.NodeNumber, Pos: pos, IsInt: true, Int64: arg, Text: strconv.FormatInt(arg, 10),
+		})
+	}
+	return command
 }
 
-// guardAction is {{ $_gatehouse := function }}: it calls function and
-// prints nothing.
-func guardAction(function string, pos parse.Pos) *parse.ActionNode {
+// guardAction is {{ $_gatehouse := function args... }}: it calls function
+// and prints nothing.
+func guardAction(function string, pos parse.Pos, args ...int64) *parse.ActionNode {
 	return &parse.ActionNode{
 		NodeType: parse.NodeAction,
 		Pos:      pos,
@@ -222,7 +235,7 @@ func guardAction(function string, pos parse.Pos) *parse.ActionNode {
 			NodeType: parse.NodePipe,
 			Pos:      pos,
 			Decl:     []*parse.VariableNode{{NodeType: parse.NodeVariable, Pos: pos, Ident: []string{guardVariable}}},
-			Cmds:     []*parse.CommandNode{callCommand(function, pos)},
+			Cmds:     []*parse.CommandNode{callCommand(function, pos, args...)},
 		},
 	}
 }
