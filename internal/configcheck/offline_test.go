@@ -36,7 +36,7 @@ func TestOfflineRuns(t *testing.T) {
 	}{
 		{name: "example passes", config: exampleYAML, wantPassed: true,
 			wantOut: []string{"PASS  ok-single-ingress", "PASS  shared-backend-once", "PASS  missing-service-is-rejected",
-				"PASS  annotation-must-be-a-backend-name", "PASS  annotation-names-the-backend", "\n5/5 tests passed\n"}},
+				"PASS  annotation-with-a-line-break-is-refused", "PASS  annotation-names-the-backend", "\n5/5 tests passed\n"}},
 		{name: "explicit summary", config: exampleYAML, opts: OfflineOptions{Output: "summary"}, wantPassed: true,
 			wantOut: []string{"5/5 tests passed"}},
 		{name: "one test alone", config: exampleYAML, opts: OfflineOptions{Test: "shared-backend-once"}, wantPassed: true,
