@@ -1,6 +1,7 @@
 package render
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -13,9 +14,12 @@ import (
 
 // The bounded functions replace sprig's (and text/template's print, printf,
 // println, html, js and urlquery) where an argument could make the result,
-// or the work, huge: each refuses, before allocating, arguments that would
-// exceed a limit of limits.go, and otherwise returns what the original
-// returns. funcs.go says which function is bounded how.
+// or the work, huge. Each refuses arguments that would exceed a limit of
+// limits.go before building anything when the size can be known first
+// (until, repeat, replace, printf widths, a value's measure), or refuses its
+// result when it grows the input by a small factor only (b64enc, quote,
+// upper), and otherwise returns what the original returns. funcs.go says
+// which function is bounded how.
 
 func checkValueBytes(what string, n int64) error {
 	if n > MaxValueBytes || n < 0 {
@@ -223,7 +227,7 @@ func checkFormat(format string) (int64, error) {
 			}
 			i = skipIndex(i)
 			if i < len(format) && format[i] == '*' {
-				return 0, fmt.Errorf("printf: %q takes a width or precision from an argument (*), which is not supported; write the number", format)
+				return 0, errors.New("printf: a width or precision taken from an argument (*) is not supported; write the number")
 			}
 			start := i
 			for i < len(format) && format[i] >= '0' && format[i] <= '9' {
@@ -232,7 +236,7 @@ func checkFormat(format string) (int64, error) {
 			if digits := format[start:i]; digits != "" {
 				width, err := strconv.Atoi(digits)
 				if err != nil || width > MaxWidth {
-					return 0, limitErrorf("MaxWidth", "printf: width or precision %s in %q is more than %d", digits, format, MaxWidth)
+					return 0, limitErrorf("MaxWidth", "printf: width or precision %.20s is more than %d", digits, MaxWidth)
 				}
 				total += int64(width)
 			}
