@@ -30,9 +30,11 @@ const (
 	MaxIterations = 10_000_000
 	// MaxWidth caps printf widths and precisions and indent/nindent widths.
 	MaxWidth = 1024
-	// MaxTemplateDepth caps templates nested in one another, by
-	// {{ template }}, render or renderGlob, so a template including itself
-	// fails with a clear error instead of exhausting the stack.
+	// MaxTemplateDepth caps rendered snippets (render, renderGlob) and
+	// recursive templates ({{ template }} of a template including itself,
+	// directly or not) nested in one another, so that recursion fails with a
+	// clear error instead of exhausting the stack. Other inclusions nest at
+	// most as deep as there are templates (inclusions.go).
 	MaxTemplateDepth = 100
 	// MaxValueDepth caps how deep a value printed, copied or merged may
 	// nest; a value containing itself always exceeds it.
