@@ -35,13 +35,14 @@ func TestOfflineRuns(t *testing.T) {
 		wantOut    []string
 	}{
 		{name: "example passes", config: exampleYAML, wantPassed: true,
-			wantOut: []string{"PASS  ok-single-ingress", "PASS  shared-backend-once", "PASS  missing-service-is-rejected", "\n3/3 tests passed\n"}},
+			wantOut: []string{"PASS  ok-single-ingress", "PASS  shared-backend-once", "PASS  missing-service-is-rejected",
+				"PASS  annotation-with-a-line-break-is-refused", "PASS  annotation-names-the-backend", "\n5/5 tests passed\n"}},
 		{name: "explicit summary", config: exampleYAML, opts: OfflineOptions{Output: "summary"}, wantPassed: true,
-			wantOut: []string{"3/3 tests passed"}},
+			wantOut: []string{"5/5 tests passed"}},
 		{name: "one test alone", config: exampleYAML, opts: OfflineOptions{Test: "shared-backend-once"}, wantPassed: true,
 			wantOut: []string{"PASS  shared-backend-once", "1/1 tests passed"}},
 		{name: "a failing test", config: failing, wantPassed: false,
-			wantOut: []string{"FAIL  ok-single-ingress", "backend be_nowhere", "PASS  shared-backend-once", "2/3 tests passed"}},
+			wantOut: []string{"FAIL  ok-single-ingress", "backend be_nowhere", "PASS  shared-backend-once", "4/5 tests passed"}},
 		{name: "a failing test not run", config: failing, opts: OfflineOptions{Test: "shared-backend-once"}, wantPassed: true,
 			wantOut: []string{"1/1 tests passed"}},
 		{name: "unknown output", config: exampleYAML, opts: OfflineOptions{Output: "xml"},
@@ -94,8 +95,8 @@ func TestOfflineJSONOutput(t *testing.T) {
 		wantPassed            bool
 		wantTotal, wantFailed int
 	}{
-		{"passing", exampleYAML(t), true, 3, 0},
-		{"failing", editedExample(t, `{type: contains, pattern: 'server s1 10\.0\.0\.10:80'}`, `{type: contains, pattern: 'server s9'}`), false, 3, 1},
+		{"passing", exampleYAML(t), true, 5, 0},
+		{"failing", editedExample(t, `{type: contains, pattern: 'server s1 10\.0\.0\.10:80'}`, `{type: contains, pattern: 'server s9'}`), false, 5, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

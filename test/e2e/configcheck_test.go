@@ -236,7 +236,7 @@ func TestConfigcheckAdmission(t *testing.T) {
 		e.waitFor("the status says Valid and Ready", func() error {
 			cfg := e.config()
 			if cfg.Status.ValidationStatus != gatehousev1alpha1.ValidationValid || !meta.IsStatusConditionTrue(cfg.Status.Conditions, gatehousev1alpha1.ConditionReady) ||
-				cfg.Status.ObservedGeneration != cfg.Generation || cfg.Status.TestsPassed != 3 || cfg.Status.TestsTotal != 3 ||
+				cfg.Status.ObservedGeneration != cfg.Generation || cfg.Status.TestsPassed != 5 || cfg.Status.TestsTotal != 5 ||
 				cfg.Status.Output == nil || cfg.Status.Output.ConfigMapName != configcheck.RenderedConfigMapName(e.cfgKey.Name) {
 				return fmt.Errorf("status: %+v", cfg.Status)
 			}
@@ -382,7 +382,7 @@ func TestConfigcheckAdmission(t *testing.T) {
 		test.Assertions = append(test.Assertions, gatehousev1alpha1.Assertion{Type: "contains", Pattern: "backend be_nowhere", Description: "a backend that is not there"})
 		bad.Spec.ValidationTests["ok-single-ingress"] = test
 		err := e.c.Create(ctx, bad)
-		denied(t, err, "Validation tests failed: 1/3 tests failed")
+		denied(t, err, "Validation tests failed: 1/5 tests failed")
 		if !strings.Contains(err.Error(), "ok-single-ingress") || !strings.Contains(err.Error(), "a backend that is not there") {
 			t.Fatalf("the denial should name the test and the assertion: %v", err)
 		}

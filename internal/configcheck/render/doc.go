@@ -33,21 +33,34 @@
 // the next field lookup on it fails with "nil pointer evaluating", whereas the
 // default lets the chain continue; what a printed action would show for the
 // missing value, "<no value>", is replaced by empty output, see
-// emptyWhenMissing.)
+// printedText.)
 //
-// Functions: sprig's (without env, expandenv and getHostByName, which would
-// leak the controller's environment into a rendered config or make rendering
-// depend on DNS), plus
+// Functions: sprig's, less those that read the clock, the environment, DNS
+// or a random source, and with those whose arguments could build a huge
+// value bounded (funcs.go has the table, limits.go the limits), plus
 //
 //   - fail "message": stops the render; the error carries exactly the message
 //     as a [*FailError], which the webhook turns into its denial reason;
 //   - render "snippet": renders the template snippet of that name with the
 //     same data and returns its text (so it can be piped, e.g. to indent);
 //   - renderGlob "prefix-*": renders every snippet whose name matches the
-//     glob (path.Match syntax), in name order, concatenated.
+//     glob (path.Match syntax), in name order, concatenated;
+//   - trusted: ends a printing action whose text is not escaped.
 //
 // Snippets are also ordinary named templates, so {{ template "name" $ing }}
 // includes one with a different dot.
+//
+// # Escaping and limits
+//
+// Compile rewrites the parse trees once (rewrite.go): every printing action
+// ends in an escaping step refusing a value with a line break or another
+// control character with an [*UnsafeValueError], since watched objects are
+// written by people other than the config's author and a line of
+// haproxy.cfg is a directive. An action ending in trusted, or printing the
+// result of render or renderGlob through layout functions only, is not
+// escaped (again). Ranges and template inclusions count against the
+// rendering's budget and check its context; function bounds and the
+// outputs' sizes fail with a [*LimitError].
 //
 // Every output ends with exactly one newline.
 //

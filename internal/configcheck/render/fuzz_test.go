@@ -1,6 +1,8 @@
 package render
 
 import (
+	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -8,8 +10,9 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
-// Native fuzz targets for the paths a config's author writes: indexBy
-// expressions and watchedResourcesIgnoreFields. Run one with
+// Native fuzz targets for the paths a config's author writes (indexBy
+// expressions and watchedResourcesIgnoreFields) and for the values a
+// tenant writes into watched objects. Run one with
 //
 //	go test ./internal/configcheck/render -run '^$' -fuzz '^FuzzIndexer$' -fuzztime 30s
 //
@@ -105,6 +108,78 @@ func FuzzParseFieldPath(f *testing.F) {
 		keys, err := ix.IndexKeys(obj)
 		if err != nil || keys[0] != "" {
 			t.Fatalf("%q still found after Delete: %q %v in %v", expression, keys, err, obj)
+		}
+	})
+}
+
+// fuzzValueSnippets and fuzzValueConfig print the tenant's value (see
+// tenantData) in every way a template commonly does, each on a line of its
+// own.
+var fuzzValueSnippets = map[string]string{
+	"show":  `{{ .spec.value }}`,
+	"lines": "first {{ (index .resources.ingresses.List 0).spec.value | lower }}\nsecond",
+}
+
+const fuzzValueConfig = `global
+{{- range $o := .resources.ingresses.List }}
+  plain {{ $o.spec.value }}
+  annotation {{ index $o.metadata.annotations "haproxy.gatehouse.dev/backend-name" }}
+  printf {{ printf "be_%s_%v_%q" $o.spec.value $o.spec.value $o.spec.value }}
+  print {{ print $o.spec.value 1 }}
+  map {{ $o.spec }}
+  list {{ list $o.spec.value "x" }} {{ $o.spec.list }}
+  dict {{ dict "k" $o.spec.value }}
+  pipes {{ $o.spec.value | lower | trim | replace "a" "b" | upper | trunc 40 }}
+  cat {{ cat $o.spec.value "x" }} {{ join "," $o.spec.list }}
+  quoted {{ quote $o.spec.value }} {{ toJson $o.spec }} {{ squote $o.spec.value }}
+  with {{ with $o.spec.value }}{{ . }}{{ end }}
+  range {{ range $o.spec.list }}{{ . }} {{ end }}
+  template {{ template "show" $o }}
+  render {{ render "lines" | indent 4 }}
+  b64 {{ $o.spec.value | b64enc | b64dec }}
+{{- end }}
+`
+
+// FuzzRenderedValueNoExtraLine: whatever string a tenant puts in a
+// watched field, the rendering either fails with the escaping step's
+// *UnsafeValueError or has exactly as many lines as with a plain value.
+func FuzzRenderedValueNoExtraLine(f *testing.F) {
+	for _, seed := range []string{
+		"plain", "", "x\nacl leak src -f /etc/passwd", "x\r\nbackend evil", "\u2028", "\u0085", "\x00", "\x1b[2J",
+		"\x7f", "\xe2\x80", "a\tb", "%s%d%v", "{{ . }}", "é\u00a0", "\\n", "\"", "\uFEFF", "\U0010FFFF",
+	} {
+		f.Add(seed)
+	}
+	renderer := compile(f, Templates{
+		Snippets:      fuzzValueSnippets,
+		HAProxyConfig: fuzzValueConfig,
+		Maps:          map[string]string{"hosts.map": `{{ range $o := .resources.ingresses.List }}{{ $o.spec.value }} be_{{ $o.metadata.name }}{{ end }}`},
+	})
+	lineCounts := func(t testing.TB, value string) (map[string]int, error) {
+		output, err := renderer.Render(context.Background(), tenantData(t, value))
+		if err != nil {
+			return nil, err
+		}
+		return map[string]int{
+			"haproxy.cfg": strings.Count(output.HAProxyConfig, "\n"),
+			"hosts.map":   strings.Count(output.Maps["hosts.map"], "\n"),
+		}, nil
+	}
+	want, err := lineCounts(f, "plain")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		got, err := lineCounts(t, value)
+		if err != nil {
+			var unsafeErr *UnsafeValueError
+			if !errors.As(err, &unsafeErr) {
+				t.Fatalf("value %q: %v, want either a rendering or an *UnsafeValueError", value, err)
+			}
+			return
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("value %q: line counts %v, with a plain value %v", value, got, want)
 		}
 	})
 }

@@ -4,20 +4,27 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"reflect"
 	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/template"
 	"text/template/parse"
 )
 
-// maxRenderDepth bounds render calls nested in one another, so a snippet
-// rendering itself fails with a clear error instead of exhausting the stack.
-const maxRenderDepth = 100
-
-type goTemplateEngine struct{}
+// goTemplateEngine compiles text/template + sprig templates. The zero
+// value is the engine NewEngine returns; the fields exist for tests.
+type goTemplateEngine struct {
+	// withoutEscaping leaves the escaping step out of printing actions, for
+	// the benchmark that measures its cost only.
+	withoutEscaping bool
+	// maxIterations replaces MaxIterations when positive, for tests that
+	// exhaust the budget without running ten million iterations.
+	maxIterations int64
+}
 
 func (goTemplateEngine) Name() string { return EngineGoTemplate }
 
@@ -44,7 +51,7 @@ type templateSource struct {
 	text     string
 }
 
-func (goTemplateEngine) Compile(templates Templates) (Renderer, error) {
+func (e goTemplateEngine) Compile(templates Templates) (Renderer, error) {
 	sources := templateSources(templates)
 	root := template.New("").Funcs(baseFuncs)
 	definedBy := make(map[string]string) // template name → display name of its source
@@ -61,11 +68,22 @@ func (goTemplateEngine) Compile(templates Templates) (Renderer, error) {
 			return nil, &CompileError{Template: source.display, Err: err}
 		}
 	}
-	for _, tree := range trees {
-		appendEmptyWhenMissing(tree.Root)
+	for _, name := range sortedKeys(definedBy) { // in a fixed order, for a stable error
+		if err := checkFunctionNames(trees[name]); err != nil {
+			return nil, &CompileError{Template: definedBy[name], Err: err}
+		}
+	}
+	in := newInclusions(trees)
+	executeWeights := make(map[string]int64, len(trees))
+	for name, tree := range trees {
+		hardenTree(name, tree, !e.withoutEscaping, in)
+		executeWeights[name] = in.executeWeight(name)
 	}
 
-	renderer := &goTemplateRenderer{root: root}
+	renderer := &goTemplateRenderer{root: root, maxIterations: MaxIterations, executeWeights: executeWeights}
+	if e.maxIterations > 0 {
+		renderer.maxIterations = e.maxIterations
+	}
 	for _, source := range sources {
 		if source.kind == snippetTemplate {
 			renderer.snippetNames = append(renderer.snippetNames, source.name)
@@ -127,49 +145,17 @@ func recordDefinitions(root *template.Template, source templateSource, definedBy
 	return nil
 }
 
-// appendEmptyWhenMissing makes every printing action ({{ pipeline }}, not
-// {{ $x := pipeline }}) end in emptyWhenMissing, so a missing field prints
-// nothing. Rewriting the parse tree once is exact where replacing
-// "<no value>" in the output (Helm's way) would also erase that text when a
-// template writes it on purpose.
-func appendEmptyWhenMissing(node parse.Node) {
-	switch n := node.(type) {
-	case *parse.ListNode:
-		if n == nil {
-			return
-		}
-		for _, child := range n.Nodes {
-			appendEmptyWhenMissing(child)
-		}
-	case *parse.ActionNode:
-		if len(n.Pipe.Decl) > 0 {
-			return
-		}
-		identifier := parse.NewIdentifier(emptyWhenMissingFunc).SetPos(n.Pos)
-		n.Pipe.Cmds = append(n.Pipe.Cmds, &parse.CommandNode{
-			NodeType: parse.NodeCommand,
-			Pos:      n.Pos,
-			Args:     []parse.Node{identifier},
-		})
-	case *parse.IfNode:
-		appendEmptyWhenMissing(n.List)
-		appendEmptyWhenMissing(n.ElseList)
-	case *parse.RangeNode:
-		appendEmptyWhenMissing(n.List)
-		appendEmptyWhenMissing(n.ElseList)
-	case *parse.WithNode:
-		appendEmptyWhenMissing(n.List)
-		appendEmptyWhenMissing(n.ElseList)
-	}
-}
-
 type goTemplateRenderer struct {
 	// root is the parsed set; it is never executed, only cloned.
 	root *template.Template
 	// snippetNames are sorted, the order renderGlob renders in.
 	snippetNames []string
 	// outputs are haproxy.cfg, then maps, files and certificates by name.
-	outputs []templateSource
+	outputs       []templateSource
+	maxIterations int64
+	// executeWeights are what executing each template charges the budget
+	// (inclusions.go).
+	executeWeights map[string]int64
 }
 
 func (r *goTemplateRenderer) Render(ctx context.Context, data Data) (Output, error) {
@@ -205,6 +191,7 @@ func (r *goTemplateRenderer) Render(ctx context.Context, data Data) (Output, err
 func (r *goTemplateRenderer) renderOutputs(ctx context.Context, data Data) ([]string, error) {
 	texts := make([]string, len(r.outputs))
 	errs := make([]error, len(r.outputs))
+	budget := newRenderingBudget(ctx, r.maxIterations)
 	workers := min(runtime.GOMAXPROCS(0), len(r.outputs))
 	next := make(chan int, len(r.outputs))
 	for i := range r.outputs {
@@ -217,7 +204,7 @@ func (r *goTemplateRenderer) renderOutputs(ctx context.Context, data Data) ([]st
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				run, err := r.startRun(ctx, data)
+				run, err := r.startRun(budget, data)
 				if err == nil {
 					texts[i], err = run.execute(r.outputs[i].internal)
 				}
@@ -236,34 +223,128 @@ func (r *goTemplateRenderer) renderOutputs(ctx context.Context, data Data) ([]st
 	return texts, nil
 }
 
-// templateRun is one rendering: a clone of the template set whose render
-// and renderGlob are bound to this rendering's data and context. Cloning
-// shares the parse trees, so it costs a map of template headers, and lets
-// concurrent renderings each have their own functions.
+// renderingBudget is what one Render may spend, shared by its outputs'
+// runs: iterations (range iterations and template inclusions) and bytes
+// written. It also carries the context, checked at each iteration,
+// inclusion and write, since text/template has no context of its own.
+type renderingBudget struct {
+	ctx           context.Context
+	done          <-chan struct{}
+	maxIterations int64
+	iterations    atomic.Int64
+	written       atomic.Int64
+}
+
+func newRenderingBudget(ctx context.Context, maxIterations int64) *renderingBudget {
+	return &renderingBudget{ctx: ctx, done: ctx.Done(), maxIterations: maxIterations}
+}
+
+// alive is the context's error once it is done.
+func (b *renderingBudget) alive() error {
+	if b.done == nil {
+		return nil
+	}
+	select {
+	case <-b.done:
+		return b.ctx.Err()
+	default:
+		return nil
+	}
+}
+
+// spendIterations counts n range iterations or template inclusions.
+func (b *renderingBudget) spendIterations(n uint64) error {
+	if err := b.alive(); err != nil {
+		return err
+	}
+	if n > uint64(b.maxIterations) || b.iterations.Add(int64(n)) > b.maxIterations {
+		return limitErrorf("MaxIterations", "the rendering would run more than %d range iterations and template inclusions", b.maxIterations)
+	}
+	return nil
+}
+
+// templateRun is one output's rendering: a clone of the template set whose
+// render, renderGlob and guards are bound to this run's data, depth and
+// budget. Cloning shares the parse trees, so it costs a map of template
+// headers, and lets concurrent renderings each have their own functions.
 type templateRun struct {
-	ctx          context.Context
+	budget       *renderingBudget
 	set          *template.Template
 	data         map[string]any
 	snippetNames []string
-	depth        int
+	// depth is how many rendered snippets and recursive templates are
+	// executing, one inside the other.
+	depth          int
+	executeWeights map[string]int64
 }
 
-func (r *goTemplateRenderer) startRun(ctx context.Context, data Data) (*templateRun, error) {
+func (r *goTemplateRenderer) startRun(budget *renderingBudget, data Data) (*templateRun, error) {
 	set, err := r.root.Clone()
 	if err != nil {
 		return nil, fmt.Errorf("clone the compiled templates: %w", err)
 	}
 	run := &templateRun{
-		ctx: ctx,
-		set: set,
+		budget: budget,
+		set:    set,
 		data: map[string]any{
 			"resources":    data.Resources,
 			"extraContext": Normalize(data.ExtraContext),
 		},
-		snippetNames: r.snippetNames,
+		snippetNames:   r.snippetNames,
+		executeWeights: r.executeWeights,
 	}
-	set.Funcs(template.FuncMap{"render": run.render, "renderGlob": run.renderGlob})
+	set.Funcs(template.FuncMap{
+		"render":          run.render,
+		"renderGlob":      run.renderGlob,
+		enterTemplateFunc: run.enterTemplate,
+		leaveTemplateFunc: run.leaveTemplate,
+		rangeCheckFunc:    run.checkRange,
+	})
 	return run, nil
+}
+
+// enterTemplate is the guard starting a recursive template: it charges
+// the template's weight and counts the nesting.
+func (run *templateRun) enterTemplate(weight int64) (string, error) {
+	if err := run.budget.spendIterations(uint64(weight)); err != nil {
+		return "", err
+	}
+	return "", run.nest()
+}
+
+func (run *templateRun) nest() error {
+	if run.depth >= MaxTemplateDepth {
+		return limitErrorf("MaxTemplateDepth", "templates nested more than %d deep (a template or snippet including itself?)", MaxTemplateDepth)
+	}
+	run.depth++
+	return nil
+}
+
+func (run *templateRun) leaveTemplate() (string, error) {
+	run.depth--
+	return "", nil
+}
+
+// checkRange charges the items a range is about to iterate over, times
+// the weight of its body (inclusions.go), to the budget, so that
+// {{ range 1000000000 }} fails before its first iteration and nested ranges
+// fail once their product exceeds it. (A per-iteration count would be exact
+// for a range left early by break, but costs a function call per
+// iteration; this is one per range.)
+func (run *templateRun) checkRange(itemWeight int64, value any) (any, error) {
+	var items uint64
+	switch v := reflect.ValueOf(value); v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		items = uint64(max(v.Int(), 0))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		items = v.Uint()
+	case reflect.Slice, reflect.Array, reflect.Map:
+		items = uint64(v.Len())
+	}
+	if err := run.budget.spendIterations(saturatingMul(items, uint64(itemWeight))); err != nil {
+		return nil, err
+	}
+	return value, nil
 }
 
 // render is the template function render "snippet".
@@ -288,45 +369,49 @@ func (run *templateRun) renderGlob(pattern string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if err := checkValueBytes("renderGlob", int64(out.Len()+len(text))); err != nil {
+			return "", err
+		}
 		out.WriteString(text)
 	}
 	return out.String(), nil
 }
 
-// execute renders the template internalName of the run's set.
+// execute renders the template internalName of the run's set, charging
+// its weight and counting the nesting.
 func (run *templateRun) execute(internalName string) (string, error) {
-	if err := run.ctx.Err(); err != nil {
+	if err := run.budget.spendIterations(uint64(run.executeWeights[internalName])); err != nil {
 		return "", err
 	}
-	if run.depth >= maxRenderDepth {
-		return "", fmt.Errorf("render calls nested more than %d deep at %q (a snippet rendering itself?)", maxRenderDepth, internalName)
+	if err := run.nest(); err != nil {
+		return "", err
 	}
-	run.depth++
 	defer func() { run.depth-- }()
-
-	var out strings.Builder
-	writer := &contextWriter{out: &out, ctx: run.ctx, done: run.ctx.Done()}
+	writer := &boundedWriter{budget: run.budget}
 	if err := run.set.ExecuteTemplate(writer, internalName, run.data); err != nil {
 		return "", err
 	}
-	return out.String(), nil
+	return writer.out.String(), nil
 }
 
-// contextWriter fails writes once ctx is done, which stops text/template
-// (it has no context of its own) at its next output.
-type contextWriter struct {
-	out  *strings.Builder
-	ctx  context.Context
-	done <-chan struct{}
+// boundedWriter collects one template execution's output, up to
+// MaxFileBytes, and counts it against the rendering's MaxRenderingBytes.
+// Its write errors (and the context's, once done) stop text/template at
+// its next output.
+type boundedWriter struct {
+	out    strings.Builder
+	budget *renderingBudget
 }
 
-func (w *contextWriter) Write(p []byte) (int, error) {
-	if w.done != nil {
-		select {
-		case <-w.done:
-			return 0, w.ctx.Err()
-		default:
-		}
+func (w *boundedWriter) Write(p []byte) (int, error) {
+	if err := w.budget.alive(); err != nil {
+		return 0, err
+	}
+	if w.out.Len()+len(p) > MaxFileBytes {
+		return 0, limitErrorf("MaxFileBytes", "the output would be larger than %d bytes", MaxFileBytes)
+	}
+	if w.budget.written.Add(int64(len(p))) > MaxRenderingBytes {
+		return 0, limitErrorf("MaxRenderingBytes", "the rendering would write more than %d bytes in all", MaxRenderingBytes)
 	}
 	return w.out.Write(p)
 }
@@ -338,7 +423,7 @@ func withOneTrailingNewline(text string) string {
 	return strings.TrimRight(text, "\n") + "\n"
 }
 
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for key := range m {
 		keys = append(keys, key)

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -234,11 +235,13 @@ func TestHAProxyValidChecksTheRendering(t *testing.T) {
 
 func TestDeterministicFails(t *testing.T) {
 	runner, _ := demoRunner(t)
-	runner.Renderer = compile(t, render.Templates{
+	// Renderings are deterministic by construction (no clock, no random
+	// function), so the second rendering differs by a renderer's doing.
+	runner.Renderer = &tokenRenderer{inner: compile(t, render.Templates{
 		HAProxyConfig: "global\n  daemon\n",
 		Maps:          map[string]string{"stable.map": "a b\n"},
-		Files:         map[string]string{"a-stable": "x", "b-token": "line one\ntoken {{ randAlphaNum 24 }}\n"},
-	})
+		Files:         map[string]string{"a-stable": "x", "b-token": "line one\n"},
+	})}
 	result := runOne(t, runner, Test{Assertions: []Assertion{{Type: TypeDeterministic}}})
 	if result.Passed || len(result.Failures) != 1 {
 		t.Fatalf("result = %+v, want one failure", result)
@@ -247,6 +250,22 @@ func TestDeterministicFails(t *testing.T) {
 	if message := result.Failures[0].Message; !strings.HasPrefix(message, want) {
 		t.Fatalf("message %q, want it to start with %q", message, want)
 	}
+}
+
+// tokenRenderer appends a line different at every rendering to the file
+// b-token.
+type tokenRenderer struct {
+	inner     render.Renderer
+	rendering int
+}
+
+func (r *tokenRenderer) Render(ctx context.Context, data render.Data) (render.Output, error) {
+	output, err := r.inner.Render(ctx, data)
+	r.rendering++
+	if err == nil {
+		output.Files["b-token"] += fmt.Sprintf("token %d\n", r.rendering)
+	}
+	return output, err
 }
 
 func TestFirstDifference(t *testing.T) {

@@ -51,7 +51,7 @@ backend be_default
 		"503.http": "HTTP/1.0 503 Service Unavailable\n",
 	},
 	SSLCertificates: map[string]string{
-		"default.pem": `{{ .extraContext.cert }}`,
+		"default.pem": `{{ .extraContext.cert | trusted }}`,
 	},
 }
 
