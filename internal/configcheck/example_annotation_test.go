@@ -17,7 +17,7 @@ import (
 // accepts a haproxy identifier only, and says so.
 func TestExampleAcceptsOnlyABackendNameAnnotation(t *testing.T) {
 	cfg := loadExample(t)
-	c, errs := compileConfig(&cfg.Spec)
+	c, errs := compileConfig(&cfg.Spec, inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}

@@ -208,26 +208,36 @@ func TestConfigcheckRenderBombsAreBounded(t *testing.T) {
 		// config itself is valid and its tests pass.
 		cfg.Spec.HAProxyConfig.Template = `{{- range $ing := .resources.ingresses.List }}` +
 			`{{- if eq $ing.metadata.name "memory-bomb" }}{{ len (until 40000000) }}{{ end }}` +
-			`{{- if eq $ing.metadata.name "loop-bomb" }}{{ $l := until 1000 }}{{ range $l }}{{ range $l }}{{ range $l }}{{ range $l }}{{ end }}{{ end }}{{ end }}{{ end }}{{ end }}` +
+			// A hundred 10 MB strings held at once, each within the
+			// engine's bound on one value: only the render worker's memory
+			// budget stops it.
+			`{{- if eq $ing.metadata.name "held-bomb" }}{{ $d := dict }}{{ range $i := until 100 }}{{ $_ := set $d (toString $i) (repeat 10000000 "x") }}{{ end }}{{ len $d }}{{ end }}` +
+			// A loop that never writes and stays inside every bound the engine
+			// checks (a million items, each building a 10 MB value): only the
+			// deadline can stop it.
+			`{{- if eq $ing.metadata.name "loop-bomb" }}{{ range until 1000000 }}{{ $x := repeat 10000000 "x" }}{{ end }}{{ end }}` +
 			`{{- end }}` + "\n" + cfg.Spec.HAProxyConfig.Template
 	})
 	ctx := context.Background()
 	e.service("api")
 
-	before := peakRSS(t)
-	start := time.Now()
-	err := e.c.Create(ctx, e.ingress("memory-bomb", "haproxy", "m.example", "api", 80))
-	if err == nil {
-		t.Fatal("the memory bomb was admitted")
-	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Errorf("the memory bomb was answered after %v", took)
-	}
-	if grown := peakRSS(t) - before; grown > 300<<20 {
-		t.Errorf("Gatehouse's peak RSS grew by %d MiB during the memory bomb", grown>>20)
+	for _, bomb := range []string{"memory-bomb", "held-bomb"} {
+		before := peakRSS(t)
+		start := time.Now()
+		err := e.c.Create(ctx, e.ingress(bomb, "haproxy", bomb+".example", "api", 80))
+		if err == nil {
+			t.Fatalf("the %s was admitted", bomb)
+		}
+		t.Logf("%s: %v", bomb, err)
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("the %s was answered after %v", bomb, took)
+		}
+		if grown := peakRSS(t) - before; grown > 300<<20 {
+			t.Errorf("Gatehouse's peak RSS grew by %d MiB during the %s", grown>>20, bomb)
+		}
 	}
 
-	err = e.c.Create(ctx, e.ingress("loop-bomb", "haproxy", "l.example", "api", 80))
+	err := e.c.Create(ctx, e.ingress("loop-bomb", "haproxy", "l.example", "api", 80))
 	if err == nil {
 		t.Fatal("the loop bomb was admitted")
 	}
