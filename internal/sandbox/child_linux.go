@@ -44,6 +44,16 @@ func setupFailed(err error) {
 // confineAndExec applies p to the calling thread and executes the program;
 // it returns only on failure.
 func confineAndExec(p plan) error {
+	if raceBuild && p.Limits.AddressSpace > 0 {
+		// A race-built trampoline (a test binary) still allocates for
+		// ThreadSanitizer between its limits and the exec, and its start
+		// alone takes more address space than most programs' limits:
+		// the limit is at least what it already has plus 256 MiB.
+		// Production binaries are never race-built.
+		if size, err := addressSpaceInUse(); err == nil {
+			p.Limits.AddressSpace = max(p.Limits.AddressSpace, size+256<<20)
+		}
+	}
 	table, ok := seccompTables[runtime.GOARCH]
 	if p.Seccomp && !ok {
 		return ErrUnsupported
@@ -172,3 +182,17 @@ var available = sync.OnceValue(func() Capabilities {
 	c.Seccomp, c.SeccompReason = seccompAvailable()
 	return c
 })
+
+// addressSpaceInUse is this process's address space (VmSize), from
+// /proc/self/statm, read before the confinement hides /proc.
+func addressSpaceInUse() (uint64, error) {
+	statm, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, err
+	}
+	var pages uint64
+	if _, err := fmt.Sscan(string(statm), &pages); err != nil {
+		return 0, err
+	}
+	return pages * uint64(os.Getpagesize()), nil
+}

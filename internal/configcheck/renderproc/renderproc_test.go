@@ -365,7 +365,7 @@ func TestCrashKillsOnlyItsWorker(t *testing.T) {
 	}
 	err := <-crashed
 	var died *ProcessDiedError
-	if !errors.As(err, &died) || !strings.HasPrefix(err.Error(), "the rendering process died: ") || !strings.Contains(err.Error(), "SIGSEGV") {
+	if !errors.As(err, &died) || !strings.HasPrefix(err.Error(), "the rendering process died: ") || !strings.Contains(err.Error(), "SIGSEGV") && !strings.Contains(err.Error(), "segmentation fault") {
 		t.Fatalf("error %v, want the process death of a SIGSEGV", err)
 	}
 	pids := started.get()

@@ -48,6 +48,11 @@ func (pb *prefixBuffer) String() string {
 // recovers panics).
 func ranOutOfMemory(stderr string) bool {
 	for _, line := range strings.Split(stderr, "\n") {
+		// A race-built worker (tests only) meets its limit inside
+		// ThreadSanitizer's allocator instead of the Go runtime's.
+		if strings.Contains(line, "ThreadSanitizer failed to allocate") || strings.Contains(line, "ThreadSanitizer: out of memory") {
+			return true
+		}
 		if !strings.HasPrefix(line, "fatal error:") && !strings.HasPrefix(line, "runtime:") {
 			continue
 		}
