@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-logr/logr/testr"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
@@ -102,12 +100,7 @@ func startConfigcheckAuthz(t *testing.T) *authzEnv {
 			return nil
 		})
 	}
-	cfg := rest.CopyConfig(controlPlane.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: e.name, Groups: []string{"system:authenticated"}}
-	var err error
-	if e.user, err = client.New(cfg, client.Options{Scheme: admin.Scheme(), Log: testr.NewWithInterface(t, testr.Options{})}); err != nil {
-		t.Fatal(err)
-	}
+	e.user = impersonated(t, e.name)
 
 	startGatehouse(t, app.Options{
 		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},

@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
@@ -44,13 +43,7 @@ func tenantClient(t *testing.T, namespace string) (client.Client, string) {
 	if err := controlPlane.Client.Create(context.Background(), binding); err != nil {
 		t.Fatal(err)
 	}
-	cfg := rest.CopyConfig(controlPlane.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	c, err := client.New(cfg, client.Options{Scheme: controlPlane.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, user
+	return impersonated(t, user), user
 }
 
 // postObjectReview posts an AdmissionReview for obj straight to Gatehouse's port,

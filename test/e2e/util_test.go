@@ -3,8 +3,11 @@ package e2e
 import (
 	"encoding/json"
 	"encoding/pem"
+	"testing"
 
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -16,3 +19,16 @@ func pemEncode(der []byte) []byte {
 // randSuffix keeps object names unique, so that the suite can run again on
 // the same control plane and in any order.
 func randSuffix() string { return rand.String(6) }
+
+// impersonated is a client acting as user (in system:authenticated, as
+// every authenticated user is), through kube-apiserver's impersonation.
+func impersonated(t testing.TB, user string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(controlPlane.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: controlPlane.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
