@@ -120,7 +120,28 @@ func killAPIServer(t *testing.T, env *devenv.Env) *process {
 	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// SIGKILL is delivered asynchronously: until the process is gone its
+	// listening socket holds the port, and a new kube-apiserver started on
+	// the same command line would fail to bind (seen under make test's
+	// load as a restarted API server that never answered).
+	deadline := time.Now().Add(30 * time.Second)
+	for !exited(p.pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-apiserver %d still running 30 s after SIGKILL", p.pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return p
+}
+
+// exited reports whether pid is gone or a zombie (dead, not yet reaped).
+func exited(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
 }
 
 // startAPIServer starts p's command line again, with extra flags appended
@@ -138,11 +159,26 @@ func startAPIServer(t *testing.T, p *process, extra ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	// A restarted API server that dies says why, instead of leaving the
+	// test to wait for answers that never come.
+	go func() {
+		select {
+		case <-exited:
+			if t.Context().Err() == nil {
+				tail, _ := os.ReadFile(log.Name())
+				if len(tail) > 4096 {
+					tail = tail[len(tail)-4096:]
+				}
+				t.Errorf("the restarted kube-apiserver exited (%v); its log ends:\n%s", cmd.ProcessState, tail)
+			}
+		case <-t.Context().Done():
+		}
+	}()
 	t.Cleanup(func() {
 		// kube-apiserver drains its watches on SIGTERM for up to a minute;
 		// the test is over, so it gets 5 s and then SIGKILL.
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
