@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 	"github.com/gatehouse-dev/gatehouse/internal/devenv"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
@@ -27,6 +28,11 @@ func main() {
 		if m.Name() == "configcheck" {
 			if err := haproxyInstalled(); err != nil {
 				missingHAProxy = err.Error()
+				continue
+			}
+			if caps := sandbox.Available(); !caps.Complete() && !strings.Contains(os.Getenv("GATEHOUSE_ARGS"), "--configcheck-allow-unconfined") {
+				missingHAProxy = "this kernel cannot confine its checks (" + strings.Join(caps.Missing(), "; ") +
+					"); GATEHOUSE_ARGS=--configcheck-allow-unconfined make run starts it anyway"
 				continue
 			}
 		}
