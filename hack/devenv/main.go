@@ -13,8 +13,8 @@ import (
 	"syscall"
 
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
-	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 	"github.com/gatehouse-dev/gatehouse/internal/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
