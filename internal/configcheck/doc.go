@@ -5,8 +5,11 @@
 //
 // A change to a watched resource is admitted only if the config still
 // renders with it (render, with an overlay of the proposed change on the
-// stores the informers fill), the rendering passes the real `haproxy -c`
-// (package haproxy: bounded, killed by context, cached by checksum), and the
+// stores the informers fill, run in a confined worker process by
+// renderproc: a template is a program its config's author wrote), the
+// rendering passes the check policy and the real `haproxy -c` (package
+// haproxy: no Lua, commands or files outside the check; run confined by
+// internal/sandbox, bounded, killed by context, cached by checksum), and the
 // config's embedded tests pass (package suite; their result depends on the
 // config alone, so they run once per config generation). Each phase's failure
 // denies with a reason a person can act on: the template's fail text, the
@@ -26,7 +29,11 @@
 // The webhooks of the watched resources are registered at run time, one per
 // watched resource with enableValidationWebhook, with that config's
 // failurePolicy and timeout; no config means no rules (fail-open, logged
-// once). The leader publishes the accepted rendering of the cluster's state
-// to a ConfigMap (certificates to a Secret) owned by the config, and keeps
-// its status.
+// once). A config reaches only what its author may: its own webhook asks
+// the API server whether the author holds the rights it exercises
+// (authz.go). docs/security.md has the threat model.
+//
+// The leader publishes the accepted rendering of the cluster's state to a
+// ConfigMap (certificates to a Secret) owned by the config, never to one it
+// does not own, and keeps its status.
 package configcheck

@@ -178,11 +178,12 @@ func (m *Module) Webhooks() []module.Webhook {
 // labels; the watched resources' informers start as configs ask for them.
 func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	m.host = host
-	if err := checkConfinement(sandbox.Available(), m.opts.AllowUnconfined); err != nil {
+	caps := sandbox.Available()
+	if err := checkConfinement(caps, m.opts.AllowUnconfined); err != nil {
 		return err
 	}
-	logf.FromContext(ctx).Info("configcheck: checks and renderings run confined", "landlockABI", sandbox.Available().LandlockABI,
-		"seccomp", sandbox.Available().Seccomp, "missing", sandbox.Available().Missing())
+	logf.FromContext(ctx).Info("configcheck: checks and renderings run confined", "landlockABI", caps.LandlockABI,
+		"seccomp", caps.Seccomp, "missing", caps.Missing())
 	checker, err := newChecker(m.opts.HAProxyBinary, m.opts.AllowLua, m.opts.MaxConcurrentChecks)
 	if err != nil {
 		return fmt.Errorf("configcheck: %w", err)
