@@ -19,6 +19,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
+	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
@@ -44,8 +45,10 @@ func run() error {
 		servicePort   int
 		selfManaged   bool
 		catalogueOpts catalogue.Options
+		tlsMinVersion string
 	)
 	flag.StringVar(&opts.Server.Addr, "webhook-bind-address", ":9443", "Address the HTTPS webhook server listens on.")
+	flag.StringVar(&tlsMinVersion, "tls-min-version", "1.2", "Lowest TLS version the webhook server accepts: 1.2 (AEAD suites with ECDHE only) or 1.3.")
 	flag.BoolVar(&opts.Server.EnableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server (off by default, see CVE-2023-44487).")
 	flag.StringVar(&opts.CertDir, "cert-dir", "/etc/gatehouse/tls", "Directory holding tls.crt and tls.key; reloaded when they change.")
 	flag.StringVar(&opts.CertSecret, "cert-secret", "", "namespace/name of a kubernetes.io/tls Secret to serve instead of --cert-dir; followed for rotation.")
@@ -76,6 +79,11 @@ func run() error {
 	ctrl.SetLogger(log)
 	opts.Log = log
 
+	tlsMin, err := server.ParseTLSVersion(tlsMinVersion)
+	if err != nil {
+		return err
+	}
+	opts.Server.TLSMinVersion = tlsMin
 	opts.Modules = map[string]app.ModuleConfig{}
 	if configFile != "" {
 		cfg, err := app.LoadFile(configFile)

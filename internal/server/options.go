@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/tls"
+	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,6 +18,10 @@ type Options struct {
 	// EnableHTTP2 offers h2 in ALPN. Off by default: HTTP/2 Rapid Reset
 	// (CVE-2023-44487) made peers disable it on webhook servers.
 	EnableHTTP2 bool
+	// TLSMinVersion is the lowest TLS version served: tls.VersionTLS12
+	// (default) or tls.VersionTLS13. On TLS 1.2 only AEAD suites with
+	// forward secrecy are offered (TLS12CipherSuites).
+	TLSMinVersion uint16
 	// ReadTimeout and WriteTimeout bound one request. Default 10 s each.
 	ReadTimeout, WriteTimeout time.Duration
 	// ShutdownTimeout is how long in-flight requests may finish after the
@@ -40,6 +46,9 @@ func (o *Options) setDefaults() {
 	if o.Addr == "" {
 		o.Addr = defaultAddr
 	}
+	if o.TLSMinVersion == 0 {
+		o.TLSMinVersion = tls.VersionTLS12
+	}
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = defaultTimeout
 	}
@@ -55,4 +64,29 @@ func (o *Options) setDefaults() {
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
+}
+
+// TLS12CipherSuites are the suites offered on TLS 1.2: ECDHE key exchange
+// (forward secrecy) with AEAD ciphers only. Go's defaults also offer
+// CBC-SHA1 suites (Lucky13-style padding oracles) and RSA key exchange;
+// kube-apiserver's client speaks TLS 1.3 or these. TLS 1.3's suites are
+// not configurable and are all AEAD.
+var TLS12CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// ParseTLSVersion reads --tls-min-version: "1.2" or "1.3".
+func ParseTLSVersion(s string) (uint16, error) {
+	switch s {
+	case "1.2", "VersionTLS12":
+		return tls.VersionTLS12, nil
+	case "1.3", "VersionTLS13":
+		return tls.VersionTLS13, nil
+	}
+	return 0, fmt.Errorf("TLS version %q: want 1.2 or 1.3 (older versions are never served)", s)
 }

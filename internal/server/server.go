@@ -144,7 +144,8 @@ func (s *Server) Start(ctx context.Context) error {
 	s.addr.Store(&addr)
 
 	tlsConfig := &tls.Config{
-		MinVersion:     tls.VersionTLS12,
+		MinVersion:     s.opts.TLSMinVersion,
+		CipherSuites:   TLS12CipherSuites,
 		GetCertificate: s.opts.Certificates.GetCertificate,
 		NextProtos:     []string{"http/1.1"},
 	}

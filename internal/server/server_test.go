@@ -443,3 +443,51 @@ func TestSlowDecisionWithinItsDeclaredTimeoutIsWrittenWhole(t *testing.T) {
 		t.Fatalf("an answer later than the server's write timeout was written for a webhook that declares none")
 	}
 }
+
+// TestTLS12OffersAEADSuitesOnly: a TLS 1.2 client that offers only CBC
+// (or RSA key exchange) suites is refused; an AEAD one is served; with a
+// minimum of 1.3, no TLS 1.2 client is.
+func TestTLS12OffersAEADSuitesOnly(t *testing.T) {
+	h := start(t, nil, func(*server.Server) {})
+	client := func(suites ...uint16) *http.Client {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12, CipherSuites: suites}}}
+	}
+	// Each weak offer names the ECDSA and the RSA form, so the serving
+	// key's type never decides the outcome.
+	for _, weak := range [][]uint16{
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA},
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA},
+		{tls.TLS_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_RSA_WITH_AES_128_CBC_SHA},
+	} {
+		if resp, err := client(weak...).Get(h.url + "/healthz"); err == nil {
+			resp.Body.Close()
+			t.Errorf("a TLS 1.2 client offering only %s and %s was served", tls.CipherSuiteName(weak[0]), tls.CipherSuiteName(weak[1]))
+		}
+	}
+	aead := []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}
+	resp, err := client(aead...).Get(h.url + "/healthz")
+	if err != nil {
+		t.Fatalf("an AEAD TLS 1.2 client was refused: %v", err)
+	}
+	resp.Body.Close()
+
+	strict := start(t, func(o *server.Options) { o.TLSMinVersion = tls.VersionTLS13 }, func(*server.Server) {})
+	if resp, err := client(aead...).Get(strict.url + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Errorf("a TLS 1.2 client was served with a minimum of 1.3")
+	}
+	if resp, err := strict.client.Get(strict.url + "/healthz"); err != nil {
+		t.Errorf("a TLS 1.3 client was refused: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	for in, want := range map[string]uint16{"1.2": tls.VersionTLS12, "1.3": tls.VersionTLS13} {
+		if got, err := server.ParseTLSVersion(in); err != nil || got != want {
+			t.Errorf("ParseTLSVersion(%q) = %x, %v", in, got, err)
+		}
+	}
+	if _, err := server.ParseTLSVersion("1.1"); err == nil {
+		t.Errorf("TLS 1.1 accepted as a minimum")
+	}
+}
