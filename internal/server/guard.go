@@ -14,6 +14,10 @@ import (
 
 type bodyKey struct{}
 
+// smallRequest is the largest body served from the ordinary reviews'
+// budget: kube-apiserver's reviews are a few KiB to a few hundred.
+const smallRequest = 256 << 10
+
 // guard refuses what no webhook handler should see: methods other than POST
 // (405), bodies that are not JSON (415) and bodies over the size limit (413).
 // It reads the body once and hands it to the handler through the context.
@@ -35,6 +39,26 @@ func (s *Server) guard(path string, next http.Handler) http.Handler {
 			s.refuse(w, path, http.StatusRequestEntityTooLarge, tooLarge(r.ContentLength, limit))
 			return
 		}
+		// Room in the in-flight budget before the body is read: a request
+		// waiting for it holds nothing but its connection. A body of
+		// unknown length is charged the largest a body may be.
+		charge := r.ContentLength
+		if charge < 0 {
+			charge = limit
+		}
+		budget := s.inFlight
+		if charge <= smallRequest {
+			budget = s.inFlightSmall
+		}
+		waitCtx, cancel := context.WithTimeout(r.Context(), s.opts.InFlightWait)
+		err := budget.Acquire(waitCtx, charge)
+		cancel()
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			s.refuse(w, path, http.StatusTooManyRequests, fmt.Sprintf("too many requests in flight: a request of %d bytes found no room in %s", charge, s.opts.InFlightWait))
+			return
+		}
+		defer budget.Release(charge)
 		body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 		if err != nil {
 			var maxErr *http.MaxBytesError

@@ -30,16 +30,29 @@ type Options struct {
 	// MaxRequestBytes refuses larger bodies with 413. Default 3 MiB, the API
 	// server's own request limit.
 	MaxRequestBytes int64
+	// MaxInFlightBytes bounds the request bodies being handled at once.
+	// A module's decision can take many times its request in memory (a
+	// 2.9 MB object decoded into maps took about 110 MB), so this budget,
+	// not the pod's memory limit, decides how much hostile load fits. A
+	// request beyond it waits up to InFlightWait for room, then gets 429
+	// at once (the API server applies the webhook's failurePolicy).
+	// Default 8 MiB: two requests of the largest size, or hundreds of
+	// ordinary ones.
+	MaxInFlightBytes int64
+	// InFlightWait is how long a request waits for room in the budget.
+	// Default 1 s.
+	InFlightWait time.Duration
 	// Certificates provides the serving certificate. Required.
 	Certificates certs.Source
 	Log          logr.Logger
 }
 
 const (
-	defaultAddr            = ":9443"
-	defaultTimeout         = 10 * time.Second
-	defaultShutdownTimeout = 30 * time.Second
-	defaultMaxRequestBytes = 3 << 20
+	defaultAddr             = ":9443"
+	defaultTimeout          = 10 * time.Second
+	defaultShutdownTimeout  = 30 * time.Second
+	defaultMaxRequestBytes  = 3 << 20
+	defaultMaxInFlightBytes = 8 << 20
 )
 
 func (o *Options) setDefaults() {
@@ -60,6 +73,14 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxRequestBytes == 0 {
 		o.MaxRequestBytes = defaultMaxRequestBytes
+	}
+	if o.MaxInFlightBytes == 0 {
+		o.MaxInFlightBytes = defaultMaxInFlightBytes
+	}
+	// A budget smaller than one request would refuse the largest forever.
+	o.MaxInFlightBytes = max(o.MaxInFlightBytes, o.MaxRequestBytes)
+	if o.InFlightWait == 0 {
+		o.InFlightWait = time.Second
 	}
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()

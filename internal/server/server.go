@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
@@ -22,6 +23,11 @@ import (
 type Server struct {
 	opts Options
 	mux  *http.ServeMux
+	// inFlight and inFlightSmall hold the bytes of the request bodies
+	// being handled (Options.MaxInFlightBytes each): ordinary reviews
+	// have a budget of their own, so that they never queue behind large
+	// ones (a weighted semaphore serves its waiters in order).
+	inFlight, inFlightSmall *semaphore.Weighted
 
 	mu      sync.Mutex
 	paths   map[string]bool
@@ -42,11 +48,13 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("server: a certificate source is required")
 	}
 	s := &Server{
-		opts:      opts,
-		mux:       http.NewServeMux(),
-		paths:     map[string]bool{},
-		checks:    map[string]func() error{},
-		listening: make(chan struct{}),
+		opts:          opts,
+		mux:           http.NewServeMux(),
+		inFlight:      semaphore.NewWeighted(opts.MaxInFlightBytes),
+		inFlightSmall: semaphore.NewWeighted(opts.MaxInFlightBytes),
+		paths:         map[string]bool{},
+		checks:        map[string]func() error{},
+		listening:     make(chan struct{}),
 	}
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -6,8 +6,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -489,5 +492,128 @@ func TestTLS12OffersAEADSuitesOnly(t *testing.T) {
 	}
 	if _, err := server.ParseTLSVersion("1.1"); err == nil {
 		t.Errorf("TLS 1.1 accepted as a minimum")
+	}
+}
+
+// floodReview is an AdmissionReview of about 2.9 MB whose object holds an
+// array of 1.45 million numbers, under the 3 MiB limit: decoded into maps
+// by a module, it takes about 110 MB.
+func floodReview(uid string) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"` + uid +
+		`","operation":"CREATE","kind":{"group":"networking.k8s.io","version":"v1","kind":"Ingress"},"object":{"metadata":{"name":"flood"},"spec":{"x":[`)
+	for i := range 1_450_000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('1')
+	}
+	b.WriteString(`]}}}}`)
+	return b.Bytes()
+}
+
+// peakRSS is this process's peak resident set (VmHWM) after resetting it.
+func peakRSS(t *testing.T, reset bool) int64 {
+	t.Helper()
+	if reset {
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			t.Fatalf("resetting VmHWM: %v", err)
+		}
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			if _, err := fmt.Sscan(rest, &kb); err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// TestFloodOfLargeReviewsStaysInsideTheMemoryLimit plays the review's
+// attacker: 20 concurrent 2.9 MB reviews, 60 in all, to a webhook whose
+// decision decodes the object into maps (as configcheck's does). Before the
+// in-flight budget they took ~110 MB each at once (2.2 GB, an OOM kill at
+// the chart's 512Mi); now the server's peak stays far inside it, the excess
+// is refused fast with 429, and a small review is still answered.
+func TestFloodOfLargeReviewsStaysInsideTheMemoryLimit(t *testing.T) {
+	decode := func(_ context.Context, req admission.Request) admission.Response {
+		var obj any
+		if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+			return admission.Denied(err.Error())
+		}
+		time.Sleep(50 * time.Millisecond) // a decision that takes a moment
+		goruntime.KeepAlive(obj)
+		return admission.Allowed("")
+	}
+	h := start(t, nil, func(s *server.Server) {
+		s.Admission("test", validating("decode.test", "/decode", decode), module.Enforce)
+	})
+	body := floodReview("flood")
+	// The baseline, measured in the same run: one such review alone (the
+	// race detector multiplies every figure, so the bound is a ratio).
+	goruntime.GC()
+	before := peakRSS(t, true)
+	if code, out := h.post(t, "/decode", body); code != 200 {
+		t.Fatalf("one large review: status %d: %s", code, out)
+	}
+	one := peakRSS(t, false) - before
+	goruntime.GC()
+	before = peakRSS(t, true)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	work := make(chan int)
+	for range 20 {
+		wg.Go(func() {
+			for range work {
+				resp, err := h.client.Post(h.url+"/decode", "application/json", bytes.NewReader(body))
+				code := 0
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					code = resp.StatusCode
+				}
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}
+		})
+	}
+	small := make(chan error, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		code, out := h.post(t, "/decode", review("small", admissionv1.Create))
+		if code != 200 {
+			small <- fmt.Errorf("status %d: %s", code, out)
+			return
+		}
+		small <- nil
+	}()
+	for i := range 60 {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if err := <-small; err != nil {
+		t.Errorf("a small review during the flood: %v", err)
+	}
+	grown := peakRSS(t, false) - before
+	t.Logf("answers by status %v; peak RSS grew by %d MiB (one review alone: %d MiB)", codes, grown>>20, one>>20)
+	if codes[200] == 0 || codes[200]+codes[http.StatusTooManyRequests] != 60 {
+		t.Errorf("answers by status %v: want every review answered, 200 or a fast 429", codes)
+	}
+	// The budget lets two reviews of this size be handled at once; 20
+	// at once is what it stops.
+	if grown > 3*one+32<<20 {
+		t.Errorf("the flood grew the peak RSS by %d MiB, one review alone by %d MiB: more than the two the budget allows at once", grown>>20, one>>20)
 	}
 }
