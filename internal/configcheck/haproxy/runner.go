@@ -93,9 +93,6 @@ func NewRunner(opts RunnerOptions) (*ProcessRunner, error) {
 	return &ProcessRunner{opts: opts}, nil
 }
 
-// Binary is the resolved haproxy executable.
-func (r *ProcessRunner) Binary() string { return r.opts.Binary }
-
 // findBinary resolves the haproxy executable to an absolute path (runs
 // change their working directory, so a relative path would break).
 func findBinary(name string) (string, error) {

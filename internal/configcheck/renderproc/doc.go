@@ -2,9 +2,11 @@
 // processes, so that no template can exhaust Gatehouse: a template is a
 // program its config's author wrote, and text/template can neither bound
 // the memory of a rendering nor stop one that never writes. A worker is
-// the running binary re-executed in worker mode; it has a memory budget
-// (enforced by RLIMIT_AS and steered by GOMEMLIMIT), runs at a lower CPU
-// priority than the server (nice), and is killed, its CPU stopping at
+// the running binary re-executed in worker mode and confined by
+// internal/sandbox; it has a memory budget (enforced by RLIMIT_DATA and
+// steered by GOMEMLIMIT), runs at a lower CPU priority than the server
+// (nice), reads no file, reaches no network, starts no process, and is
+// killed, its CPU stopping at
 // once, when the rendering's context ends. Whatever a worker does (run out
 // of memory, overflow its stack on a cyclic value, crash), that rendering
 // fails with a clear error and the pool starts a new worker on next use;
@@ -52,10 +54,9 @@
 //
 // # Starting workers
 //
-// Options.Command makes the worker's command. The default re-executes the
-// binary (/proc/self/exe) with a private argv[0]; this package's init
-// recognizes it and serves instead of running main (or the tests: init runs
-// before TestMain), after setting the worker's limits from its arguments.
-// A sandbox that sets the limits itself runs [Main] in its worker entry
-// instead.
+// Options.Command makes the worker's command. The default starts this
+// binary in the sandbox's entry mode "render-worker" (sandbox.Command with
+// Spec.Entry), with the limits set by the sandbox before the worker's
+// runtime starts; this package's init recognizes the entry and runs [Main]
+// instead of main (or the tests: init runs before TestMain).
 package renderproc

@@ -23,14 +23,12 @@ type Options struct {
 	// at once; more wait. Default 2.
 	Workers int
 
-	// MemoryLimit is a rendering's memory budget, in bytes: the address
-	// space a worker may take beyond what it had when it started. A Go
-	// process reserves most of its address space before main (the page
-	// allocator's index, the first heap arena; RLIMIT_AS counts these
-	// reservations though almost none of it is backed by memory): about
-	// 1.2 GiB for an empty program, 1.4 to 1.55 GiB for a gatehouse worker
-	// (about 25 MiB of it resident), so the limit set is that plus
-	// MemoryLimit. The worker's GC aims 64 MiB below it (GOMEMLIMIT; the
+	// MemoryLimit is a rendering's memory budget, in bytes: the private
+	// writable memory a worker may map beyond what the runtime needs to
+	// start (RLIMIT_DATA = workerStartData + MemoryLimit). RLIMIT_AS does
+	// not suit Go: the runtime reserves 1.2 to 1.55 GiB of address space
+	// before main, almost none of it backed, and fails erratically under
+	// it. The worker's GC aims 64 MiB below it (GOMEMLIMIT; the
 	// heap grows by 64 MiB reservations). The example config over 1,000
 	// Ingresses renders with 80 MiB (64 MiB fails now and then); the store
 	// snapshots a worker keeps between renderings are bounded to a
@@ -61,8 +59,9 @@ type Options struct {
 
 	// Command makes a worker's command, not started, with Stdin, Stdout
 	// and Stderr unset; ctx ending must kill the worker and everything it
-	// started. The worker must run Main. Default: this binary re-executed
-	// in worker mode, setting MemoryLimit, CPUTime and Nice on itself.
+	// started. The worker must run Main. Default: this binary in the
+	// sandbox's "render-worker" entry, confined, with MemoryLimit, CPUTime
+	// and Nice set by the sandbox (confined).
 	Command func(ctx context.Context) (*exec.Cmd, error)
 }
 

@@ -43,7 +43,7 @@ func (pb *prefixBuffer) String() string {
 }
 
 // ranOutOfMemory reads a dead worker's stderr: whether the Go runtime
-// failed to get memory, which RLIMIT_AS makes it do. Only the runtime's
+// failed to get memory, which its RLIMIT_DATA makes it do. Only the runtime's
 // own lines are read (a panic's text could be a template's, but the worker
 // recovers panics).
 func ranOutOfMemory(stderr string) bool {
@@ -70,7 +70,7 @@ var outOfMemorySigns = []string{
 	"cannot allocate memory", // ENOMEM elsewhere (mmap, a thread)
 	"errno=12",               // a new thread's, as the runtime prints it
 	// A race-enabled binary (tests) cannot place its heap in the range the
-	// race detector shadows once RLIMIT_AS refuses the reservation.
+	// race detector shadows once a limit refuses the reservation.
 	"too many address space collisions for -race mode",
 }
 

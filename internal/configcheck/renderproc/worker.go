@@ -24,7 +24,7 @@ const maxStack = 64 << 20
 
 // Exit codes of a worker that stopped on its own.
 const (
-	exitSetup    = 3 // its arguments or limits were wrong
+	exitSetup    = 3 // it could not set up its output
 	exitProtocol = 4 // it received something it cannot act on
 )
 
@@ -35,9 +35,8 @@ func init() {
 }
 
 // Main is a worker process's main: it renders the requests read from stdin
-// onto stdout until stdin ends, and returns the exit code. A sandbox that
-// starts workers itself (having set their limits and nice value) calls it
-// from its worker entry: os.Exit(renderproc.Main()).
+// onto stdout until stdin ends, and returns the exit code. This package's
+// init runs it in the sandbox's "render-worker" entry.
 func Main() int {
 	out, err := takeStdout()
 	if err != nil {
