@@ -18,9 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
-	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
-	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // authzTemplate is a haproxy.cfg that passes haproxy -c whatever the
@@ -102,10 +100,7 @@ func startConfigcheckAuthz(t *testing.T) *authzEnv {
 	}
 	e.user = impersonated(t, e.name)
 
-	startGatehouse(t, app.Options{
-		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
-		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
-	})
+	startConfigcheckGatehouse(t)
 	// The config webhook is served once a config that fails to compile
 	// is refused by Gatehouse rather than by the API server's wait.
 	eventually(t, "the config webhook is served", func() error {

@@ -23,9 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
-	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
-	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
@@ -76,10 +74,7 @@ func startConfigcheckBench(b *testing.B) *ccBench {
 	if b.Failed() {
 		b.FailNow()
 	}
-	g := startGatehouse(b, app.Options{
-		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
-		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
-	})
+	g := startConfigcheckGatehouse(b)
 	cfg := exampleConfig(b)
 	cfg.Namespace = ccBenchLB
 	_ = c.Delete(ctx, cfg.DeepCopy())

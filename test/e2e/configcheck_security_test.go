@@ -25,9 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
-	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
-	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // tenantClient is a client acting as a user who may only edit namespace
@@ -92,10 +90,7 @@ func postObjectReview(t *testing.T, g interface {
 // loads Lua that writes files and starts a process. Before, haproxy -c ran
 // it as Gatehouse's user while checking the embedded tests.
 func TestConfigcheckLuaInAConfigRunsNothing(t *testing.T) {
-	g := startGatehouse(t, app.Options{
-		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
-		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
-	})
+	g := startConfigcheckGatehouse(t)
 	marker := filepath.Join(os.TempDir(), "gatehouse-lua-"+randSuffix())
 	t.Cleanup(func() { _ = os.Remove(marker); _ = os.Remove(marker + "-exec") })
 	lua := fmt.Sprintf(`local f = io.open(%q, "w") if f then f:write("ran") f:close() end

@@ -26,6 +26,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
@@ -82,10 +83,7 @@ func startConfigcheckWith(t *testing.T, change func(*gatehousev1alpha1.HAProxyTe
 		change(cfg)
 	}
 	e.cfgKey = types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
-	startGatehouse(t, app.Options{
-		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
-		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
-	})
+	startConfigcheckGatehouse(t)
 	// Created through Gatehouse's own webhook, which runs its embedded
 	// tests.
 	eventually(t, "the config is admitted", func() error { return c.Create(context.Background(), cfg) })
@@ -100,6 +98,16 @@ func startConfigcheckWith(t *testing.T, change func(*gatehousev1alpha1.HAProxyTe
 		return nil
 	})
 	return e
+}
+
+// startConfigcheckGatehouse starts Gatehouse with the configcheck module
+// alone.
+func startConfigcheckGatehouse(t testing.TB) *testenv.Gatehouse {
+	t.Helper()
+	return startGatehouse(t, app.Options{
+		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
+		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
+	})
 }
 
 func exampleConfig(t testing.TB) *gatehousev1alpha1.HAProxyTemplateConfig {
