@@ -53,6 +53,12 @@ func ranOutOfMemory(stderr string) bool {
 		if strings.Contains(line, "ThreadSanitizer failed to allocate") || strings.Contains(line, "ThreadSanitizer: out of memory") {
 			return true
 		}
+		// Under RLIMIT_DATA a new thread's stack may be what cannot be
+		// mapped: cgo's pthread_create then fails with EAGAIN (the
+		// worker sets no process-count limit that could cause it).
+		if strings.HasPrefix(line, "runtime/cgo: pthread_create failed: Resource temporarily unavailable") {
+			return true
+		}
 		if !strings.HasPrefix(line, "fatal error:") && !strings.HasPrefix(line, "runtime:") {
 			continue
 		}
