@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 )
 
 // TestSameFailure judges a cluster state and the same state with a change,
@@ -85,6 +87,7 @@ func TestPreexistingWarnings(t *testing.T) {
 		{"Service 'api' not found (Ingress app/web, host a.example)", "the failure: Service 'api' not found (Ingress app/web, host a.example)"},
 		{"haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad\n  line 9: bad", "the failure: [ALERT] config : parsing [haproxy.cfg:9] : bad"},
 		{strings.Repeat("x", 1000), "the failure: " + strings.Repeat("x", 200)},
+		{haproxy.PolicyRefuses + "\nhaproxy.cfg:4: -f: -f \"/etc/x\" is an absolute path (rule file-inside)", "the failure: haproxy.cfg:4: -f: -f \"/etc/x\" is an absolute path"},
 	} {
 		w := preexistingWarnings(key, tc.denial)
 		if len(w) != 2 || !strings.Contains(w[0], "HAProxyTemplateConfig lb-system/edge fails without this change too") || !strings.HasPrefix(w[1], tc.wantFailure) {

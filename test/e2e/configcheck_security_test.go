@@ -19,6 +19,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -128,6 +129,32 @@ os.execute("touch %s-exec")
 	}
 	if resp.Result == nil || !strings.Contains(resp.Result.Message, "lua-load") || !strings.Contains(resp.Result.Message, "haproxy.cfg:3") {
 		t.Errorf("the denial does not name the lua-load line: %+v", resp.Result)
+	}
+
+	// The same config without tests is stored (its webhook has nothing to
+	// run); the leader's publication then meets the policy: nothing is
+	// checked, published or run, and the status says why.
+	if err := gatehousev1alpha1.AddToScheme(controlPlane.Client.Scheme()); err != nil {
+		t.Fatal(err)
+	}
+	stored := cfg.DeepCopy()
+	stored.Namespace = namespace(t, "lua")
+	stored.Spec.ValidationTests = nil
+	eventually(t, "the config without tests is stored", func() error { return controlPlane.Client.Create(context.Background(), stored) })
+	eventually(t, "its status says the policy refused the rendering", func() error {
+		got := &gatehousev1alpha1.HAProxyTemplateConfig{}
+		if err := controlPlane.Client.Get(context.Background(), client.ObjectKeyFromObject(stored), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, gatehousev1alpha1.ConditionPublished)
+		if c == nil || c.Reason != "PolicyRefused" || !strings.Contains(c.Message, "lua-load") {
+			return fmt.Errorf("Published condition %+v", c)
+		}
+		return nil
+	})
+	cm := &corev1.ConfigMap{}
+	if err := controlPlane.Client.Get(context.Background(), types.NamespacedName{Namespace: stored.Namespace, Name: configcheck.RenderedConfigMapName(stored.Name)}, cm); err == nil {
+		t.Errorf("a rendering loading Lua was published: %v", cm.Data)
 	}
 	for _, path := range []string{marker, marker + "-exec"} {
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
