@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -65,6 +66,9 @@ func run() error {
 	flag.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
 	flag.BoolVar(&catalogueOpts.ConfigCheck.AllowLua, "configcheck-allow-lua", false, "Let configcheck renderings load Lua (lua-load, lua-load-per-thread, lua-prepend-path); haproxy -c runs Lua while parsing, so only for platforms whose HAProxy needs it. The check stays confined.")
 	flag.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Start configcheck on a kernel that cannot confine haproxy -c and the render workers (no Landlock ABI 6 or no seccomp); the check policy and resource limits still hold.")
+	flag.Func("max-in-flight-bytes", "Request bodies the webhook server holds at once (a quantity, e.g. 8Mi; reviews up to 256Ki have as much again of their own); beyond it a request waits --in-flight-wait, then gets 429. Default 8Mi.", quantityFlag(&opts.Server.MaxInFlightBytes))
+	flag.Func("max-in-flight-decision-bytes", "Estimated memory of the decisions made at once (a quantity, e.g. 192Mi): a review costs its JSON tokens times what its module measured per token; beyond it 429, a review costing more alone 413. Default 192Mi; raise it with the memory limit.", quantityFlag(&opts.Server.MaxInFlightDecisionBytes))
+	flag.DurationVar(&opts.Server.InFlightWait, "in-flight-wait", time.Second, "How long a request waits for room in the in-flight budgets and its module's concurrency before 429 or 503.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect one replica to write the webhook configurations (every replica serves).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -173,4 +177,20 @@ func envOr(key, fallback string) string {
 		return v
 	}
 	return fallback
+}
+
+// quantityFlag parses a Kubernetes quantity (8Mi, 200M, 1048576) into a
+// positive number of bytes.
+func quantityFlag(into *int64) func(string) error {
+	return func(s string) error {
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			return err
+		}
+		if q.Sign() <= 0 {
+			return fmt.Errorf("%s: must be positive", s)
+		}
+		*into = q.Value()
+		return nil
+	}
 }

@@ -41,6 +41,23 @@ type verdict struct {
 	cached    bool
 }
 
+// watchedBytesPerToken is what a watched resource's decision allocates per
+// JSON token of its review (module.Cost): the object decoded into maps (95
+// bytes per token for an array of small numbers, the worst shape measured
+// by BenchmarkDecodeCost in internal/server), then copied for the store
+// (NormalizeObject) and encoded for the render worker. The whole process
+// under the flood test showed about 100 bytes per token resident per
+// review in flight (docs/reliability.md, "Hostile load").
+const watchedBytesPerToken = 128
+
+// watchedCost is the declared cost of the watched resources' webhooks:
+// decisions beyond the render workers and haproxy -c checks wait, holding
+// their decoded object, so at most twice as many run at once as those
+// stages serve.
+func (m *Module) watchedCost() module.Cost {
+	return module.Cost{BytesPerToken: watchedBytesPerToken, Concurrency: 2 * (m.opts.RenderWorkers + m.opts.MaxConcurrentChecks)}
+}
+
 // admitWatched returns the Admit function of one config's watched resource.
 func (m *Module) admitWatched(key types.NamespacedName, watched string) module.AdmitFunc {
 	return func(ctx context.Context, req admission.Request) admission.Response {

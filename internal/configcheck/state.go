@@ -138,6 +138,7 @@ func (st *configState) webhooks(m *Module) []module.Webhook {
 			NamespaceSelector: w.nsSelAPI,
 			ObjectSelector:    w.labelSel,
 			Admit:             m.admitWatched(st.key, name),
+			Cost:              m.watchedCost(),
 		})
 	}
 	return out

@@ -36,6 +36,11 @@ type Options struct {
 	ExtraArgs []string
 	// Log receives Gatehouse's output. Default: a file in Dir.
 	Log io.Writer
+	// Binary is the gatehouse binary to run. Default: $GATEHOUSE_BINARY,
+	// else bin/gatehouse (what make build writes).
+	Binary string
+	// Env is added to Gatehouse's environment (GOMEMLIMIT, say).
+	Env []string
 }
 
 // Env is a running environment.
@@ -50,6 +55,7 @@ type Env struct {
 	exited chan error
 	binary string
 	args   []string
+	env    []string
 	logOut io.Writer
 }
 
@@ -71,7 +77,13 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	binary := filepath.Join(root, "bin", "gatehouse")
+	binary := opts.Binary
+	if binary == "" {
+		binary = os.Getenv("GATEHOUSE_BINARY")
+	}
+	if binary == "" {
+		binary = filepath.Join(root, "bin", "gatehouse")
+	}
 	if _, err := os.Stat(binary); err != nil {
 		return nil, fmt.Errorf("%s not found: run `make build`", binary)
 	}
@@ -121,7 +133,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		args = append(args, "--modules", opts.Modules)
 	}
 	args = append(args, opts.ExtraArgs...)
-	env.binary, env.args = binary, args
+	env.binary, env.args, env.env = binary, args, opts.Env
 	env.logOut = opts.Log
 	if env.logOut == nil {
 		f, err := os.Create(filepath.Join(opts.Dir, "gatehouse.log"))
@@ -146,6 +158,9 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 func (e *Env) startProcess() error {
 	cmd := exec.Command(e.binary, e.args...)
 	cmd.Stdout, cmd.Stderr = e.logOut, e.logOut
+	if len(e.env) > 0 {
+		cmd.Env = append(os.Environ(), e.env...)
+	}
 	// Its own process group: a Ctrl-C reaches devenv, which then stops
 	// Gatehouse once, gracefully, instead of Gatehouse seeing two signals.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -76,6 +76,30 @@ type Webhook struct {
 	// Conversion webhooks.
 	CRDs    []string
 	Convert ConvertFunc
+
+	// Cost is what one decision of this webhook costs; the server bounds
+	// the load by it. The zero value takes the server's defaults.
+	Cost Cost
+}
+
+// Cost declares what a webhook's decision costs, measured on the worst
+// input shapes (docs/reliability.md, "Hostile load"), so that the server
+// admits no more decisions at once than fit in its memory.
+type Cost struct {
+	// BytesPerToken is the most memory the decision allocates per
+	// structural token of the review (',', ':', '[' and '{' outside
+	// strings; about one per value or member a decoder builds). What a
+	// hostile body costs grows with its values, not its bytes: 2.9 MB of
+	// "1," is 1.45 million numbers. The server charges len(body) +
+	// tokens × BytesPerToken to its budget of decisions in flight. 0: the
+	// server's default, measured for decoding into maps.
+	BytesPerToken int64
+	// Concurrency bounds the decisions of the module's webhooks declaring
+	// it that run at once, all of them together (a module's expensive
+	// stages share its workers); more wait briefly, then get 503. Every
+	// webhook of a module that declares it declares the same number. 0: no
+	// bound beyond the memory budget.
+	Concurrency int
 }
 
 // Validate reports a declaration the server cannot serve.
@@ -109,6 +133,9 @@ func (w Webhook) Validate() error {
 		}
 	default:
 		return fmt.Errorf("webhook %q: unknown type %q", w.Name, w.Type)
+	}
+	if w.Cost.BytesPerToken < 0 || w.Cost.Concurrency < 0 {
+		return fmt.Errorf("webhook %q: a negative cost", w.Name)
 	}
 	return nil
 }

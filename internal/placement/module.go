@@ -226,6 +226,11 @@ func (m *Module) Webhooks() []module.Webhook {
 			SideEffects:    admissionregistrationv1.SideEffectClassNone,
 			TimeoutSeconds: 3,
 			Admit:          m.admitPod,
+			// A Pod is decoded whole into corev1.Pod: an array of empty
+			// objects in spec.containers takes 1,160 bytes per token
+			// allocated (a 2.9 MB review: 2.2 GB), the worst shape
+			// measured (docs/reliability.md, "Hostile load").
+			Cost: module.Cost{BytesPerToken: podBytesPerToken},
 		},
 		{
 			Name: ClassWebhookName, Path: ClassWebhookPath, Type: module.Validating,

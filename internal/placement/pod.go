@@ -100,6 +100,10 @@ func checkPod(namespace string, pod *corev1.Pod, c *class, release releaseKey) [
 	return out
 }
 
+// podBytesPerToken is the Pod webhook's declared decoding cost, per JSON
+// token (module.Cost), measured by BenchmarkDecodeCost in internal/server.
+const podBytesPerToken = 1280
+
 // admitPod judges a Pod at CREATE (its nodeSelector and affinity are
 // immutable afterwards). A denial from the caches is made again from the
 // API server before it is returned. A Pod that cannot be judged is

@@ -9,6 +9,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -20,15 +21,29 @@ import (
 var admissionReviewGVK = admissionv1.SchemeGroupVersion.WithKind("AdmissionReview")
 
 // Admission serves an admission webhook of moduleName in the given mode.
+// It panics when the module's webhooks declare different concurrencies, as
+// on a duplicate path.
 func (s *Server) Admission(moduleName string, hook module.Webhook, mode module.Enforcement) {
-	s.Register(hook.Path, s.admissionHandler(moduleName, hook, mode))
+	h, err := s.admissionHandler(moduleName, hook, mode)
+	if err != nil {
+		panic("server: " + err.Error())
+	}
+	s.Register(hook.Path, h)
 }
 
-func (s *Server) admissionHandler(moduleName string, hook module.Webhook, mode module.Enforcement) *admissionHandler {
+func (s *Server) admissionHandler(moduleName string, hook module.Webhook, mode module.Enforcement) (*admissionHandler, error) {
+	h := &admissionHandler{server: s, module: moduleName, hook: hook, mode: mode}
+	if n := hook.Cost.Concurrency; n > 0 {
+		sem, err := s.moduleConcurrency(moduleName, n)
+		if err != nil {
+			return nil, err
+		}
+		h.concurrency = sem
+	}
 	// A zero series from the start lets alerts use rate() before the first
 	// panic.
 	metrics.Panics.WithLabelValues(hook.Name, moduleName)
-	return &admissionHandler{server: s, module: moduleName, hook: hook, mode: mode}
+	return h, nil
 }
 
 type admissionHandler struct {
@@ -36,10 +51,17 @@ type admissionHandler struct {
 	module string
 	hook   module.Webhook
 	mode   module.Enforcement
+	// concurrency is the module's bound on its decisions, nil for none.
+	concurrency *semaphore.Weighted
 }
 
 func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	release, ok := h.server.hold(w, r, h.hook.Path, h.concurrency, h.hook.Cost)
+	if !ok {
+		return
+	}
+	defer release()
 	if budget := h.writeBudget(); budget > 0 {
 		// The API server waits up to the webhook's declared timeout (at
 		// most 30 s), longer than the server's 10 s default: a decision that

@@ -9,6 +9,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,19 +21,34 @@ import (
 var conversionReviewGVK = apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview")
 
 // Conversion serves a CRD conversion webhook of moduleName.
+// It panics when the module's webhooks declare different concurrencies.
 func (s *Server) Conversion(moduleName string, hook module.Webhook) {
-	s.Register(hook.Path, &conversionHandler{server: s, module: moduleName, hook: hook})
+	h := &conversionHandler{server: s, module: moduleName, hook: hook}
+	if n := hook.Cost.Concurrency; n > 0 {
+		sem, err := s.moduleConcurrency(moduleName, n)
+		if err != nil {
+			panic("server: " + err.Error())
+		}
+		h.concurrency = sem
+	}
+	s.Register(hook.Path, h)
 	metrics.Panics.WithLabelValues(hook.Name, moduleName)
 }
 
 type conversionHandler struct {
-	server *Server
-	module string
-	hook   module.Webhook
+	server      *Server
+	module      string
+	hook        module.Webhook
+	concurrency *semaphore.Weighted
 }
 
 func (h *conversionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	release, ok := h.server.hold(w, r, h.hook.Path, h.concurrency, h.hook.Cost)
+	if !ok {
+		return
+	}
+	defer release()
 	var review apiextensionsv1.ConversionReview
 	if err := decodeConversionReview(requestBody(r), &review); err != nil {
 		h.server.refuse(w, h.hook.Path, http.StatusBadRequest, "malformed ConversionReview: "+err.Error())

@@ -8,11 +8,19 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 )
 
 type bodyKey struct{}
+
+// guardedBody is what the guard hands a handler: the body it read, and
+// when the request's wait for room in the server's budgets ends.
+type guardedBody struct {
+	body      []byte
+	waitUntil time.Time
+}
 
 // smallRequest is the largest body served from the ordinary reviews'
 // budget: kube-apiserver's reviews are a few KiB to a few hundred.
@@ -23,6 +31,7 @@ const smallRequest = 256 << 10
 // It reads the body once and hands it to the handler through the context.
 func (s *Server) guard(path string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		waitUntil := time.Now().Add(s.opts.InFlightWait)
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			s.refuse(w, path, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed: webhooks accept POST", r.Method))
@@ -50,7 +59,7 @@ func (s *Server) guard(path string, next http.Handler) http.Handler {
 		if charge <= smallRequest {
 			budget = s.inFlightSmall
 		}
-		waitCtx, cancel := context.WithTimeout(r.Context(), s.opts.InFlightWait)
+		waitCtx, cancel := context.WithDeadline(r.Context(), waitUntil)
 		err := budget.Acquire(waitCtx, charge)
 		cancel()
 		if err != nil {
@@ -69,7 +78,7 @@ func (s *Server) guard(path string, next http.Handler) http.Handler {
 			s.refuse(w, path, http.StatusBadRequest, "read request body: "+err.Error())
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bodyKey{}, body)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bodyKey{}, guardedBody{body: body, waitUntil: waitUntil})))
 	})
 }
 
@@ -82,8 +91,8 @@ func tooLarge(size, limit int64) string {
 
 // requestBody returns the body the guard read.
 func requestBody(r *http.Request) []byte {
-	body, _ := r.Context().Value(bodyKey{}).([]byte)
-	return body
+	b, _ := r.Context().Value(bodyKey{}).(guardedBody)
+	return b.body
 }
 
 func (s *Server) refuse(w http.ResponseWriter, path string, code int, msg string) {

@@ -39,8 +39,17 @@ type Options struct {
 	// Default 8 MiB: two requests of the largest size, or hundreds of
 	// ordinary ones.
 	MaxInFlightBytes int64
-	// InFlightWait is how long a request waits for room in the budget.
-	// Default 1 s.
+	// MaxInFlightDecisionBytes bounds the memory of the decisions being
+	// made at once, as estimated from each review's JSON tokens and its
+	// webhook's declared cost (module.Cost): the body budget alone let two
+	// 2.9 MB reviews of small numbers take 280 MB. A decision beyond it
+	// waits up to InFlightWait, then gets 429; one that alone exceeds it
+	// gets 413 at once. Default 192 MiB: one review of the largest size
+	// and worst shape at a time, or thousands of ordinary ones, beside
+	// caches of some 100,000 objects under the chart's 512Mi.
+	MaxInFlightDecisionBytes int64
+	// InFlightWait is how long a request waits, from its arrival, for room
+	// in the budgets and its module's concurrency. Default 1 s.
 	InFlightWait time.Duration
 	// Certificates provides the serving certificate. Required.
 	Certificates certs.Source
@@ -53,6 +62,8 @@ const (
 	defaultShutdownTimeout  = 30 * time.Second
 	defaultMaxRequestBytes  = 3 << 20
 	defaultMaxInFlightBytes = 8 << 20
+	// defaultMaxInFlightDecisionBytes: see MaxInFlightDecisionBytes.
+	defaultMaxInFlightDecisionBytes = 192 << 20
 )
 
 func (o *Options) setDefaults() {
@@ -79,6 +90,9 @@ func (o *Options) setDefaults() {
 	}
 	// A budget smaller than one request would refuse the largest forever.
 	o.MaxInFlightBytes = max(o.MaxInFlightBytes, o.MaxRequestBytes)
+	if o.MaxInFlightDecisionBytes == 0 {
+		o.MaxInFlightDecisionBytes = defaultMaxInFlightDecisionBytes
+	}
 	if o.InFlightWait == 0 {
 		o.InFlightWait = time.Second
 	}

@@ -70,7 +70,11 @@ func (s *Server) SetRuntimeWebhooks(moduleName string, hooks []module.Webhook, m
 		if _, dup := next[h.Path]; dup {
 			return fmt.Errorf("webhook %s: path %s used twice", h.Name, h.Path)
 		}
-		next[h.Path] = s.admissionHandler(moduleName, h, mode)
+		handler, err := s.admissionHandler(moduleName, h, mode)
+		if err != nil {
+			return err
+		}
+		next[h.Path] = handler
 	}
 	rt := s.runtime()
 	rt.mu.Lock()

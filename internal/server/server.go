@@ -28,13 +28,20 @@ type Server struct {
 	// have a budget of their own, so that they never queue behind large
 	// ones (a weighted semaphore serves its waiters in order).
 	inFlight, inFlightSmall *semaphore.Weighted
+	// decisions holds the estimated memory of the decisions being made
+	// (Options.MaxInFlightDecisionBytes): what a review costs decoded,
+	// many times its body for hostile shapes.
+	decisions *budget
 
-	mu      sync.Mutex
-	paths   map[string]bool
-	checks  map[string]func() error
-	routes  *runtimeRoutes
-	started atomic.Bool
-	addr    atomic.Pointer[net.Addr]
+	mu     sync.Mutex
+	paths  map[string]bool
+	checks map[string]func() error
+	// concurrency holds each module's bound on its decisions at once
+	// (module.Cost.Concurrency), for the modules that declare one.
+	concurrency map[string]concurrencyBound
+	routes      *runtimeRoutes
+	started     atomic.Bool
+	addr        atomic.Pointer[net.Addr]
 	// listening is closed once the listener is bound.
 	listening chan struct{}
 }
@@ -52,6 +59,8 @@ func New(opts Options) (*Server, error) {
 		mux:           http.NewServeMux(),
 		inFlight:      semaphore.NewWeighted(opts.MaxInFlightBytes),
 		inFlightSmall: semaphore.NewWeighted(opts.MaxInFlightBytes),
+		decisions:     newBudget(opts.MaxInFlightDecisionBytes),
+		concurrency:   map[string]concurrencyBound{},
 		paths:         map[string]bool{},
 		checks:        map[string]func() error{},
 		listening:     make(chan struct{}),
