@@ -35,6 +35,8 @@ import (
 const (
 	chartMemoryLimit = 512 << 20
 	chartGoMemLimit  = "460MiB"
+	// defaultDecisionBudget is --max-in-flight-decision-bytes's default.
+	defaultDecisionBudget = 192 << 20
 )
 
 // TestFloodOfLargeReviewsKeepsGatehouseInsideItsMemoryLimit plays the
@@ -191,6 +193,13 @@ func TestFloodOfLargeReviewsKeepsGatehouseInsideItsMemoryLimit(t *testing.T) {
 	// workers and haproxy -c are budgeted on top of it (values.yaml).
 	if mainPeak >= chartMemoryLimit {
 		t.Errorf("gatehouse's peak resident set %d MiB reached the chart's memory limit of %d MiB: an OOM kill", mainPeak>>20, chartMemoryLimit>>20)
+	}
+	// What the flood added is bounded by the budgets: decisions in flight
+	// (--max-in-flight-decision-bytes, 192Mi by default) and two budgets
+	// of 8 MiB of bodies, with room for the runtime. With the body budget
+	// alone it grew by 278 MiB; with nothing, 1,110 MiB.
+	if grown := mainPeak - rssBefore; grown > defaultDecisionBudget+32<<20 {
+		t.Errorf("the flood grew gatehouse's resident set by %d MiB: more than the %d MiB of decisions the server allows in flight, and its bodies", grown>>20, defaultDecisionBudget>>20)
 	}
 	select {
 	case err := <-env.Exited():
