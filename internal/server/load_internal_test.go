@@ -10,7 +10,7 @@ func TestStructuralTokens(t *testing.T) {
 	for body, want := range map[string]int64{
 		`{}`:                        1,
 		`[1,1,1]`:                   3,
-		`{"a":1,"b":[{},{}]}`:       7,
+		`{"a":1,"b":[{},{}]}`:       8,
 		`["a,b:[{", "\"],{", "\\"]`: 3,
 		`{"k":"v\\","x":[1]}`:       5,
 		``:                          0,
