@@ -652,8 +652,8 @@ func TestHelmConfigcheckModule(t *testing.T) {
 	dryRunApply(t, objs)
 }
 
-// GOMEMLIMIT follows the memory limit (90%), or goMemLimit when set, and is
-// absent without a limit.
+// GOMEMLIMIT follows the memory limit (90%, of what configcheck's render
+// workers leave), or goMemLimit when set, and is absent without a limit.
 func TestHelmGoMemLimit(t *testing.T) {
 	for _, tc := range []struct {
 		set  []string
@@ -662,6 +662,8 @@ func TestHelmGoMemLimit(t *testing.T) {
 		{nil, "460MiB"},
 		{[]string{"resources.limits.memory=2Gi"}, "1843MiB"},
 		{[]string{"goMemLimit=300MiB"}, "300MiB"},
+		// The render workers' 512Mi are not the Go heap's.
+		{[]string{"modules.configcheck.enabled=true", "resources.limits.memory=1Gi"}, "460MiB"},
 		{[]string{"resources.limits=null"}, ""},
 	} {
 		objs := renderChart(t, "gatehouse-system", tc.set...)

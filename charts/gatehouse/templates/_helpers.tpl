@@ -174,8 +174,8 @@ Arguments: (list $ text).
 {{- end -}}
 
 {{/*
-gatehouse.goMemLimit: .Values.goMemLimit, else 90% of the memory limit in
-MiB (a limit written with Ki, Mi, Gi, K, M, G or in bytes), else nothing.
+gatehouse.goMemLimit: .Values.goMemLimit, else 90% of the memory limit (less
+the render workers' 512Mi when configcheck is enabled) in MiB (a limit written with Ki, Mi, Gi, K, M, G or in bytes), else nothing.
 */}}
 {{- define "gatehouse.goMemLimit" -}}
 {{- if .Values.goMemLimit -}}
@@ -192,6 +192,11 @@ MiB (a limit written with Ki, Mi, Gi, K, M, G or in bytes), else nothing.
 {{- end -}}
 {{- if and (eq $bytes 0) (regexMatch "^[0-9]+$" $limit) -}}
 {{- $bytes = atoi $limit -}}
+{{- end -}}
+{{- /* configcheck's two render workers are processes of their own with a
+256 MiB budget each: the Go heap's share of the limit is what they leave. */ -}}
+{{- if .Values.modules.configcheck.enabled -}}
+{{- $bytes = sub $bytes 536870912 -}}
 {{- end -}}
 {{- if gt $bytes 0 -}}
 {{- printf "%dMiB" (div (mul $bytes 9) (mul 10 1048576)) -}}
