@@ -56,14 +56,19 @@ var (
 // namespace already being deleted.
 const namespaceController = "system:serviceaccount:kube-system:namespace-controller"
 
-// The module reads classes, tenant Secrets (by name only), HelmReleases,
-// Pods (for the periodic check) and the metadata of the owners Pods name.
+// The module reads classes, tenant Secrets (by name only), the metadata of
+// HelmReleases, Pods (for the periodic check: their nodeSelector and node
+// affinity, more than metadata) and the metadata of the owners Pods name.
 // Owners of other kinds (operator CRs) need their list/watch granted too;
-// the chart's placement.ownerResources adds them (docs/placement.md).
+// the chart's placement.ownerResources adds them (docs/placement.md). Before
+// following such a kind it asks, with a SelfSubjectAccessReview, whether it
+// may list and watch it (a kind it may not takes no slot).
 //
 // A denial is confirmed by a live read, hence get on classes, releases and
-// the tenant Secrets (by name).
+// the tenant Secrets (by name). The tenant-values guard reads only the
+// request.
 //
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=selfsubjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=cozystack.io,resources=affinityclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,resourceNames=cozystack-values,verbs=get;list;watch
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
