@@ -20,6 +20,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
+	"github.com/gatehouse-dev/gatehouse/internal/placement"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
@@ -69,6 +70,14 @@ func run() error {
 	flag.Func("max-in-flight-bytes", "Request bodies the webhook server holds at once (a quantity, e.g. 8Mi; reviews up to 256Ki have as much again of their own); beyond it a request waits --in-flight-wait, then gets 429. Default 8Mi.", quantityFlag(&opts.Server.MaxInFlightBytes))
 	flag.Func("max-in-flight-decision-bytes", "Estimated memory of the decisions made at once (a quantity, e.g. 192Mi): a review costs its JSON tokens times what its module measured per token; beyond it 429, a review costing more alone 413. Default 192Mi; raise it with the memory limit.", quantityFlag(&opts.Server.MaxInFlightDecisionBytes))
 	flag.DurationVar(&opts.Server.InFlightWait, "in-flight-wait", time.Second, "How long a request waits for room in the in-flight budgets and its module's concurrency before 429 or 503.")
+	flag.Func("placement-platform-users", "Comma-separated users who may change a tenant's placement settings in its cozystack-values Secret and remove a HelmRelease's application label (default "+strings.Join(placement.DefaultPlatformUsers, ",")+"; empty: none).", func(s string) error {
+		catalogueOpts.Placement.PlatformUsers = splitList(s)
+		return nil
+	})
+	flag.Func("placement-platform-groups", "Comma-separated groups whose members may do what --placement-platform-users may (default "+strings.Join(placement.DefaultPlatformGroups, ",")+"; empty: none).", func(s string) error {
+		catalogueOpts.Placement.PlatformGroups = splitList(s)
+		return nil
+	})
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect one replica to write the webhook configurations (every replica serves).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -170,6 +179,18 @@ func webhookTarget(url, service string, port int32, namespace, caFile string) (*
 	}
 	t.Service = &admissionregistrationv1.ServiceReference{Namespace: namespace, Name: service, Port: &port}
 	return t, nil
+}
+
+// splitList reads a comma-separated flag; an empty value is an empty,
+// non-nil list (no default).
+func splitList(s string) []string {
+	out := []string{}
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 func envOr(key, fallback string) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -109,6 +110,8 @@ func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (mo
 	}
 	return k, nil
 }
+
+func (h *host) Served(gvk schema.GroupVersionKind) bool { return h.g.kinds.Served(gvk) }
 
 func (h *host) SetWebhooks(hooks []module.Webhook) error {
 	if err := h.g.Server.SetRuntimeWebhooks(h.name, hooks, h.mode); err != nil {

@@ -14,6 +14,7 @@ import (
 // the module's configuration objects.
 type Options struct {
 	ConfigCheck configcheck.Options
+	Placement   placement.Options
 }
 
 // All returns a fresh instance of every built-in module with its defaults.
@@ -24,7 +25,7 @@ func Build(opts Options) []module.Module {
 	return []module.Module{
 		pvsafe.New(pvsafe.Options{}),
 		nodegroup.New(),
-		placement.New(placement.Options{}),
+		placement.New(opts.Placement),
 		configcheck.New(opts.ConfigCheck),
 	}
 }

@@ -259,6 +259,31 @@ func (t *Tracker) servedKinds() (map[schema.GroupVersionKind]bool, error) {
 	return out, nil
 }
 
+// Served says whether the API server serves gvk as Follow judges it: a
+// built-in kind, or a version an established CRD serves. It reads the CRD
+// cache only, so asking about a kind nobody defined costs no API call.
+func (t *Tracker) Served(gvk schema.GroupVersionKind) bool {
+	if clientgoscheme.Scheme.Recognizes(gvk) {
+		return true
+	}
+	var list apiextensionsv1.CustomResourceDefinitionList
+	if err := t.crds.List(context.Background(), &list, client.UnsafeDisableDeepCopy); err != nil {
+		return false
+	}
+	for i := range list.Items {
+		crd := &list.Items[i]
+		if crd.Spec.Group != gvk.Group || crd.Spec.Names.Kind != gvk.Kind || crd.DeletionTimestamp != nil || !established(crd) {
+			continue
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Name == gvk.Version && v.Served {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	for _, c := range crd.Status.Conditions {
 		if c.Type == apiextensionsv1.Established {

@@ -3,6 +3,7 @@ package module
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,6 +55,10 @@ type Host interface {
 	// /readyz waits until the kind's state is known (and, when served, its
 	// informer has synced).
 	FollowKind(c cache.Cache, obj client.Object, onChange func()) (Kind, error)
+	// Served says whether the API server serves a kind as FollowKind
+	// judges it (built-in, or served by an established CRD), from the
+	// host's CRD cache: no API call, whatever kind a request names.
+	Served(gvk schema.GroupVersionKind) bool
 	// SetWebhooks replaces the module's run-time webhooks (those its
 	// configuration objects ask for). They are served with the module's
 	// enforcement, metrics and logs, and the leader writes them into the

@@ -2,8 +2,9 @@
 // (cozystack.io/v1alpha1), named placement classes that tenants may use from
 // an allow-list, enforced on the Pods of applications.
 //
-//   - A mutating webhook on Flux HelmReleases of applications (labelled
-//     apps.cozystack.io/application.kind) resolves the release's class
+//   - A mutating webhook on Flux HelmReleases sees them all and, for those
+//     of applications (labelled apps.cozystack.io/application.kind),
+//     resolves the release's class
 //     (spec.values.affinityClass, else the tenant's default), refuses a class
 //     that does not exist or that the tenant may not use, and records it in
 //     the label apps.cozystack.io/affinity-class and in
@@ -13,6 +14,10 @@
 //     release, and checks the Pod against each release's class.
 //   - A validating webhook refuses to delete or change a class that
 //     releases still use.
+//   - A validating webhook on Secrets named cozystack-values lets only the
+//     platform identities create, change or delete a tenant's placement
+//     settings; the HelmRelease webhook refuses the removal of a release's
+//     application label to anyone else.
 //   - The leader re-checks running Pods periodically.
 //
 // Failure policies, chosen deliberately:
@@ -27,6 +32,9 @@
 //     release admitted without its class would place a whole application
 //     wrongly; Flux retries a refused apply.
 //   - AffinityClasses: Fail, so that a class in use never changes unseen.
+//   - Tenant values: Fail, as a change admitted during an outage would
+//     last; match conditions send only writes of cozystack-values by
+//     others than the platform, so the platform never waits for Gatehouse.
 //
 // Warn mode (--enforcement=placement=warn) admits violating Pods and
 // AffinityClass changes with the denial as warnings; the HelmRelease

@@ -125,7 +125,8 @@ func releaseSeeds() []string {
 }
 
 // FuzzReleaseValues sends random HelmReleases, in namespaces whose tenant
-// values.yaml is random too, through the release webhook. It never panics
+// values.yaml is random too, through the release webhook's decision on an
+// application's release (admitApplicationRelease). It never panics
 // and answers allowed, a 403 denial or, for what is not a HelmRelease
 // object, a 400. For a release the API server could have sent (it decodes
 // with encoding/json): the class read from spec.values (resolveClass)
@@ -146,7 +147,7 @@ func FuzzReleaseValues(f *testing.F) {
 				UID: "fuzz", Operation: admissionv1.Create, Namespace: "tenant-a", Name: "app", Object: runtime.RawExtension{Raw: raw},
 			}}
 		}
-		resp := m.admitRelease(ctx, req(raw))
+		resp := m.admitApplicationRelease(ctx, req(raw))
 
 		var obj map[string]any
 		dec := json.NewDecoder(bytes.NewReader(raw))
@@ -219,7 +220,7 @@ func FuzzReleaseValues(f *testing.F) {
 		} else if label != want.Name || !hasSched || sched["affinityClass"] != want.Name {
 			t.Fatalf("class %q, but the release has label %v and _scheduling %v: %s", want.Name, label, sched, patched)
 		}
-		if again := m.admitRelease(ctx, req(patched)); !again.Allowed || len(again.Patches) != 0 {
+		if again := m.admitApplicationRelease(ctx, req(patched)); !again.Allowed || len(again.Patches) != 0 {
 			t.Fatalf("a second pass changed the release: %s\n%s", patchText(again), patched)
 		}
 	})

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -36,6 +37,9 @@ func (k releaseKey) String() string { return k.Namespace + "/" + k.Name }
 type lineage struct {
 	Releases   []releaseKey
 	Unresolved []string
+	// Err is a link that could lead to a release and cannot be followed
+	// (no owner kind left to follow): the walk cannot be judged on the rest.
+	Err error
 }
 
 // walkLineage follows ownerReferences up from obj (in namespace) to the
@@ -74,6 +78,10 @@ func walkLineage(namespace string, obj metav1.Object, o owners) lineage {
 			seen[id] = true
 			owner, ok, err := o.Owner(namespace, ref)
 			switch {
+			case errors.Is(err, errOwnerKindsExhausted):
+				if out.Err == nil {
+					out.Err = fmt.Errorf("%s %s: %w", ref.Kind, ref.Name, err)
+				}
 			case err != nil:
 				out.Unresolved = append(out.Unresolved, fmt.Sprintf("%s %s: %v", ref.Kind, ref.Name, err))
 			case !ok:

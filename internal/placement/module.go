@@ -3,6 +3,8 @@ package placement
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -37,16 +39,36 @@ const (
 	PodWebhookPath     = "/validate-placement-pod"
 	ClassWebhookName   = "placement-affinityclass.gatehouse.dev"
 	ClassWebhookPath   = "/validate-placement-affinityclass"
+	ValuesWebhookName  = "placement-tenant-values.gatehouse.dev"
+	ValuesWebhookPath  = "/validate-placement-tenant-values"
 )
 
-// The module reads classes, tenant Secrets (by name only), HelmReleases,
-// Pods (for the periodic check) and the metadata of the owners Pods name.
+// Default platform identities: who may change a tenant's placement
+// settings. Cozystack's tenant chart writes cozystack-values through Flux's
+// helm-controller; cluster administrators may always repair it.
+var (
+	DefaultPlatformUsers  = []string{"system:serviceaccount:flux-system:helm-controller"}
+	DefaultPlatformGroups = []string{"system:masters"}
+)
+
+// namespaceController deletes a terminating namespace's Secrets, tenant
+// values included; a tenant cannot act as it, and it deletes only in a
+// namespace already being deleted.
+const namespaceController = "system:serviceaccount:kube-system:namespace-controller"
+
+// The module reads classes, tenant Secrets (by name only), the metadata of
+// HelmReleases, Pods (for the periodic check: their nodeSelector and node
+// affinity, more than metadata) and the metadata of the owners Pods name.
 // Owners of other kinds (operator CRs) need their list/watch granted too;
-// the chart's placement.ownerResources adds them (docs/placement.md).
+// the chart's placement.ownerResources adds them (docs/placement.md). Before
+// following such a kind it asks, with a SelfSubjectAccessReview, whether it
+// may list and watch it (a kind it may not takes no slot).
 //
 // A denial is confirmed by a live read, hence get on classes, releases and
-// the tenant Secrets (by name).
+// the tenant Secrets (by name). The tenant-values guard reads only the
+// request.
 //
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=selfsubjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=cozystack.io,resources=affinityclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,resourceNames=cozystack-values,verbs=get;list;watch
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
@@ -67,6 +89,15 @@ type Options struct {
 	// owner kind seen for the first time. Default 1 s, well inside the Pod
 	// webhook's timeout.
 	OwnerWait time.Duration
+	// PlatformUsers and PlatformGroups are the identities that may change a
+	// tenant's placement settings (defaultAffinityClass,
+	// allowedAffinityClasses in Secret cozystack-values) and remove a
+	// release's application label. Their writes never reach Gatehouse (the
+	// webhooks' matchConditions exempt them). nil takes the defaults
+	// (DefaultPlatformUsers, DefaultPlatformGroups); an empty, non-nil list
+	// names nobody.
+	PlatformUsers  []string
+	PlatformGroups []string
 }
 
 func (o *Options) setDefaults() {
@@ -78,6 +109,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.OwnerWait == 0 {
 		o.OwnerWait = time.Second
+	}
+	if o.PlatformUsers == nil {
+		o.PlatformUsers = DefaultPlatformUsers
+	}
+	if o.PlatformGroups == nil {
+		o.PlatformGroups = DefaultPlatformGroups
 	}
 }
 
@@ -199,9 +236,11 @@ func (m *Module) Webhooks() []module.Webhook {
 					Resources: []string{"helmreleases"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 				},
 			}},
-			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-				Key: applicationKindLabel, Operator: metav1.LabelSelectorOpExists,
-			}}},
+			// No objectSelector: whether a release is an application's is
+			// decided inside, from the old and the new object, so that
+			// removing the label cannot switch the webhook off for the next
+			// write (admitRelease refuses the removal). HelmReleases are
+			// written rarely; their status goes to a subresource.
 			FailurePolicy:      admissionregistrationv1.Fail,
 			SideEffects:        admissionregistrationv1.SideEffectClassNone,
 			TimeoutSeconds:     5,
@@ -246,7 +285,57 @@ func (m *Module) Webhooks() []module.Webhook {
 			TimeoutSeconds: 5,
 			Admit:          m.admitClass,
 		},
+		{
+			Name: ValuesWebhookName, Path: ValuesWebhookPath, Type: module.Validating,
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"},
+					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+				},
+			}},
+			MatchConditions: m.valuesMatchConditions(),
+			// Fail: the allow-list is a tenant's boundary, and a change
+			// admitted while Gatehouse is unreachable would last. The
+			// platform's own writes never depend on Gatehouse: the match
+			// conditions exempt them, and no other Secret is sent.
+			FailurePolicy:  admissionregistrationv1.Fail,
+			SideEffects:    admissionregistrationv1.SideEffectClassNone,
+			TimeoutSeconds: 5,
+			Admit:          m.admitTenantValues,
+		},
 	}
+}
+
+// valuesMatchConditions send Gatehouse the writes of Secrets named
+// cozystack-values by anyone but the platform: a name cannot be changed,
+// so the tenant does not control this filter, and no other Secret write in
+// the cluster waits for Gatehouse.
+func (m *Module) valuesMatchConditions() []admissionregistrationv1.MatchCondition {
+	return []admissionregistrationv1.MatchCondition{
+		{
+			Name:       "tenant-values",
+			Expression: `(request.operation == 'DELETE' ? oldObject.metadata.name : object.metadata.name) == '` + tenantSecretName + `'`,
+		},
+		{
+			Name: "not-the-platform",
+			Expression: `!(request.userInfo.username in ` + celStrings(m.opts.PlatformUsers) + `) && ` +
+				`!(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in ` + celStrings(m.opts.PlatformGroups) + `))`,
+		},
+		{
+			Name:       "not-the-namespace-controller",
+			Expression: `!(request.operation == 'DELETE' && request.userInfo.username == '` + namespaceController + `')`,
+		},
+	}
+}
+
+// celStrings is a CEL list literal of ss.
+func celStrings(ss []string) string {
+	quoted := make([]string, len(ss))
+	for i, s := range ss {
+		quoted[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
 }
 
 // labelExists selects a cache's objects by the presence of a label.

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // class is an AffinityClass as the decisions read it.
@@ -47,6 +49,10 @@ func (m *Module) decidePod(ctx context.Context, src view, namespace string, pod 
 	var v podVerdict
 	l := walkLineage(namespace, pod, m.owners)
 	v.Unresolved = l.Unresolved
+	if l.Err != nil {
+		v.Err = l.Err
+		return v
+	}
 	for _, key := range l.Releases {
 		release, found, err := src.releases.get(ctx, key)
 		if err != nil {
@@ -106,9 +112,10 @@ const podBytesPerToken = 1280
 
 // admitPod judges a Pod at CREATE (its nodeSelector and affinity are
 // immutable afterwards). A denial from the caches is made again from the
-// API server before it is returned. A Pod that cannot be judged is
-// admitted with a warning, as the webhook's failure policy would admit it
-// were Gatehouse down: the periodic check judges it again later.
+// API server before it is returned. A Pod that cannot be judged is answered
+// undecided: the API server applies the webhook's failure policy (Ignore
+// admits it, and records the webhook as failed open), never a silent
+// allow from Gatehouse; the periodic check judges it again later.
 func (m *Module) admitPod(ctx context.Context, req admission.Request) admission.Response {
 	pod := &corev1.Pod{}
 	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
@@ -130,8 +137,8 @@ func (m *Module) admitPod(ctx context.Context, req admission.Request) admission.
 	}
 	if v.Err != nil {
 		undecided.Inc()
-		log.Error(v.Err, "placement could not be decided; admitted, the periodic check judges it again")
-		return admission.Allowed("").WithWarnings(fmt.Sprintf("placement: not checked (%v); admitted, and re-checked periodically", v.Err))
+		log.Error(v.Err, "placement could not be decided; answered undecided, the webhook's failure policy applies and the periodic check judges it again")
+		return module.Undecided(fmt.Sprintf("placement of pod %s/%s could not be decided: %v", req.Namespace, podName(pod), v.Err))
 	}
 	if len(v.Denials) > 0 {
 		return admission.Denied(strings.Join(v.Denials, "\n"))

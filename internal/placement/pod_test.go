@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 func podModule() *Module {
@@ -98,12 +100,13 @@ func TestPodDenialIsConfirmedLive(t *testing.T) {
 	if resp := m.admitPod(ctx, req); !resp.Allowed {
 		t.Fatalf("denied from a stale cache: %v", resp.Result.Message)
 	}
-	// A Pod that cannot be judged is admitted with a warning (fail open).
+	// A Pod that cannot be judged is answered undecided: the webhook's
+	// failure policy decides, not Gatehouse.
 	m.live = nil
 	m.classes = failingClasses{}
 	resp := m.admitPod(ctx, req)
-	if !resp.Allowed || len(resp.Warnings) == 0 || !strings.Contains(resp.Warnings[0], "not checked") {
-		t.Fatalf("undecidable Pod: allowed=%v warnings=%v", resp.Allowed, resp.Warnings)
+	if !module.IsUndecided(resp) || !strings.Contains(resp.Result.Message, "could not be decided") {
+		t.Fatalf("undecidable Pod: allowed=%v result=%+v", resp.Allowed, resp.Result)
 	}
 }
 

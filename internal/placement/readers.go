@@ -9,6 +9,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -192,18 +193,37 @@ func (r *releaseReader) usingClass(ctx context.Context, class string) ([]release
 // from the start; any other kind (an operator's CR) gets a metadata informer
 // the first time a Pod names it, up to a bound, through the host's
 // optional-kind helper (so a CRD removed later stops it). Never a live GET.
+//
+// Anyone who may create a Pod names any kind in its ownerReferences (a
+// dry-run Pod suffices), so only a kind the API server serves and Gatehouse
+// may list and watch takes one of the bounded slots: the others can own
+// nothing Gatehouse could read, and would hold a slot for good.
 type ownerCache struct {
 	cache  cache.Cache
 	host   module.Host
 	mapper meta.RESTMapper
 	opts   Options
+	// mayListWatch asks the API server whether Gatehouse may list and
+	// watch a resource cluster-wide.
+	mayListWatch func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error)
 
 	mu    sync.Mutex
 	kinds map[schema.GroupVersionKind]module.Kind
 	// clusterScoped caches the RESTMapper's answer per kind: asking it on
 	// every hop cost two thirds of a decision.
 	clusterScoped map[schema.GroupVersionKind]bool
+	// refused are the served kinds Gatehouse may not list or watch, and
+	// when to ask again (RBAC may be granted later).
+	refused map[schema.GroupVersionKind]time.Time
 }
+
+// errOwnerKindsExhausted is a lineage that needs a kind beyond the bound:
+// the Pod cannot be decided.
+var errOwnerKindsExhausted = errors.New("owner kinds exhausted")
+
+// refusedRetry is how long a kind Gatehouse may not list stays refused
+// before the API server is asked again.
+const refusedRetry = time.Minute
 
 func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
@@ -231,11 +251,33 @@ func newOwnerCache(host module.Host, opts Options) (*ownerCache, error) {
 		return nil, err
 	}
 	o := &ownerCache{cache: c, host: host, mapper: host.RESTMapper(), opts: opts,
-		kinds: map[schema.GroupVersionKind]module.Kind{}, clusterScoped: map[schema.GroupVersionKind]bool{}}
+		mayListWatch:  selfAccess(host.Client()),
+		kinds:         map[schema.GroupVersionKind]module.Kind{},
+		clusterScoped: map[schema.GroupVersionKind]bool{},
+		refused:       map[schema.GroupVersionKind]time.Time{}}
 	for _, gvk := range workloadKinds {
 		o.kinds[gvk] = always{}
 	}
 	return o, nil
+}
+
+// selfAccess asks with SelfSubjectAccessReviews, which every authenticated
+// identity may create.
+func selfAccess(c client.Client) func(context.Context, schema.GroupVersionResource) (bool, error) {
+	return func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error) {
+		for _, verb := range []string{"list", "watch"} {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource},
+			}}
+			if err := c.Create(ctx, review); err != nil {
+				return false, fmt.Errorf("SelfSubjectAccessReview (%s %s): %w", verb, gvr.GroupResource(), err)
+			}
+			if !review.Status.Allowed {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
 }
 
 type always struct{}
@@ -253,10 +295,9 @@ func (o *ownerCache) Owner(namespace string, ref metav1.OwnerReference) (metav1.
 	if err := o.follow(gvk); err != nil {
 		return nil, false, err
 	}
-	clusterScoped, err := o.isClusterScoped(gvk)
-	if err != nil {
-		return nil, false, err
-	}
+	o.mu.Lock()
+	clusterScoped := o.clusterScoped[gvk]
+	o.mu.Unlock()
 	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
 	if clusterScoped {
 		key.Namespace = ""
@@ -271,42 +312,19 @@ func (o *ownerCache) Owner(namespace string, ref metav1.OwnerReference) (metav1.
 	return m, true, nil
 }
 
-func (o *ownerCache) isClusterScoped(gvk schema.GroupVersionKind) (bool, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if root, ok := o.clusterScoped[gvk]; ok {
-		return root, nil
-	}
-	mapping, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return false, err
-	}
-	root := mapping.Scope.Name() == meta.RESTScopeNameRoot
-	o.clusterScoped[gvk] = root
-	return root, nil
-}
-
 // follow makes sure gvk is cached, waiting a little for a kind seen for
 // the first time.
 func (o *ownerCache) follow(gvk schema.GroupVersionKind) error {
 	o.mu.Lock()
 	k, ok := o.kinds[gvk]
-	if !ok {
-		if len(o.kinds) >= o.opts.MaxOwnerKinds {
-			o.mu.Unlock()
-			ownerKindsRefused.Inc()
-			return fmt.Errorf("kind %s not followed: %d owner kinds are followed already", gvk, o.opts.MaxOwnerKinds)
-		}
+	_, mapped := o.clusterScoped[gvk]
+	o.mu.Unlock()
+	if !ok || !mapped {
 		var err error
-		k, err = o.host.FollowKind(o.cache, metadataOf(gvk), nil)
-		if err != nil {
-			o.mu.Unlock()
+		if k, err = o.startFollowing(gvk); err != nil {
 			return err
 		}
-		o.kinds[gvk] = k
-		ownerKinds.Set(float64(len(o.kinds)))
 	}
-	o.mu.Unlock()
 	deadline := time.Now().Add(o.opts.OwnerWait)
 	for !k.Readable() {
 		if time.Now().After(deadline) {
@@ -315,6 +333,58 @@ func (o *ownerCache) follow(gvk schema.GroupVersionKind) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return nil
+}
+
+// startFollowing checks that gvk may take a slot and takes it.
+func (o *ownerCache) startFollowing(gvk schema.GroupVersionKind) (module.Kind, error) {
+	if !o.host.Served(gvk) {
+		return nil, fmt.Errorf("kind %s is not served by the API server", gvk)
+	}
+	mapping, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	o.clusterScoped[gvk] = mapping.Scope.Name() == meta.RESTScopeNameRoot
+	k, followed := o.kinds[gvk]
+	retry, wasRefused := o.refused[gvk]
+	o.mu.Unlock()
+	if followed {
+		return k, nil
+	}
+	if wasRefused && time.Now().Before(retry) {
+		return nil, notListable(mapping.Resource)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.opts.OwnerWait)
+	defer cancel()
+	allowed, err := o.mayListWatch(ctx, mapping.Resource)
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !allowed {
+		o.refused[gvk] = time.Now().Add(refusedRetry)
+		return nil, notListable(mapping.Resource)
+	}
+	delete(o.refused, gvk)
+	if k, ok := o.kinds[gvk]; ok {
+		return k, nil
+	}
+	if len(o.kinds) >= o.opts.MaxOwnerKinds {
+		ownerKindsRefused.Inc()
+		return nil, fmt.Errorf("%w: kind %s not followed, %d owner kinds are followed already", errOwnerKindsExhausted, gvk, o.opts.MaxOwnerKinds)
+	}
+	if k, err = o.host.FollowKind(o.cache, metadataOf(gvk), nil); err != nil {
+		return nil, err
+	}
+	o.kinds[gvk] = k
+	ownerKinds.Set(float64(len(o.kinds)))
+	return k, nil
+}
+
+func notListable(gvr schema.GroupVersionResource) error {
+	return fmt.Errorf("Gatehouse may not list and watch %s: grant it through the chart's modules.placement.ownerResources", gvr.GroupResource())
 }
 
 // classOf is a class as the decisions read it.

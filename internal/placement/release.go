@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"net/http"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // schedulingKey is where the resolved placement goes in the release's
@@ -70,6 +73,37 @@ func schedulingValues(c *class) (map[string]any, error) {
 // changes nothing (safe under reinvocationPolicy IfNeeded). A denial from
 // the caches is made again from the API server before it is returned.
 func (m *Module) admitRelease(ctx context.Context, req admission.Request) admission.Response {
+	// The webhook sees every HelmRelease: whether this one is an
+	// application's is decided here, from both objects.
+	isApp, err := hasLabel(req.Object.Raw, applicationKindLabel)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode HelmRelease: %w", err))
+	}
+	if !isApp {
+		wasApp := false
+		if req.Operation == admissionv1.Update {
+			if wasApp, err = hasLabel(req.OldObject.Raw, applicationKindLabel); err != nil {
+				return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode the old HelmRelease: %w", err))
+			}
+		}
+		if !wasApp {
+			return admission.Allowed("not an application's HelmRelease")
+		}
+		if !m.isPlatform(req.UserInfo) {
+			// Without the label the release would leave the module's
+			// caches, and its class label and _scheduling would be the
+			// writer's to choose.
+			return module.NotPermitted(fmt.Sprintf("HelmRelease %s/%s: user %q may not remove the label %s: it marks the release as an application's, whose class and Pods placement checks, and only the platform may remove it; choose another class in spec.values.affinityClass, or delete the application",
+				req.Namespace, req.Name, req.UserInfo.Username, applicationKindLabel))
+		}
+		return admission.Allowed("the platform removed the application label")
+	}
+	return m.admitApplicationRelease(ctx, req)
+}
+
+// admitApplicationRelease resolves an application's release from the
+// caches, and confirms a denial from the API server.
+func (m *Module) admitApplicationRelease(ctx context.Context, req admission.Request) admission.Response {
 	src := m.view
 	if m.live != nil {
 		if t, err := m.tenants.get(ctx, req.Namespace); err == nil && t == nil {
@@ -90,6 +124,20 @@ func (m *Module) admitRelease(ctx context.Context, req admission.Request) admiss
 		logf.FromContext(ctx).Info("the caches would have denied this HelmRelease, the API server did not", "cached", resp.Result.Message)
 	}
 	return confirmed
+}
+
+// hasLabel says whether the object in raw carries the label key.
+func hasLabel(raw []byte, key string) (bool, error) {
+	var obj struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return false, err
+	}
+	_, ok := obj.Metadata.Labels[key]
+	return ok, nil
 }
 
 // denied is a refusal on the request's merits, not an error.

@@ -36,7 +36,7 @@ type placementEnv struct {
 	classes map[string]string // short name → class name
 }
 
-func startPlacement(t *testing.T, mode module.Enforcement) *placementEnv {
+func startPlacement(t *testing.T, mode module.Enforcement, opts ...placement.Options) *placementEnv {
 	t.Helper()
 	c := controlPlane.Client
 	if err := cozyv1alpha1.AddToScheme(c.Scheme()); err != nil {
@@ -60,8 +60,12 @@ func startPlacement(t *testing.T, mode module.Enforcement) *placementEnv {
 	}})
 	e.tenantSecret(fmt.Sprintf("_namespace:\n  defaultAffinityClass: %s\n  allowedAffinityClasses: [%s, %s, %s]\n",
 		e.classes["dc1"], e.classes["dc1"], e.classes["dc2"], e.classes["either"]))
+	var o placement.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	startGatehouse(t, app.Options{
-		Catalogue: []module.Module{placement.New(placement.Options{})},
+		Catalogue: []module.Module{placement.New(o)},
 		Modules:   map[string]app.ModuleConfig{"placement": {Enabled: true, Enforcement: mode}},
 	})
 	return e

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -108,6 +109,9 @@ func (h *Host) FollowKind(_ cache.Cache, obj client.Object, _ func()) (module.Ki
 	h.Followed = append(h.Followed, obj)
 	return absentKind{}, nil
 }
+
+// Served says whether the test's scheme knows gvk.
+func (h *Host) Served(gvk schema.GroupVersionKind) bool { return h.Types.Recognizes(gvk) }
 
 // SetWebhooks records the module's run-time webhooks.
 func (h *Host) SetWebhooks(hooks []module.Webhook) error {

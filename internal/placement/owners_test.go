@@ -1,0 +1,86 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module/moduletest"
+)
+
+// Anyone who may create a Pod names any owner kind: only a kind the API
+// server serves and Gatehouse may list takes a slot, and a full table
+// leaves the Pod undecided rather than judged without the owner.
+func TestOwnerKindSlots(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	database := schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Database"}
+	queue := schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Queue"}
+	for _, gvk := range []schema.GroupVersionKind{database, queue} {
+		scheme.AddKnownTypeWithName(gvk, &unstructured.Unstructured{})
+	}
+	opts := Options{MaxOwnerKinds: len(workloadKinds) + 1}
+	opts.setDefaults()
+	o, err := newOwnerCache(moduletest.New(scheme), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]int{}
+	o.mayListWatch = func(_ context.Context, gvr schema.GroupVersionResource) (bool, error) {
+		asked[gvr.Resource]++
+		return gvr.Resource != "secrets", nil
+	}
+
+	if _, err := o.startFollowing(schema.GroupVersionKind{Group: "invented.example.com", Version: "v1", Kind: "Squatter"}); err == nil || !strings.Contains(err.Error(), "is not served by the API server") {
+		t.Fatalf("an invented kind: %v", err)
+	}
+	for range 2 {
+		if _, err := o.startFollowing(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}); err == nil || !strings.Contains(err.Error(), "may not list and watch secrets") {
+			t.Fatalf("a kind Gatehouse may not list: %v", err)
+		}
+	}
+	if asked["secrets"] != 1 {
+		t.Fatalf("the API server was asked %d times about secrets, want once until the retry", asked["secrets"])
+	}
+	if len(o.kinds) != len(workloadKinds) {
+		t.Fatalf("%d kinds followed after refusals, want %d", len(o.kinds), len(workloadKinds))
+	}
+	if _, err := o.startFollowing(database); err != nil {
+		t.Fatalf("a served, listable kind: %v", err)
+	}
+	refused := testutil.ToFloat64(ownerKindsRefused)
+	_, err = o.startFollowing(queue)
+	if !errors.Is(err, errOwnerKindsExhausted) {
+		t.Fatalf("a kind beyond the bound: %v", err)
+	}
+	if got := testutil.ToFloat64(ownerKindsRefused); got != refused+1 {
+		t.Fatalf("gatehouse_placement_owner_kinds_refused_total went from %v to %v", refused, got)
+	}
+}
+
+// A lineage through a kind beyond the bound is undecided, never judged on
+// the rest.
+func TestExhaustedOwnerKindIsUndecided(t *testing.T) {
+	m := podModule()
+	m.owners = exhaustedOwners{}
+	v := m.decidePod(context.Background(), m.view, "app", podOf("pg-", nil, ref("Database", "pg", "p1")))
+	if !errors.Is(v.Err, errOwnerKindsExhausted) {
+		t.Fatalf("verdict %+v, want undecided", v)
+	}
+}
+
+type exhaustedOwners struct{}
+
+func (exhaustedOwners) Owner(string, metav1.OwnerReference) (metav1.Object, bool, error) {
+	return nil, false, errOwnerKindsExhausted
+}
