@@ -2,9 +2,9 @@
 // (cozystack.io/v1alpha1), named placement classes that tenants may use from
 // an allow-list, enforced on the Pods of applications.
 //
-//   - A mutating webhook on Flux HelmReleases sees them all and, for those
-//     of applications (labelled apps.cozystack.io/application.kind),
-//     resolves the release's class
+//   - A mutating webhook on Flux HelmReleases of applications (labelled
+//     apps.cozystack.io/application.kind before or after the write, so that
+//     the label's removal is seen and refused) resolves the release's class
 //     (spec.values.affinityClass, else the tenant's default), refuses a class
 //     that does not exist or that the tenant may not use, and records it in
 //     the label apps.cozystack.io/affinity-class and in

@@ -236,11 +236,17 @@ func (m *Module) Webhooks() []module.Webhook {
 					Resources: []string{"helmreleases"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 				},
 			}},
-			// No objectSelector: whether a release is an application's is
-			// decided inside, from the old and the new object, so that
-			// removing the label cannot switch the webhook off for the next
-			// write (admitRelease refuses the removal). HelmReleases are
-			// written rarely; their status goes to a subresource.
+			// Whether a release is an application's is decided on the old
+			// and the new object together: a write that removes the label
+			// still reaches Gatehouse, which refuses it (admitRelease), so
+			// the label cannot be dropped to switch the webhook off for the
+			// next write. Releases that never were applications' (the
+			// platform's own) are not sent, so they never wait for Gatehouse
+			// under this Fail policy.
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name:       "application-before-or-after",
+				Expression: hasLabelCEL("object", applicationKindLabel) + " || " + hasLabelCEL("oldObject", applicationKindLabel),
+			}},
 			FailurePolicy:      admissionregistrationv1.Fail,
 			SideEffects:        admissionregistrationv1.SideEffectClassNone,
 			TimeoutSeconds:     5,
@@ -327,6 +333,12 @@ func (m *Module) valuesMatchConditions() []admissionregistrationv1.MatchConditio
 			Expression: `!(request.operation == 'DELETE' && request.userInfo.username == '` + namespaceController + `')`,
 		},
 	}
+}
+
+// hasLabelCEL is a CEL test that obj (object or oldObject, null on CREATE
+// and DELETE respectively) carries label.
+func hasLabelCEL(obj, label string) string {
+	return fmt.Sprintf("(%[1]s != null && has(%[1]s.metadata.labels) && %[2]s in %[1]s.metadata.labels)", obj, strconv.Quote(label))
 }
 
 // celStrings is a CEL list literal of ss.
