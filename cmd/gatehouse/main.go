@@ -19,6 +19,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
+	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
@@ -46,6 +47,7 @@ func run() error {
 		selfManaged   bool
 		catalogueOpts catalogue.Options
 		tlsMinVersion string
+		pvsafeBypass  string
 	)
 	flag.StringVar(&opts.Server.Addr, "webhook-bind-address", ":9443", "Address the HTTPS webhook server listens on.")
 	flag.StringVar(&tlsMinVersion, "tls-min-version", "1.2", "Lowest TLS version the webhook server accepts: 1.2 (AEAD suites with ECDHE only) or 1.3.")
@@ -65,6 +67,7 @@ func run() error {
 	flag.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
 	flag.BoolVar(&catalogueOpts.ConfigCheck.AllowLua, "configcheck-allow-lua", false, "Let configcheck renderings load Lua (lua-load, lua-load-per-thread, lua-prepend-path); haproxy -c runs Lua while parsing, so only for platforms whose HAProxy needs it. The check stays confined.")
 	flag.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Start configcheck on a kernel that cannot confine haproxy -c and the render workers (no Landlock ABI 6 or no seccomp); the check policy and resource limits still hold.")
+	flag.StringVar(&pvsafeBypass, "pvsafe-bypass", string(pvsafe.BypassAuthorized), "What pvsafe's bypass label pv-safe.io/force-delete=true needs: authorized (the deleting user must also be allowed verb bypass in API group pvsafe.gatehouse.dev, ClusterRole gatehouse-pvsafe-bypass) or label (the label alone, as upstream pv-safe).")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect one replica to write the webhook configurations (every replica serves).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -110,6 +113,9 @@ func run() error {
 		}
 		c.Enforcement = mode
 		opts.Modules[name] = c
+	}
+	if catalogueOpts.PVSafe.Bypass, err = pvsafe.ParseBypassMode(pvsafeBypass); err != nil {
+		return fmt.Errorf("--pvsafe-bypass: %w", err)
 	}
 	opts.Catalogue = catalogue.Build(catalogueOpts)
 	target, err := webhookTarget(webhookURL, serviceName, int32(servicePort), opts.Namespace, webhookCA)

@@ -14,6 +14,7 @@ import (
 // the module's configuration objects.
 type Options struct {
 	ConfigCheck configcheck.Options
+	PVSafe      pvsafe.Options
 }
 
 // All returns a fresh instance of every built-in module with its defaults.
@@ -22,7 +23,7 @@ func All() []module.Module { return Build(Options{}) }
 // Build returns a fresh instance of every built-in module.
 func Build(opts Options) []module.Module {
 	return []module.Module{
-		pvsafe.New(pvsafe.Options{}),
+		pvsafe.New(opts.PVSafe),
 		nodegroup.New(),
 		placement.New(placement.Options{}),
 		configcheck.New(opts.ConfigCheck),
