@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -206,5 +207,26 @@ func TestPVSafeASnapshotOfAnEarlierClaimOfTheSameNameDoesNotCount(t *testing.T) 
 	readySnapshot(t, ns, "today", "data", class.Name)
 	if err := deleteErr(t, today); err != nil {
 		t.Fatalf("delete with a snapshot of this volume: %v", err)
+	}
+}
+
+// In the authorized mode a SubjectAccessReview that cannot be answered in
+// time refuses the bypass, and says so: the deletion cannot be undone. The
+// review's time bound is set below what kube-apiserver can answer in.
+func TestPVSafeBypassRefusedWhenTheAccessReviewFails(t *testing.T) {
+	startPVSafeWith(t, module.Enforce, pvsafe.Options{AccessReviewTimeout: time.Nanosecond})
+	ns := namespace(t, "pvsafe-bypass-review-fails")
+	claim, _ := volumeFixture(t, ns, "data", corev1.PersistentVolumeReclaimDelete)
+	labelForDeletion(t, controlPlane.Client, claim)
+	self := &authenticationv1.SelfSubjectReview{}
+	if err := controlPlane.Client.Create(context.Background(), self); err != nil {
+		t.Fatal(err)
+	}
+	before := counterValue(t, "gatehouse_pvsafe_bypass_review_failures_total")
+	mustDeny(t, deleteErr(t, claim),
+		`The bypass does not apply: pv-safe.io/force-delete=true is set, but whether user "`+self.Status.UserInfo.Username+`" may bypass pvsafe could not be checked (SubjectAccessReview: `,
+		"); the bypass is refused rather than risk the data. Retry the deletion.")
+	if after := counterValue(t, "gatehouse_pvsafe_bypass_review_failures_total"); after != before+1 {
+		t.Fatalf("review failures counter %v -> %v", before, after)
 	}
 }
