@@ -21,6 +21,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
+	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
@@ -48,6 +49,7 @@ func run() error {
 		selfManaged   bool
 		catalogueOpts catalogue.Options
 		tlsMinVersion string
+		pvsafeBypass  string
 	)
 	flag.StringVar(&opts.Server.Addr, "webhook-bind-address", ":9443", "Address the HTTPS webhook server listens on.")
 	flag.StringVar(&tlsMinVersion, "tls-min-version", "1.2", "Lowest TLS version the webhook server accepts: 1.2 (AEAD suites with ECDHE only) or 1.3.")
@@ -78,6 +80,7 @@ func run() error {
 		catalogueOpts.Placement.PlatformGroups = splitList(s)
 		return nil
 	})
+	flag.StringVar(&pvsafeBypass, "pvsafe-bypass", string(pvsafe.BypassAuthorized), "What pvsafe's bypass label pv-safe.io/force-delete=true needs: authorized (the deleting user must also be allowed verb bypass in API group pvsafe.gatehouse.dev, ClusterRole gatehouse-pvsafe-bypass) or label (the label alone, as upstream pv-safe).")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect one replica to write the webhook configurations (every replica serves).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -123,6 +126,9 @@ func run() error {
 		}
 		c.Enforcement = mode
 		opts.Modules[name] = c
+	}
+	if catalogueOpts.PVSafe.Bypass, err = pvsafe.ParseBypassMode(pvsafeBypass); err != nil {
+		return fmt.Errorf("--pvsafe-bypass: %w", err)
 	}
 	opts.Catalogue = catalogue.Build(catalogueOpts)
 	target, err := webhookTarget(webhookURL, serviceName, int32(servicePort), opts.Namespace, webhookCA)

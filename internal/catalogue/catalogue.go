@@ -15,6 +15,7 @@ import (
 type Options struct {
 	ConfigCheck configcheck.Options
 	Placement   placement.Options
+	PVSafe      pvsafe.Options
 }
 
 // All returns a fresh instance of every built-in module with its defaults.
@@ -23,7 +24,7 @@ func All() []module.Module { return Build(Options{}) }
 // Build returns a fresh instance of every built-in module.
 func Build(opts Options) []module.Module {
 	return []module.Module{
-		pvsafe.New(pvsafe.Options{}),
+		pvsafe.New(opts.PVSafe),
 		nodegroup.New(),
 		placement.New(opts.Placement),
 		configcheck.New(opts.ConfigCheck),

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // BypassLabel on the object being deleted allows the deletion.
@@ -24,6 +25,42 @@ type Snapshot struct {
 	Retained bool
 	// Policy names where Retained came from, for messages.
 	Policy string
+	// Created is the VolumeSnapshot's creationTimestamp.
+	Created metav1.Time
+	// SourceVolumeHandle is the CSI volume handle the bound
+	// VolumeSnapshotContent was taken of, or "" when that is not known: no
+	// content (yet), a pre-provisioned content (snapshotHandle only), or a
+	// content that is not bound back to this snapshot.
+	SourceVolumeHandle string
+}
+
+// holds tells whether s holds the data of volume pv, now bound to a claim
+// created at claimCreated (zero when the claim is not known). Snapshots are
+// found by claim name, and a claim name outlives its claim: a snapshot of an
+// earlier claim of the same name holds another volume's data. When the
+// content says which volume it was taken of, that decides; when it cannot be
+// known, only a snapshot taken after the claim was created can be of it.
+// creationTimestamps have a resolution of one second, so a snapshot of the
+// same second as the claim does not count.
+func holds(s Snapshot, pv *corev1.PersistentVolume, claimCreated metav1.Time) (bool, string) {
+	if handle := volumeHandle(pv); handle != "" && s.SourceVolumeHandle != "" {
+		if s.SourceVolumeHandle == handle {
+			return true, ""
+		}
+		return false, fmt.Sprintf("VolumeSnapshot %s was taken of another volume, not %s", s.Name, pv.Name)
+	}
+	if !claimCreated.IsZero() && s.Created.After(claimCreated.Time) {
+		return true, ""
+	}
+	return false, fmt.Sprintf("VolumeSnapshot %s may hold an earlier claim's data: its content does not say which volume it was taken of, and it is not newer than the claim", s.Name)
+}
+
+// volumeHandle is pv's CSI volume handle, "" for other volumes.
+func volumeHandle(pv *corev1.PersistentVolume) string {
+	if pv == nil || pv.Spec.CSI == nil {
+		return ""
+	}
+	return pv.Spec.CSI.VolumeHandle
 }
 
 // Lookup reads the cluster state a decision needs. One implementation reads
@@ -36,6 +73,8 @@ type Lookup interface {
 	Volumes(ctx context.Context, names []string) (map[string]*corev1.PersistentVolume, error)
 	// Claims returns the PVCs of a namespace.
 	Claims(ctx context.Context, namespace string) ([]*corev1.PersistentVolumeClaim, error)
+	// Claim returns one PVC, or nil when it does not exist.
+	Claim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
 	// Snapshots returns the namespace's VolumeSnapshots by source PVC name.
 	Snapshots(ctx context.Context, namespace string) (map[string][]Snapshot, error)
 	// Namespace returns the namespace, or nil when it does not exist.
@@ -81,10 +120,10 @@ func assessClaim(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume,
 	if policy == corev1.PersistentVolumeReclaimRetain {
 		return "", fmt.Sprintf("volume %s has reclaimPolicy Retain", pv.Name)
 	}
-	if s, ok := qualifying(snapshots); ok {
-		return "", fmt.Sprintf("VolumeSnapshot %s is ready and retained (%s)", s.Name, s.Policy)
+	if s, ok := qualifying(snapshots, pv, pvc.CreationTimestamp); ok {
+		return "", fmt.Sprintf("VolumeSnapshot %s is ready and retained (%s) and holds this volume's data", s.Name, s.Policy)
 	}
-	return fmt.Sprintf("volume %s has reclaimPolicy %s and %s", pv.Name, policyName(policy), describeSnapshots(snapshots)), ""
+	return fmt.Sprintf("volume %s has reclaimPolicy %s and %s", pv.Name, policyName(policy), describeSnapshots(snapshots, pv, pvc.CreationTimestamp)), ""
 }
 
 func policyName(p corev1.PersistentVolumeReclaimPolicy) string {
@@ -94,30 +133,34 @@ func policyName(p corev1.PersistentVolumeReclaimPolicy) string {
 	return string(p)
 }
 
-func qualifying(snapshots []Snapshot) (Snapshot, bool) {
+func qualifying(snapshots []Snapshot, pv *corev1.PersistentVolume, claimCreated metav1.Time) (Snapshot, bool) {
 	for _, s := range snapshots {
 		if s.Ready && s.Retained {
-			return s, true
+			if ok, _ := holds(s, pv, claimCreated); ok {
+				return s, true
+			}
 		}
 	}
 	return Snapshot{}, false
 }
 
 // describeSnapshots explains why none of the snapshots qualifies.
-func describeSnapshots(snapshots []Snapshot) string {
+func describeSnapshots(snapshots []Snapshot, pv *corev1.PersistentVolume, claimCreated metav1.Time) string {
 	if len(snapshots) == 0 {
 		return "no VolumeSnapshot"
 	}
 	var parts []string
 	for _, s := range snapshots {
-		switch {
+		switch ok, other := holds(s, pv, claimCreated); {
 		case !s.Ready:
 			parts = append(parts, fmt.Sprintf("VolumeSnapshot %s is not ready", s.Name))
-		default:
+		case !s.Retained:
 			parts = append(parts, fmt.Sprintf("VolumeSnapshot %s is not retained (%s)", s.Name, s.Policy))
+		case !ok:
+			parts = append(parts, other)
 		}
 	}
-	return "no ready, retained VolumeSnapshot (" + strings.Join(parts, "; ") + ")"
+	return "no ready, retained VolumeSnapshot of this volume (" + strings.Join(parts, "; ") + ")"
 }
 
 // DecideClaim decides the deletion of a PVC.
@@ -170,10 +213,22 @@ func DecideVolume(ctx context.Context, pv *corev1.PersistentVolume, l Lookup) (V
 		if err != nil {
 			return Verdict{}, err
 		}
-		if s, ok := qualifying(byClaim[claim.Name]); ok {
-			return allow("VolumeSnapshot %s/%s of claim %s is ready and retained (%s)", claim.Namespace, s.Name, claim.Name, s.Policy), nil
+		// The claim's age decides for snapshots whose content does not name
+		// the volume; only the claim claimRef points to (same UID) counts.
+		var claimCreated metav1.Time
+		if byClaim[claim.Name] != nil {
+			pvc, err := l.Claim(ctx, claim.Namespace, claim.Name)
+			if err != nil {
+				return Verdict{}, err
+			}
+			if pvc != nil && (claim.UID == "" || claim.UID == pvc.UID) {
+				claimCreated = pvc.CreationTimestamp
+			}
 		}
-		reason := fmt.Sprintf("reclaimPolicy %s deletes the volume, bound to %s/%s, and there is %s", policyName(policy), claim.Namespace, claim.Name, describeSnapshots(byClaim[claim.Name]))
+		if s, ok := qualifying(byClaim[claim.Name], pv, claimCreated); ok {
+			return allow("VolumeSnapshot %s/%s of claim %s is ready and retained (%s) and holds this volume's data", claim.Namespace, s.Name, claim.Name, s.Policy), nil
+		}
+		reason := fmt.Sprintf("reclaimPolicy %s deletes the volume, bound to %s/%s, and there is %s", policyName(policy), claim.Namespace, claim.Name, describeSnapshots(byClaim[claim.Name], pv, claimCreated))
 		return Verdict{Reason: fmt.Sprintf("PersistentVolume '%s'", pv.Name),
 			Risks: []Risk{{Namespace: claim.Namespace, Claim: claim.Name, Volume: pv.Name, Reason: reason}}}, nil
 	}

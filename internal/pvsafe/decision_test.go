@@ -35,6 +35,14 @@ func (m memLookup) Volumes(_ context.Context, names []string) (map[string]*corev
 func (m memLookup) Claims(_ context.Context, ns string) ([]*corev1.PersistentVolumeClaim, error) {
 	return m.claims[ns], nil
 }
+func (m memLookup) Claim(_ context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	for _, c := range m.claims[ns] {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return nil, nil
+}
 func (m memLookup) Snapshots(_ context.Context, ns string) (map[string][]Snapshot, error) {
 	return m.snapshots[ns], nil
 }
@@ -54,8 +62,12 @@ func pv(name string, policy corev1.PersistentVolumeReclaimPolicy, phase corev1.P
 	return v
 }
 
+// claimCreated is when the test claims were created; the test snapshots
+// are an hour younger, so that they may hold the claims' data.
+var claimCreated = metav1.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
 func pvc(ns, name, volume string, phase corev1.PersistentVolumeClaimPhase) *corev1.PersistentVolumeClaim {
-	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: claimCreated},
 		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: volume}, Status: corev1.PersistentVolumeClaimStatus{Phase: phase}}
 }
 
@@ -66,9 +78,10 @@ const (
 )
 
 var (
-	readyRetained  = Snapshot{Name: "snap", Ready: true, Retained: true, Policy: "VolumeSnapshotClass c has deletionPolicy Retain"}
-	readyDeleted   = Snapshot{Name: "snap-del", Ready: true, Retained: false, Policy: "VolumeSnapshotClass d has deletionPolicy Delete"}
-	pendingRetains = Snapshot{Name: "snap-wip", Ready: false, Retained: true}
+	snapshotCreated = metav1.NewTime(claimCreated.Add(time.Hour))
+	readyRetained   = Snapshot{Name: "snap", Ready: true, Retained: true, Policy: "VolumeSnapshotClass c has deletionPolicy Retain", Created: snapshotCreated}
+	readyDeleted    = Snapshot{Name: "snap-del", Ready: true, Retained: false, Policy: "VolumeSnapshotClass d has deletionPolicy Delete", Created: snapshotCreated}
+	pendingRetains  = Snapshot{Name: "snap-wip", Ready: false, Retained: true, Created: snapshotCreated}
 )
 
 func TestDecideClaim(t *testing.T) {
@@ -154,7 +167,8 @@ func TestDecideVolume(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := memLookup{snapshots: map[string]map[string][]Snapshot{"app": {"data": tc.snapshots}}}
+			l := memLookup{snapshots: map[string]map[string][]Snapshot{"app": {"data": tc.snapshots}},
+				claims: map[string][]*corev1.PersistentVolumeClaim{"app": {pvc("app", "data", "pv1", bound)}}}
 			v, err := DecideVolume(context.Background(), tc.volume, l)
 			if err != nil {
 				t.Fatal(err)
@@ -187,7 +201,7 @@ func TestDecideNamespaceNamesEveryRiskyClaim(t *testing.T) {
 	if v.Allowed || len(v.Risks) != 2 || v.Risks[0].Claim != "a" || v.Risks[1].Claim != "c" {
 		t.Fatalf("verdict %+v, want a and c risky", v)
 	}
-	msg := denialMessage(v, target{resource: "namespace", name: "app"}, "retain-class")
+	msg := denialMessage(v, target{resource: "namespace", plural: "namespaces", name: "app"}, "retain-class", BypassLabelOnly, "")
 	for _, want := range []string{
 		"DELETION BLOCKED: Namespace 'app' would lose data permanently.",
 		"2 PersistentVolumeClaim(s) would lose data:",
@@ -245,7 +259,7 @@ func TestDecideStatefulSet(t *testing.T) {
 
 func TestDenialMessageForAClaim(t *testing.T) {
 	v := Verdict{Reason: "PersistentVolumeClaim 'app/data'", Risks: []Risk{{Namespace: "app", Claim: "data", Volume: "pv1", Reason: "volume pv1 has reclaimPolicy Delete and no VolumeSnapshot"}}}
-	msg := denialMessage(v, target{resource: "pvc", namespace: "app", name: "data"}, "")
+	msg := denialMessage(v, target{resource: "pvc", plural: "persistentvolumeclaims", namespace: "app", name: "data"}, "", BypassLabelOnly, "")
 	for _, want := range []string{
 		"DELETION BLOCKED: PersistentVolumeClaim 'app/data' would lose data permanently.\n\nReason: volume pv1 has reclaimPolicy Delete and no VolumeSnapshot.\n",
 		`"volumeSnapshotClassName":"<a VolumeSnapshotClass with deletionPolicy: Retain>"`,
@@ -267,7 +281,7 @@ func TestDenialMessageIsBounded(t *testing.T) {
 		claim := fmt.Sprintf("claim-%04d", i)
 		v.Risks = append(v.Risks, Risk{Namespace: "big", Claim: claim, Volume: "pv-" + claim, Reason: "volume pv-" + claim + " has reclaimPolicy Delete and no VolumeSnapshot"})
 	}
-	msg := denialMessage(v, target{resource: "namespace", name: "big"}, "")
+	msg := denialMessage(v, target{resource: "namespace", plural: "namespaces", name: "big"}, "", BypassLabelOnly, "")
 	if len(msg) > 4096 {
 		t.Fatalf("message of %d bytes:\n%s", len(msg), msg)
 	}
@@ -321,7 +335,72 @@ func BenchmarkDecideNamespace1000(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			v, _ := DecideNamespace(ctx, ns, l)
-			_ = denialMessage(v, target{resource: "namespace", name: "big"}, "")
+			_ = denialMessage(v, target{resource: "namespace", plural: "namespaces", name: "big"}, "", BypassLabelOnly, "")
 		}
 	})
+}
+
+// TestASnapshotCountsOnlyWhenItHoldsThisVolumesData: snapshots are found by
+// claim name, and a claim name outlives its claim.
+func TestASnapshotCountsOnlyWhenItHoldsThisVolumesData(t *testing.T) {
+	csi := func(handle string) *corev1.PersistentVolume {
+		v := pv("pv1", del, corev1.VolumeBound, "app/data")
+		v.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: handle}
+		return v
+	}
+	older := metav1.NewTime(claimCreated.Add(-time.Hour))
+	snap := func(created metav1.Time, handle string) Snapshot {
+		return Snapshot{Name: "snap", Ready: true, Retained: true, Policy: "p", Created: created, SourceVolumeHandle: handle}
+	}
+	cases := []struct {
+		name    string
+		volume  *corev1.PersistentVolume
+		snap    Snapshot
+		allowed bool
+		want    string
+	}{
+		{"content of this volume, older than the claim", csi("h-now"), snap(older, "h-now"), true, "holds this volume's data"},
+		{"content of an earlier volume, newer than the claim", csi("h-now"), snap(snapshotCreated, "h-before"), false, "VolumeSnapshot snap was taken of another volume, not pv1"},
+		{"content unknown, newer than the claim", csi("h-now"), snap(snapshotCreated, ""), true, "holds this volume's data"},
+		{"content unknown, older than the claim", csi("h-now"), snap(older, ""), false, "VolumeSnapshot snap may hold an earlier claim's data"},
+		{"content unknown, same second as the claim", csi("h-now"), snap(claimCreated, ""), false, "may hold an earlier claim's data"},
+		{"not a CSI volume, older than the claim", pv("pv1", del, corev1.VolumeBound, "app/data"), snap(older, "h-before"), false, "may hold an earlier claim's data"},
+		{"not a CSI volume, newer than the claim", pv("pv1", del, corev1.VolumeBound, "app/data"), snap(snapshotCreated, "h-before"), true, "holds this volume's data"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := pvc("app", "data", "pv1", bound)
+			l := memLookup{volumes: map[string]*corev1.PersistentVolume{"pv1": tc.volume},
+				claims:    map[string][]*corev1.PersistentVolumeClaim{"app": {claim}},
+				snapshots: map[string]map[string][]Snapshot{"app": {"data": {tc.snap}}}}
+			for _, decide := range []func() (Verdict, error){
+				func() (Verdict, error) { return DecideClaim(context.Background(), claim, l) },
+				func() (Verdict, error) { return DecideVolume(context.Background(), tc.volume, l) },
+			} {
+				v, err := decide()
+				if err != nil {
+					t.Fatal(err)
+				}
+				text := v.Reason
+				if !v.Allowed {
+					text = v.Risks[0].Reason
+				}
+				if v.Allowed != tc.allowed || !strings.Contains(text, tc.want) {
+					t.Fatalf("allowed=%v %q, want %v and %q", v.Allowed, text, tc.allowed, tc.want)
+				}
+			}
+		})
+	}
+
+	// A PV whose claimRef names a claim that is not the one bound (another
+	// UID): the claim's age says nothing about the volume.
+	v := csi("")
+	v.Spec.ClaimRef.UID = "old-uid"
+	claim := pvc("app", "data", "pv1", bound)
+	claim.UID = "new-uid"
+	l := memLookup{claims: map[string][]*corev1.PersistentVolumeClaim{"app": {claim}},
+		snapshots: map[string]map[string][]Snapshot{"app": {"data": {snap(snapshotCreated, "")}}}}
+	if verdict, _ := DecideVolume(context.Background(), v, l); verdict.Allowed {
+		t.Fatalf("a snapshot counted against the age of another claim: %+v", verdict)
+	}
 }

@@ -10,6 +10,11 @@
 // not known, the VolumeSnapshotClass's is. Only a retained snapshot outlives a
 // namespace deletion, which deletes the VolumeSnapshot objects with it.
 //
+// Snapshots name their claim by name only, and a name outlives its claim, so
+// a snapshot counts only when it holds this volume's data: its bound content
+// (bound back to it) was taken of the PV's CSI volume handle or, when that
+// cannot be known, the snapshot is newer than the claim.
+//
 // PersistentVolumes: Retain is safe; Pending volumes hold nothing yet.
 // Released volumes are allowed: their claim is gone and, with reclaimPolicy
 // Delete, the PV controller is already deleting the volume; refusing the
@@ -34,10 +39,16 @@
 // # Bypass
 //
 // The label pv-safe.io/force-delete=true on the object being deleted allows
-// the deletion; it is logged as an audit line with the user and counted.
-// While a Namespace carrying the label terminates, the deletions of its
-// claims (issued by the namespace controller) are allowed too, so that the
-// namespace does not stay Terminating.
+// a deletion that would otherwise be denied. In the authorized mode (the
+// default) the deleting user must also be allowed the verb bypass on the
+// object's resource in API group pvsafe.gatehouse.dev, asked with a
+// SubjectAccessReview: who may label a claim (a namespace's edit role) is
+// not who should destroy its data. The label mode is upstream pv-safe's: the
+// label alone. Every admitted bypass is logged with the user, counted, and
+// recorded as an Event on the object naming the user. While a Namespace
+// carrying the label terminates, the deletions of its claims (issued by the
+// namespace controller) are allowed too, so that the namespace does not stay
+// Terminating.
 //
 // # failurePolicy Fail
 //

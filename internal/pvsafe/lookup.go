@@ -97,6 +97,17 @@ func (l readerLookup) Claims(ctx context.Context, namespace string) ([]*corev1.P
 	return out, nil
 }
 
+func (l readerLookup) Claim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := l.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pvc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read PersistentVolumeClaim %s/%s: %w", namespace, name, err)
+	}
+	return pvc, nil
+}
+
 func (l readerLookup) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns := &corev1.Namespace{}
 	if err := l.reader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
@@ -133,7 +144,7 @@ func (l readerLookup) Snapshots(ctx context.Context, namespace string) (map[stri
 		if vs.Spec.Source.PersistentVolumeClaimName == nil {
 			continue
 		}
-		s := Snapshot{Name: vs.Name}
+		s := Snapshot{Name: vs.Name, Created: vs.CreationTimestamp}
 		if vs.Status != nil && vs.Status.ReadyToUse != nil {
 			s.Ready = *vs.Status.ReadyToUse
 		}
@@ -147,18 +158,22 @@ func (l readerLookup) Snapshots(ctx context.Context, namespace string) (map[stri
 }
 
 // resolveRetention prefers the bound content's deletionPolicy, which is what
-// the snapshot controller acts on, and falls back to the class's.
+// the snapshot controller acts on, and falls back to the class's. It also
+// takes from the content the volume the snapshot was taken of.
 func (l readerLookup) resolveRetention(ctx context.Context, vs *snapshotv1.VolumeSnapshot, s *Snapshot, classes map[string]*snapshotv1.VolumeSnapshotClass) error {
 	if vs.Status != nil && vs.Status.BoundVolumeSnapshotContentName != nil {
 		name := *vs.Status.BoundVolumeSnapshotContentName
 		content := &snapshotv1.VolumeSnapshotContent{}
 		err := l.reader.Get(ctx, client.ObjectKey{Name: name}, content)
 		switch {
-		case err == nil:
+		case err == nil && boundTo(content, vs):
+			if content.Spec.Source.VolumeHandle != nil {
+				s.SourceVolumeHandle = *content.Spec.Source.VolumeHandle
+			}
 			s.Retained = content.Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentRetain
 			s.Policy = fmt.Sprintf("VolumeSnapshotContent %s has deletionPolicy %s", name, content.Spec.DeletionPolicy)
 			return nil
-		case !absentAPI(err):
+		case err != nil && !absentAPI(err):
 			return fmt.Errorf("read VolumeSnapshotContent %s: %w", name, err)
 		}
 	}
@@ -185,6 +200,15 @@ func (l readerLookup) resolveRetention(ctx context.Context, vs *snapshotv1.Volum
 	s.Retained = class.DeletionPolicy == snapshotv1.VolumeSnapshotContentRetain
 	s.Policy = fmt.Sprintf("VolumeSnapshotClass %s has deletionPolicy %s", name, class.DeletionPolicy)
 	return nil
+}
+
+// boundTo tells whether content is bound back to vs. A snapshot's status
+// may name any content (whoever may write the snapshot's status chooses it);
+// the content's volumeSnapshotRef is written by the snapshot controller or an
+// administrator. A content that is not bound back is treated as unknown.
+func boundTo(content *snapshotv1.VolumeSnapshotContent, vs *snapshotv1.VolumeSnapshot) bool {
+	ref := content.Spec.VolumeSnapshotRef
+	return ref.Namespace == vs.Namespace && ref.Name == vs.Name && (ref.UID == "" || ref.UID == vs.UID)
 }
 
 func (l readerLookup) RetainedSnapshotClass(ctx context.Context) string {

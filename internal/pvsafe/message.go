@@ -8,6 +8,7 @@ import (
 // target is the object a DELETE is about, as kubectl names it.
 type target struct {
 	resource  string // kubectl resource name: namespace, pvc, pv, statefulset
+	plural    string // the API's resource name: persistentvolumeclaims, ...
 	namespace string // "" for cluster-scoped objects
 	name      string
 }
@@ -33,7 +34,11 @@ const (
 // denialMessage explains a denial and gives the concrete ways out, each with
 // the exact command. It starts with "DELETION BLOCKED:" so that it is easy to
 // spot in kubectl's output and in logs.
-func denialMessage(v Verdict, t target, retainedClass string) string {
+//
+// In the authorized bypass mode the last way out says which permission the
+// label needs; refusal, when not empty, says why a label that is set did not
+// take effect.
+func denialMessage(v Verdict, t target, retainedClass string, mode BypassMode, refusal string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "DELETION BLOCKED: %s would lose data permanently.\n", v.Reason)
 	if len(v.Risks) == 1 && t.resource != "namespace" && t.resource != "statefulset" {
@@ -47,6 +52,10 @@ func denialMessage(v Verdict, t target, retainedClass string) string {
 			fmt.Fprintf(&b, "  ... and %d more; list the claims and their volumes with:\n       kubectl -n %s get pvc -o custom-columns=CLAIM:.metadata.name,VOLUME:.spec.volumeName,CLASS:.spec.storageClassName\n",
 				more, v.Risks[0].Namespace)
 		}
+	}
+
+	if refusal != "" {
+		fmt.Fprintf(&b, "\nThe bypass does not apply: %s\n", refusal)
 	}
 
 	class := retainedClass
@@ -90,7 +99,12 @@ func denialMessage(v Verdict, t target, retainedClass string) string {
 		}
 		n++
 	}
-	fmt.Fprintf(&b, "  %d. Accept the data loss: label the %s, then delete it again:\n", n, t.resource)
+	if mode == BypassAuthorized {
+		fmt.Fprintf(&b, "  %d. Accept the data loss, with the permission to bypass (verb %s on %s.%s, ClusterRole %s): label the %s, then delete it again:\n",
+			n, BypassVerb, t.plural, BypassGroup, BypassClusterRole, t.resource)
+	} else {
+		fmt.Fprintf(&b, "  %d. Accept the data loss: label the %s, then delete it again:\n", n, t.resource)
+	}
 	fmt.Fprintf(&b, "       %s %s=true\n", t.kubectl("label"), BypassLabel)
 	fmt.Fprintf(&b, "       %s\n", t.kubectl("delete"))
 	if t.resource == "namespace" {

@@ -14,6 +14,10 @@ var (
 		Name: "gatehouse_pvsafe_bypasses_total",
 		Help: "Deletions allowed by the pv-safe.io/force-delete label, by kind and by where the label was (object, namespace).",
 	}, []string{"kind", "via"})
+	bypassReviewFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gatehouse_pvsafe_bypass_review_failures_total",
+		Help: "SubjectAccessReviews of a bypass that failed (the bypass was refused).",
+	})
 	overturned = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gatehouse_pvsafe_stale_denials_overturned_total",
 		Help: "Denials from the cache that the live confirmation turned into allows.",
@@ -21,5 +25,5 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(decisions, bypasses, overturned)
+	ctrlmetrics.Registry.MustRegister(decisions, bypasses, bypassReviewFailures, overturned)
 }

@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +24,8 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumes;namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots;volumesnapshotclasses;volumesnapshotcontents,verbs=get;list;watch
+// In the authorized bypass mode, whether the deleting user may bypass.
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Webhook identity.
 const (
@@ -35,11 +38,24 @@ type Options struct {
 	// ConfirmTimeout bounds the live confirmation of a denial; it stays
 	// under the webhook's 10 s timeout. Default 6 s.
 	ConfirmTimeout time.Duration
+	// Bypass is what the bypass label needs to take effect. Default
+	// BypassAuthorized.
+	Bypass BypassMode
+	// AccessReviewTimeout bounds the SubjectAccessReview of a bypass in
+	// BypassAuthorized mode. With ConfirmTimeout it stays under the
+	// webhook's 10 s timeout. Default 3 s.
+	AccessReviewTimeout time.Duration
 }
 
 func (o *Options) setDefaults() {
 	if o.ConfirmTimeout == 0 {
 		o.ConfirmTimeout = 6 * time.Second
+	}
+	if o.Bypass == "" {
+		o.Bypass = BypassAuthorized
+	}
+	if o.AccessReviewTimeout == 0 {
+		o.AccessReviewTimeout = 3 * time.Second
 	}
 }
 
@@ -48,6 +64,11 @@ type Module struct {
 	opts   Options
 	cached Lookup
 	live   Lookup
+	// review asks the API server's authorizers about a bypass.
+	review accessReviewer
+	// events records admitted bypasses on the deleted object; nil in unit
+	// tests that do not look at Events.
+	events record.EventRecorder
 }
 
 // New returns the pvsafe module.
@@ -94,11 +115,15 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	}
 	m.cached = readerLookup{reader: volumes, snapshotsReadable: snapshotsReadable}
 	m.live = LiveLookup(host.APIReader())
+	m.review = subjectAccessReview(host.Client())
+	m.events = host.EventRecorder()
 	return nil
 }
 
 // Webhooks declares the DELETE webhook. failurePolicy Fail: an outage must
 // not let data be destroyed unchecked (docs/pvsafe.md gives the break-glass).
+// sideEffects NoneOnDryRun: an admitted bypass records an Event, except for
+// a dry run.
 func (m *Module) Webhooks() []module.Webhook {
 	return []module.Webhook{{
 		Name: WebhookName,
@@ -122,7 +147,7 @@ func (m *Module) Webhooks() []module.Webhook {
 			},
 		},
 		FailurePolicy:  admissionregistrationv1.Fail,
-		SideEffects:    admissionregistrationv1.SideEffectClassNone,
+		SideEffects:    admissionregistrationv1.SideEffectClassNoneOnDryRun,
 		TimeoutSeconds: 10,
 		Admit:          m.Admit,
 	}}
@@ -146,14 +171,9 @@ func (m *Module) Admit(ctx context.Context, req admission.Request) admission.Res
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
 
-	if obj.GetLabels()[BypassLabel] == "true" {
-		logf.FromContext(ctx).Info("BYPASS: deletion allowed by label", "label", BypassLabel+"=true", "kind", kind,
-			"namespace", obj.GetNamespace(), "name", obj.GetName(), "user", req.UserInfo.Username, "groups", req.UserInfo.Groups, "dryRun", dryRun)
-		bypasses.WithLabelValues(kind, "object").Inc()
-		decisions.WithLabelValues(kind, "bypassed").Inc()
-		return admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel))
-	}
-
+	// The decision comes first, labelled or not: a bypass is one only when
+	// the deletion would otherwise be denied, and only then does the
+	// authorized mode ask the API server about the user.
 	verdict, err := decide(ctx, obj, m.cached)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -180,14 +200,32 @@ func (m *Module) Admit(ctx context.Context, req admission.Request) admission.Res
 			"namespace", obj.GetNamespace(), "name", obj.GetName(), "user", req.UserInfo.Username, "groups", req.UserInfo.Groups, "dryRun", dryRun)
 		bypasses.WithLabelValues(kind, "namespace").Inc()
 		decisions.WithLabelValues(kind, "bypassed").Inc()
+		if !dryRun {
+			m.recordCascade(obj, kind, req.UserInfo)
+		}
 		return admission.Allowed(verdict.Reason)
 	}
 	if verdict.Allowed {
 		decisions.WithLabelValues(kind, "allowed").Inc()
 		return admission.Allowed(verdict.Reason)
 	}
+	var refusal string
+	if obj.GetLabels()[BypassLabel] == "true" {
+		granted, why := m.authorizeBypass(ctx, req.UserInfo, t)
+		if granted {
+			logf.FromContext(ctx).Info("BYPASS: deletion allowed by label", "label", BypassLabel+"=true", "mode", m.opts.Bypass, "kind", kind,
+				"namespace", obj.GetNamespace(), "name", obj.GetName(), "user", req.UserInfo.Username, "groups", req.UserInfo.Groups, "dryRun", dryRun)
+			bypasses.WithLabelValues(kind, "object").Inc()
+			decisions.WithLabelValues(kind, "bypassed").Inc()
+			if !dryRun {
+				m.recordBypass(obj, kind, t, req, verdict)
+			}
+			return admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel))
+		}
+		refusal = why
+	}
 	decisions.WithLabelValues(kind, "denied").Inc()
-	return admission.Denied(denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx)))
+	return admission.Denied(denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, refusal))
 }
 
 // targetFor names the request's object as kubectl does, and returns its kind,
@@ -196,13 +234,13 @@ func targetFor(req admission.Request) (target, string) {
 	t := target{namespace: req.Namespace, name: req.Name}
 	switch {
 	case req.Kind.Group == "" && req.Kind.Kind == "PersistentVolumeClaim":
-		t.resource = "pvc"
+		t.resource, t.plural = "pvc", "persistentvolumeclaims"
 	case req.Kind.Group == "" && req.Kind.Kind == "PersistentVolume":
-		t.resource, t.namespace = "pv", ""
+		t.resource, t.plural, t.namespace = "pv", "persistentvolumes", ""
 	case req.Kind.Group == "" && req.Kind.Kind == "Namespace":
-		t.resource, t.namespace = "namespace", ""
+		t.resource, t.plural, t.namespace = "namespace", "namespaces", ""
 	case req.Kind.Group == "apps" && req.Kind.Kind == "StatefulSet":
-		t.resource = "statefulset"
+		t.resource, t.plural = "statefulset", "statefulsets"
 	default:
 		return t, ""
 	}

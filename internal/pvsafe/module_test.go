@@ -3,15 +3,20 @@ package pvsafe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
@@ -68,5 +73,71 @@ func TestOnlyDeletionsOfProtectedKindsAreJudged(t *testing.T) {
 	req.Kind.Kind = "PersistentVolumeClaim"
 	if resp := m.Admit(context.Background(), req); resp.Allowed || resp.Result.Code != 400 {
 		t.Fatalf("DELETE without oldObject: %+v", resp)
+	}
+}
+
+// TestTheAuthorizedBypassAsksTheAPIServerOnlyWhenItMatters: the review is
+// made only for a labelled deletion that would be denied, refused when the
+// user lacks the permission or the review fails, and an admitted bypass
+// records an Event naming the user (none for a dry run).
+func TestTheAuthorizedBypassAsksTheAPIServerOnlyWhenItMatters(t *testing.T) {
+	risky := memLookup{volumes: map[string]*corev1.PersistentVolume{"pv1": pv("pv1", del, corev1.VolumeBound, "app/data")}}
+	var asked []*authorizationv1.SubjectAccessReview
+	answer, failure := false, error(nil)
+	recorder := record.NewFakeRecorder(10)
+	m := &Module{cached: risky, live: risky, events: recorder,
+		review: func(_ context.Context, sar *authorizationv1.SubjectAccessReview) (bool, error) {
+			asked = append(asked, sar)
+			return answer, failure
+		}}
+	m.opts.setDefaults()
+	claim := pvc("app", "data", "pv1", bound)
+	claim.Labels = map[string]string{BypassLabel: "true"}
+	req := deleteRequest(t, claim)
+	req.UserInfo = authenticationv1.UserInfo{Username: "alice", Groups: []string{"team-a", "system:authenticated"}}
+
+	resp := m.Admit(context.Background(), req)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, `pv-safe.io/force-delete=true is set, but user "alice" may not bypass pvsafe: that needs verb "bypass" on persistentvolumeclaims.pvsafe.gatehouse.dev in namespace app`) ||
+		!strings.Contains(resp.Result.Message, "kubectl -n app create rolebinding pvsafe-bypass --clusterrole=gatehouse-pvsafe-bypass --user=alice") {
+		t.Fatalf("bypass without the permission: %+v", resp.Result)
+	}
+	if len(asked) != 1 {
+		t.Fatalf("%d reviews", len(asked))
+	}
+	if a := asked[0].Spec; a.User != "alice" || len(a.Groups) != 2 || *a.ResourceAttributes != (authorizationv1.ResourceAttributes{
+		Verb: "bypass", Group: "pvsafe.gatehouse.dev", Resource: "persistentvolumeclaims", Namespace: "app", Name: "data"}) {
+		t.Fatalf("review %+v", a)
+	}
+
+	failure = errors.New("connection refused")
+	if resp := m.Admit(context.Background(), req); resp.Allowed || !strings.Contains(resp.Result.Message, `whether user "alice" may bypass pvsafe could not be checked (SubjectAccessReview: connection refused)`) {
+		t.Fatalf("bypass with a failing review: %+v", resp.Result)
+	}
+	if len(recorder.Events) != 0 {
+		t.Fatalf("an Event for a refused bypass: %v", <-recorder.Events)
+	}
+
+	failure, answer = nil, true
+	req.DryRun = ptr.To(true)
+	if resp := m.Admit(context.Background(), req); !resp.Allowed {
+		t.Fatalf("authorized dry-run bypass: %+v", resp.Result)
+	}
+	if len(recorder.Events) != 0 {
+		t.Fatalf("an Event for a dry run: %v", <-recorder.Events)
+	}
+	req.DryRun = nil
+	if resp := m.Admit(context.Background(), req); !resp.Allowed {
+		t.Fatalf("authorized bypass: %+v", resp.Result)
+	}
+	if e := <-recorder.Events; !strings.HasPrefix(e, "Warning DeletionBypassed pvsafe allowed user \"alice\"") ||
+		!strings.Contains(e, "the user may bypass persistentvolumeclaims.pvsafe.gatehouse.dev") {
+		t.Fatalf("event %q", e)
+	}
+
+	// A labelled claim that is safe to delete asks nothing.
+	asked = nil
+	m.cached, m.live = memLookup{}, memLookup{}
+	if resp := m.Admit(context.Background(), req); !resp.Allowed || len(asked) != 0 || len(recorder.Events) != 0 {
+		t.Fatalf("safe labelled claim: %+v, %d reviews, %d events", resp.Result, len(asked), len(recorder.Events))
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
@@ -277,6 +278,7 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{[]string{"webhooks.mode=static"}, "selfManaged needs webhooks.mode=managed"},
 		{[]string{"webhooks.mode=bogus"}, "want managed or static"},
 		{[]string{"modules.pvsafe.enforcement=audit"}, "want enforce or warn"},
+		{[]string{"modules.pvsafe.bypass=anyone"}, `modules.pvsafe.bypass "anyone": want authorized or label`},
 		{[]string{"modules.pvsafe.enabled=false", "modules.nodegroup.enabled=false"}, "enable at least one module"},
 	} {
 		args := []string{"template", helmRelease, "charts/gatehouse"}
@@ -552,7 +554,9 @@ func TestHelmRBAC(t *testing.T) {
 		}
 	}
 	for _, r := range findObjects[rbacv1.ClusterRole](t, objs, "ClusterRole") {
-		got["ClusterRole/"] = fmtRules(r.Rules)
+		if r.Name == generated {
+			got["ClusterRole/"] = fmtRules(r.Rules)
+		}
 	}
 	if len(got) != len(want) {
 		t.Errorf("chart renders roles %v, config/rbac/role.yaml has %v", keys(got), keys(want))
@@ -585,6 +589,57 @@ func TestHelmRBAC(t *testing.T) {
 	dryRunApply(t, rbacObjs)
 }
 
+// gatehouseClusterRole is the ClusterRole bound to Gatehouse's ServiceAccount
+// (the chart renders others, for users to bind).
+func gatehouseClusterRole(t *testing.T, objs []*unstructured.Unstructured) *rbacv1.ClusterRole {
+	t.Helper()
+	for _, r := range findObjects[rbacv1.ClusterRole](t, objs, "ClusterRole") {
+		if r.Name == helmRelease+"-gatehouse" {
+			return r
+		}
+	}
+	t.Fatal("no ClusterRole " + helmRelease + "-gatehouse")
+	return nil
+}
+
+// TestHelmPVSafeBypassRole: in the default authorized bypass mode the chart
+// passes --pvsafe-bypass and renders config/'s ClusterRole granting the
+// bypass, aggregated into no other role; in the label mode, no such role.
+func TestHelmPVSafeBypassRole(t *testing.T) {
+	objs := renderChart(t, "gatehouse-system")
+	wantArgs(t, findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args, "--pvsafe-bypass=authorized")
+	root, _ := testenv.RepoRoot()
+	data, err := os.ReadFile(filepath.Join(root, "config/rbac/pvsafe_bypass_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want rbacv1.ClusterRole
+	if err := utilyaml.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	var found *rbacv1.ClusterRole
+	for _, r := range findObjects[rbacv1.ClusterRole](t, objs, "ClusterRole") {
+		if r.Name == pvsafe.BypassClusterRole {
+			found = r
+		}
+	}
+	if found == nil || fmtRules(found.Rules) != fmtRules(want.Rules) {
+		t.Fatalf("ClusterRole %s: %+v, want the rules of config/rbac/pvsafe_bypass_role.yaml %+v", pvsafe.BypassClusterRole, found, want.Rules)
+	}
+	for k := range found.Labels {
+		if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
+			t.Fatalf("the bypass role is aggregated: %v", found.Labels)
+		}
+	}
+	objs = renderChart(t, "gatehouse-system", "modules.pvsafe.bypass=label")
+	wantArgs(t, findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args, "--pvsafe-bypass=label")
+	for _, r := range findObjects[rbacv1.ClusterRole](t, objs, "ClusterRole") {
+		if r.Name == pvsafe.BypassClusterRole {
+			t.Fatal("the label mode renders the bypass role")
+		}
+	}
+}
+
 func fmtRules(rules []rbacv1.PolicyRule) string {
 	b, _ := yaml.Marshal(rules)
 	return string(b)
@@ -610,7 +665,7 @@ func TestHelmPlacementModule(t *testing.T) {
 		"modules.placement.ownerResources[0].apiGroup=kubevirt.io", "modules.placement.ownerResources[0].resources={virtualmachineinstances}")
 	args = findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args
 	wantArgs(t, args, "--modules=nodegroup,placement,pvsafe", "--enforcement=nodegroup=enforce,placement=warn,pvsafe=enforce")
-	role := findObject[rbacv1.ClusterRole](t, objs, "ClusterRole")
+	role := gatehouseClusterRole(t, objs)
 	found := false
 	for _, r := range role.Rules {
 		if slices.Equal(r.APIGroups, []string{"kubevirt.io"}) && slices.Equal(r.Resources, []string{"virtualmachineinstances"}) && slices.Equal(r.Verbs, []string{"list", "watch"}) {
@@ -639,7 +694,7 @@ func TestHelmConfigcheckModule(t *testing.T) {
 		len(deployment.Spec.Template.Spec.Volumes) != 1 || deployment.Spec.Template.Spec.Volumes[0].EmptyDir == nil {
 		t.Fatalf("want an emptyDir at /tmp: mounts %+v, volumes %+v", container.VolumeMounts, deployment.Spec.Template.Spec.Volumes)
 	}
-	role := findObject[rbacv1.ClusterRole](t, objs, "ClusterRole")
+	role := gatehouseClusterRole(t, objs)
 	found := false
 	for _, r := range role.Rules {
 		if slices.Equal(r.APIGroups, []string{""}) && slices.Equal(r.Resources, []string{"configmaps"}) && slices.Equal(r.Verbs, []string{"get", "list", "watch"}) {

@@ -33,11 +33,15 @@ import (
 
 func startPVSafe(t *testing.T, mode module.Enforcement) *testenv.Gatehouse {
 	t.Helper()
-	opts := app.Options{
-		Catalogue: []module.Module{pvsafe.New(pvsafe.Options{})},
+	return startPVSafeWith(t, mode, pvsafe.Options{})
+}
+
+func startPVSafeWith(t *testing.T, mode module.Enforcement, opts pvsafe.Options) *testenv.Gatehouse {
+	t.Helper()
+	return startGatehouse(t, app.Options{
+		Catalogue: []module.Module{pvsafe.New(opts)},
 		Modules:   map[string]app.ModuleConfig{"pvsafe": {Enabled: true, Enforcement: mode}},
-	}
-	return startGatehouse(t, opts)
+	})
 }
 
 // volumeFixture creates a PV pre-bound to a claim and the claim naming it, and
@@ -48,9 +52,15 @@ func startPVSafe(t *testing.T, mode module.Enforcement) *testenv.Gatehouse {
 // deleted.
 func volumeFixture(t *testing.T, ns, claim string, policy corev1.PersistentVolumeReclaimPolicy) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
 	t.Helper()
+	return namedVolumeFixture(t, ns, claim, "pv-"+ns+"-"+claim, policy)
+}
+
+// namedVolumeFixture is volumeFixture with the volume's name (and CSI
+// volume handle) given.
+func namedVolumeFixture(t *testing.T, ns, claim, pvName string, policy corev1.PersistentVolumeReclaimPolicy) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
+	t.Helper()
 	ctx := context.Background()
 	c := controlPlane.Client
-	pvName := "pv-" + ns + "-" + claim
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: pvName},
 		Spec: corev1.PersistentVolumeSpec{
@@ -156,9 +166,31 @@ func uninstallSnapshotCRDs(t *testing.T) {
 	}
 }
 
+// readySnapshot makes a ready VolumeSnapshot of claim as the snapshot
+// controller would: bound to a VolumeSnapshotContent of the claim's volume,
+// with the class's deletionPolicy.
 func readySnapshot(t *testing.T, ns, name, claim, class string) {
 	t.Helper()
 	ctx := context.Background()
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, pvc); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		t.Fatal(err)
+	}
+	snapshotOf(t, ns, name, claim, class, pv.Spec.CSI.VolumeHandle)
+}
+
+// snapshotOf makes a ready VolumeSnapshot naming claim as its source. With a
+// volumeHandle it is bound to a VolumeSnapshotContent taken of that volume,
+// with the class's deletionPolicy; with "" it has no content, as a
+// snapshot whose content the cache has not seen yet.
+func snapshotOf(t *testing.T, ns, name, claim, class, volumeHandle string) *snapshotv1.VolumeSnapshot {
+	t.Helper()
+	ctx := context.Background()
+	c := snapshotClient(t)
 	vs := &snapshotv1.VolumeSnapshot{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: snapshotv1.VolumeSnapshotSpec{
@@ -166,13 +198,33 @@ func readySnapshot(t *testing.T, ns, name, claim, class string) {
 			VolumeSnapshotClassName: ptr.To(class),
 		},
 	}
-	if err := snapshotClient(t).Create(ctx, vs); err != nil {
+	if err := c.Create(ctx, vs); err != nil {
 		t.Fatal(err)
 	}
 	vs.Status = &snapshotv1.VolumeSnapshotStatus{ReadyToUse: ptr.To(true)}
-	if err := snapshotClient(t).Status().Update(ctx, vs); err != nil {
+	if volumeHandle != "" {
+		sc := &snapshotv1.VolumeSnapshotClass{}
+		if err := c.Get(ctx, client.ObjectKey{Name: class}, sc); err != nil {
+			t.Fatal(err)
+		}
+		content := &snapshotv1.VolumeSnapshotContent{
+			ObjectMeta: metav1.ObjectMeta{Name: "snapcontent-" + ns + "-" + name},
+			Spec: snapshotv1.VolumeSnapshotContentSpec{
+				Driver: "hostpath.csi.k8s.io", DeletionPolicy: sc.DeletionPolicy, VolumeSnapshotClassName: ptr.To(class),
+				Source:            snapshotv1.VolumeSnapshotContentSource{VolumeHandle: ptr.To(volumeHandle)},
+				VolumeSnapshotRef: corev1.ObjectReference{Namespace: ns, Name: name, UID: vs.UID},
+			},
+		}
+		if err := c.Create(ctx, content); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), content) })
+		vs.Status.BoundVolumeSnapshotContentName = ptr.To(content.Name)
+	}
+	if err := c.Status().Update(ctx, vs); err != nil {
 		t.Fatal(err)
 	}
+	return vs
 }
 
 func snapshotClient(t *testing.T) client.Client {
@@ -313,7 +365,7 @@ func TestPVSafeSnapshotMadeReadyJustBeforeTheDelete(t *testing.T) {
 	}
 	claim, _ := volumeFixture(t, ns, "data", corev1.PersistentVolumeReclaimDelete)
 	readySnapshot(t, ns, "not-retained", "data", "delete-fresh")
-	mustDeny(t, deleteErr(t, claim), "VolumeSnapshot not-retained is not retained (VolumeSnapshotClass delete-fresh has deletionPolicy Delete)")
+	mustDeny(t, deleteErr(t, claim), "VolumeSnapshot not-retained is not retained (VolumeSnapshotContent snapcontent-"+ns+"-not-retained has deletionPolicy Delete)")
 
 	// No wait between the snapshot becoming ready and the delete: the cache
 	// may not have seen it, the live confirmation must.
