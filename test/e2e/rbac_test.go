@@ -148,7 +148,7 @@ func TestGatehouseRunsOnTheChartsRBAC(t *testing.T) {
 			forbidden("reading another namespace's Secret", token.Get(ctx, client.ObjectKeyFromObject(loot), &corev1.Secret{}))
 			overwrite := loot.DeepCopy()
 			overwrite.StringData = map[string]string{"password": "pwned"}
-			forbidden("overwriting another namespace's Secret", token.Update(ctx, overwrite))
+			forbidden("overwriting another namespace's Secret", token.Update(ctx, overwrite, client.DryRunAll))
 			forbidden("listing Secrets", token.List(ctx, &corev1.SecretList{}, client.InNamespace(victim)))
 			forbidden("creating a Secret in another namespace",
 				token.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: victim, Name: "planted"}}, client.DryRunAll))
