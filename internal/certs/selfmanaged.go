@@ -2,15 +2,22 @@ package certs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -199,7 +206,7 @@ func (r *Rotator) bootstrap(ctx context.Context) error {
 			return err
 		}
 		if secret == nil {
-			_, err = secrets.Create(ctx, next, metav1.CreateOptions{})
+			err = createByName(ctx, secrets, next)
 		} else {
 			_, err = secrets.Update(ctx, next, metav1.UpdateOptions{})
 		}
@@ -261,7 +268,7 @@ func (r *Rotator) step(ctx context.Context) (time.Time, error) {
 		return wake, err
 	}
 	if secret == nil {
-		_, err = secrets.Create(ctx, next, metav1.CreateOptions{})
+		err = createByName(ctx, secrets, next)
 	} else {
 		_, err = secrets.Update(ctx, next, metav1.UpdateOptions{})
 	}
@@ -276,4 +283,32 @@ func (r *Rotator) step(ctx context.Context) (time.Time, error) {
 	rotationSteps.WithLabelValues(string(step), "success").Inc()
 	r.log.Info("certificate rotation step written", "step", step)
 	return time.Now(), nil
+}
+
+// FieldManager is the field manager of the Secret Gatehouse creates.
+const FieldManager = "gatehouse"
+
+// createByName creates the Secret with a server-side apply rather than a
+// POST: the API server authorizes the create an apply makes with the
+// Secret's name, so Gatehouse's RBAC can name the one Secret it may create
+// (a POST names none, and would need create on every Secret of the
+// namespace). Unlike a POST, an apply also writes over a Secret another
+// replica created meanwhile; that is harmless at bootstrap, where both
+// write a whole fresh CA and certificate and every replica serves whatever
+// the Secret holds last.
+func createByName(ctx context.Context, secrets typedcorev1.SecretInterface, secret *corev1.Secret) error {
+	obj := secret.DeepCopy()
+	obj.ResourceVersion, obj.ManagedFields = "", nil
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+	u["apiVersion"], u["kind"] = "v1", "Secret"
+	body, err := json.Marshal(u)
+	if err != nil {
+		return err
+	}
+	_, err = secrets.Patch(ctx, obj.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)})
+	return err
 }

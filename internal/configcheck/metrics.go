@@ -44,7 +44,7 @@ var (
 	}, []string{"watched", "decision"})
 	published = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_publications_total",
-		Help: "Renderings of the cluster's state by outcome: published, unchanged, rejected (render or haproxy failed; the last accepted one stays), or not-owned (an object of an output's name is not the config's: nothing written).",
+		Help: "Renderings of the cluster's state by outcome: published, unchanged, rejected (render or haproxy failed; the last accepted one stays), not-owned (an object of an output's name is not the config's: nothing written), or forbidden (Gatehouse may not write in the config's namespace: nothing written).",
 	}, []string{"outcome"})
 )
 

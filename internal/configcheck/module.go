@@ -39,11 +39,16 @@ const (
 	configWebhookTimeout = 20
 )
 
-// The module reads its configs and writes their status and renderings; it
-// reads namespaces' labels for namespaceSelectors. The watched resources are
+// The module reads its configs and writes their status; it reads
+// namespaces' labels for namespaceSelectors. The watched resources are
 // whatever the configs name: the generated rules grant the common ones
 // (Ingresses, Services, EndpointSlices, IngressClasses); the chart's
 // modules.configcheck.watchedResources grants others (docs/configcheck.md).
+//
+// Renderings are published (ConfigMaps, Secrets) only in the namespaces the
+// operator grants, never cluster-wide: the chart's
+// modules.configcheck.publishNamespaces renders a Role in each; elsewhere a
+// config's Published condition says OutputForbidden (publish.go).
 //
 // SubjectAccessReviews ask, when a config is written, whether its author
 // holds the rights the config exercises (authz.go).
@@ -51,8 +56,6 @@ const (
 // +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses;ingressclasses,verbs=get;list;watch

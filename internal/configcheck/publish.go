@@ -112,6 +112,19 @@ func (p *publisher) Start(ctx context.Context) error {
 // go (it watches no ConfigMaps or Secrets).
 const outputRetry = 15 * time.Second
 
+// forbiddenRetry is how often a config whose namespace Gatehouse may not
+// publish into is looked at again: nothing tells Gatehouse when a Role is
+// granted, and each look renders the config anew.
+const forbiddenRetry = time.Minute
+
+// forbiddenMessage explains an output Gatehouse may not write: publishing is
+// granted per namespace by the operator, never cluster-wide.
+func forbiddenMessage(namespace string, err error) string {
+	return fmt.Sprintf("Gatehouse may not write the rendering into namespace %s, so nothing is published (the config is still validated and checked): "+
+		"the platform administrator grants publishing per namespace (the chart's modules.configcheck.publishNamespaces; docs/configcheck.md, Publishing). The API server said: %v",
+		namespace, err)
+}
+
 // sync renders, checks and publishes one config and writes its status. It
 // reports when to look again (0: at the next change; stores still loading,
 // an error, output names taken).
@@ -195,6 +208,11 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 			published.WithLabelValues("not-owned").Inc()
 			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputNotOwned", bounded(taken.Error(), 1000))
 			return outputRetry, nil
+		}
+		if apierrors.IsForbidden(err) {
+			published.WithLabelValues("forbidden").Inc()
+			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputForbidden", bounded(forbiddenMessage(cfg.Namespace, err), 1000))
+			return forbiddenRetry, nil
 		}
 		if err != nil {
 			return time.Second, err

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -109,6 +108,9 @@ func Render(root string, catalogue []module.Module) (Manifests, error) {
 	}
 	out["config/crd/kustomization.yaml"] = []byte(kustomization)
 
+	if err := configRBAC(root, out); err != nil {
+		return nil, err
+	}
 	if err := chartFiles(catalogue, root, crdFiles, rendered, out); err != nil {
 		return nil, err
 	}
@@ -144,7 +146,7 @@ var chartTarget = webhookconfig.Target{
 //	webhooks/<module>/mutating.yaml     that module's mutating webhook entries
 //	webhooks/<module>/conversions/<crd>.yaml  the CRD conversion stanza it serves
 //	crds/<crd>.yaml                     the CRD's spec (controller-gen's base)
-//	rbac.yaml                           controller-gen's rules, by namespace
+//	rbac/<module>.yaml                  that module's controller-gen rules, by namespace
 //
 // Each module is set up alone, so a file holds exactly what enabling that
 // module serves; a webhook that no single module declares (the generic
@@ -234,44 +236,43 @@ func chartFiles(catalogue []module.Module, root string, crdFiles []string, all *
 		out[ChartGeneratedDir+"/crds/"+crd.Name+".yaml"] = b
 	}
 
-	rbac, err := chartRBAC(filepath.Join(root, "config/rbac/role.yaml"))
+	sources, err := RBACSources(root)
 	if err != nil {
 		return err
 	}
-	b, err := marshal(rbac)
-	if err != nil {
-		return err
+	for _, name := range sources {
+		if name == CoreRBAC {
+			continue // the chart writes the core's rules for its modes (templates/rbac.yaml)
+		}
+		rbac, err := chartRBAC(filepath.Join(root, "config/rbac", name, "role.yaml"))
+		if err != nil {
+			return err
+		}
+		b, err := marshal(rbac)
+		if err != nil {
+			return err
+		}
+		out[ChartGeneratedDir+"/rbac/"+name+".yaml"] = b
 	}
-	out[ChartGeneratedDir+"/rbac.yaml"] = b
 	return nil
 }
 
-// chartRules are controller-gen's RBAC rules as the chart consumes them:
-// the ClusterRole's, and each Role's by namespace, Gatehouse's own namespace
-// (gatehouse-system in config/) being the release namespace placeholder.
+// chartRules are one module's controller-gen RBAC rules as the chart
+// consumes them: the ClusterRole's, and each Role's by namespace, Gatehouse's
+// own namespace (gatehouse-system in config/) being the release namespace
+// placeholder.
 type chartRules struct {
 	ClusterRules    []rbacv1.PolicyRule            `json:"clusterRules"`
 	NamespacedRules map[string][]rbacv1.PolicyRule `json:"namespacedRules"`
 }
 
 func chartRBAC(path string) (*chartRules, error) {
-	data, err := os.ReadFile(path)
+	roles, err := readRoles(path)
 	if err != nil {
 		return nil, err
 	}
-	out := &chartRules{NamespacedRules: map[string][]rbacv1.PolicyRule{}}
-	docs, err := YAMLDocuments(data)
-	if err != nil {
-		return nil, err
-	}
-	for _, doc := range docs {
-		if strings.TrimSpace(string(doc)) == "" || strings.TrimSpace(string(doc)) == "---" {
-			continue
-		}
-		var role rbacv1.Role // a ClusterRole decodes the same, minus aggregation
-		if err := yaml.Unmarshal(doc, &role); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
+	out := &chartRules{ClusterRules: []rbacv1.PolicyRule{}, NamespacedRules: map[string][]rbacv1.PolicyRule{}}
+	for _, role := range roles {
 		switch role.Kind {
 		case "ClusterRole":
 			out.ClusterRules = append(out.ClusterRules, role.Rules...)
@@ -281,11 +282,34 @@ func chartRBAC(path string) (*chartRules, error) {
 				ns = chartNamespace
 			}
 			out.NamespacedRules[ns] = append(out.NamespacedRules[ns], role.Rules...)
-		default:
-			return nil, fmt.Errorf("%s: unexpected kind %q", path, role.Kind)
 		}
 	}
 	return out, nil
+}
+
+// readRoles reads the ClusterRole and Roles controller-gen wrote into path
+// (a ClusterRole decodes as a Role, minus aggregation).
+func readRoles(path string) ([]rbacv1.Role, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := YAMLDocuments(data)
+	if err != nil {
+		return nil, err
+	}
+	var roles []rbacv1.Role
+	for _, doc := range docs {
+		var role rbacv1.Role
+		if err := yaml.Unmarshal(doc, &role); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if role.Kind != "ClusterRole" && role.Kind != "Role" {
+			return nil, fmt.Errorf("%s: unexpected kind %q", path, role.Kind)
+		}
+		roles = append(roles, role)
+	}
+	return roles, nil
 }
 
 // declaredWebhooks returns a module's static webhooks, checked as the

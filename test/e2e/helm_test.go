@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
+	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
@@ -308,10 +310,12 @@ func noWebhookConfigurations(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
-func runtimeRole(t *testing.T, objs []*unstructured.Unstructured, ns string) *rbacv1.Role {
+// coreRole is the core's Role in the release namespace: the certificate
+// Secret and leader election.
+func coreRole(t *testing.T, objs []*unstructured.Unstructured, ns string) *rbacv1.Role {
 	t.Helper()
 	for _, r := range findObjects[rbacv1.Role](t, objs, "Role") {
-		if r.Name == helmRelease+"-gatehouse-runtime" && r.Namespace == ns {
+		if r.Name == helmRelease+"-gatehouse" && r.Namespace == ns {
 			return r
 		}
 	}
@@ -351,21 +355,26 @@ func TestHelmDefaults(t *testing.T) {
 		t.Error("no webhook Service on port 443")
 	}
 
-	role := runtimeRole(t, objs, ns)
-	for _, verb := range []string{"get", "list", "watch", "update", "create"} {
+	role := coreRole(t, objs, ns)
+	for _, verb := range []string{"get", "list", "watch", "update", "create", "patch"} {
 		if !allows(role, "", "secrets", secret, verb) {
-			t.Errorf("runtime Role does not allow %s on Secret %s", verb, secret)
+			t.Errorf("core Role does not allow %s on Secret %s", verb, secret)
 		}
 	}
-	for _, verb := range []string{"get", "list", "watch", "update"} {
+	// The Secret is created by server-side apply, which the API server
+	// authorizes with its name: no other Secret may be created.
+	for _, verb := range []string{"get", "list", "watch", "update", "create", "patch"} {
 		if allows(role, "", "secrets", "another-secret", verb) {
-			t.Errorf("runtime Role allows %s on every Secret", verb)
+			t.Errorf("core Role allows %s on every Secret", verb)
 		}
 	}
-	for _, verb := range []string{"get", "create", "update"} {
-		if !allows(role, "coordination.k8s.io", "leases", "", verb) {
-			t.Errorf("runtime Role does not allow %s on leases", verb)
+	for _, verb := range []string{"get", "update"} {
+		if !allows(role, "coordination.k8s.io", "leases", app.LeaderElectionID, verb) || allows(role, "coordination.k8s.io", "leases", "another-lease", verb) {
+			t.Errorf("core Role does not allow %s on lease %s alone", verb, app.LeaderElectionID)
 		}
+	}
+	if !allows(role, "coordination.k8s.io", "leases", "", "create") {
+		t.Error("core Role does not allow creating the lease")
 	}
 	bound := false
 	for _, b := range findObjects[rbacv1.RoleBinding](t, objs, "RoleBinding") {
@@ -374,7 +383,7 @@ func TestHelmDefaults(t *testing.T) {
 		}
 	}
 	if !bound {
-		t.Error("runtime Role not bound to the ServiceAccount")
+		t.Error("core Role not bound to the ServiceAccount")
 	}
 }
 
@@ -426,8 +435,9 @@ func TestHelmCertManagerStatic(t *testing.T) {
 			t.Errorf("Deployment arg %q in static cert-manager mode", a)
 		}
 	}
-	if runtimeRole(t, objs, ns) != nil {
-		t.Error("a runtime Role without leader election or self-managed certificates")
+	if role := coreRole(t, objs, ns); allows(role, "coordination.k8s.io", "leases", app.LeaderElectionID, "get") ||
+		allows(role, "", "secrets", secret, "create") || allows(role, "", "secrets", secret, "update") {
+		t.Errorf("core Role %+v: leases or Secret writes without leader election or self-managed certificates", role)
 	}
 	certManagerObjects(t, dryRunApply(t, objs), ns, secret)
 }
@@ -442,9 +452,9 @@ func TestHelmCertManagerManaged(t *testing.T) {
 	if slices.Contains(args, "--self-managed-certs") {
 		t.Error("--self-managed-certs with cert-manager")
 	}
-	role := runtimeRole(t, objs, ns)
-	if !allows(role, "coordination.k8s.io", "leases", "", "update") || allows(role, "", "secrets", "x", "create") {
-		t.Errorf("runtime Role %+v: want leases, no Secret writes", role)
+	role := coreRole(t, objs, ns)
+	if !allows(role, "coordination.k8s.io", "leases", app.LeaderElectionID, "update") || allows(role, "", "secrets", helmRelease+"-gatehouse-serving-cert", "create") {
+		t.Errorf("core Role %+v: want leases, no Secret writes", role)
 	}
 	certManagerObjects(t, dryRunApply(t, objs), ns, helmRelease+"-gatehouse-serving-cert")
 }
@@ -515,91 +525,89 @@ func TestHelmExistingSecretAndDisabledModule(t *testing.T) {
 	dryRunApply(t, objs)
 	noWebhookConfigurations(t, objs)
 	wantArgs(t, deploymentArgs(t, objs), "--cert-secret="+ns+"/my-tls", "--webhook-service="+helmRelease+"-gatehouse-webhook", "--leader-elect")
-	if allows(runtimeRole(t, objs, ns), "", "secrets", "my-tls", "update") {
+	if allows(coreRole(t, objs, ns), "", "secrets", "my-tls", "update") {
 		t.Error("Gatehouse may write a Secret it does not manage")
 	}
 }
 
-// TestHelmRBAC checks that the chart's generated RBAC is controller-gen's:
-// the rules of config/rbac/role.yaml, gatehouse-system being the release
-// namespace. The runtime Role (TestHelmDefaults) comes on top.
+// TestHelmRBAC checks that the chart's RBAC is config/'s: rendered as
+// config/ deploys (every module, self-managed certificates, managed
+// webhooks, leader election, release gatehouse in gatehouse-system), each
+// source's roles grant what config/rbac/<source>/role.yaml grants, no more
+// and no less. The core's rules are written twice (the chart's template for
+// its modes, internal/app/rbac.go's markers): this keeps them equal.
 func TestHelmRBAC(t *testing.T) {
-	ns := namespace(t, "helm-rbac")
-	objs := renderChart(t, ns)
-	root, _ := testenv.RepoRoot()
-	data, err := os.ReadFile(filepath.Join(root, "config/rbac/role.yaml"))
+	const ns = "gatehouse-system"
+	fixedNamespace(t, ns)
+	args := []string{"template", "gatehouse", "charts/gatehouse", "--namespace", ns, "--set", "fullnameOverride=gatehouse"}
+	for _, m := range chartModules {
+		args = append(args, "--set", "modules."+m+".enabled=true")
+	}
+	out, err := helm(t, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{} // kind/namespace -> rules YAML
-	docs, err := testenv.YAMLDocuments(data)
+	got := map[string][]string{} // source -> granted atoms
+	var rbacObjs []*unstructured.Unstructured
+	docs, err := testenv.YAMLDocuments([]byte(out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, doc := range docs {
 		var r rbacv1.Role
-		if err := utilyaml.Unmarshal(doc, &r); err != nil || r.Kind == "" {
-			continue
+		if err := utilyaml.Unmarshal(doc, &r); err != nil {
+			t.Fatal(err)
 		}
-		if r.Namespace == "gatehouse-system" {
-			r.Namespace = ns
+		if r.Kind == "Role" || r.Kind == "ClusterRole" {
+			source := r.Labels["gatehouse.dev/rbac-for"]
+			got[source] = append(got[source], grants(r.Kind, r.Namespace, r.Rules)...)
 		}
-		want[r.Kind+"/"+r.Namespace] = fmtRules(r.Rules)
-	}
-	generated := helmRelease + "-gatehouse"
-	got := map[string]string{}
-	for _, r := range findObjects[rbacv1.Role](t, objs, "Role") {
-		if r.Name == generated {
-			got["Role/"+r.Namespace] = fmtRules(r.Rules)
+		obj := &unstructured.Unstructured{}
+		if err := utilyaml.Unmarshal(doc, &obj.Object); err != nil {
+			t.Fatal(err)
 		}
-	}
-	for _, r := range findObjects[rbacv1.ClusterRole](t, objs, "ClusterRole") {
-		if r.Name == generated {
-			got["ClusterRole/"] = fmtRules(r.Rules)
+		if obj.GroupVersionKind().Group == rbacv1.GroupName || obj.GetKind() == "ServiceAccount" {
+			rbacObjs = append(rbacObjs, obj)
 		}
 	}
-	if len(got) != len(want) {
-		t.Errorf("chart renders roles %v, config/rbac/role.yaml has %v", keys(got), keys(want))
+	root, _ := testenv.RepoRoot()
+	dirs, err := filepath.Glob(filepath.Join(root, "config/rbac/*/role.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("%s: chart rules\n%s\nwant\n%s", k, got[k], w)
+	want := map[string][]string{}
+	for _, path := range dirs {
+		source := filepath.Base(filepath.Dir(path))
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := testenv.YAMLDocuments(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range docs {
+			var r rbacv1.Role
+			if err := utilyaml.Unmarshal(doc, &r); err != nil {
+				t.Fatal(err)
+			}
+			want[source] = append(want[source], grants(r.Kind, r.Namespace, r.Rules)...)
 		}
 	}
-	var bindings []*rbacv1.RoleBinding
-	for _, b := range findObjects[rbacv1.RoleBinding](t, objs, "RoleBinding") {
-		if b.Name == generated {
-			bindings = append(bindings, b)
-		}
+	if len(want) != len(chartModules)+1 {
+		t.Errorf("config/rbac has roles of %v, want the core's and every module's %v", keys(want), chartModules)
 	}
-	if len(bindings) != len(want)-1 {
-		t.Errorf("%d RoleBindings, want one per Role", len(bindings))
+	if !slices.Equal(keys(got), keys(want)) {
+		t.Errorf("chart renders roles of %v, config/rbac has %v", keys(got), keys(want))
 	}
-	for _, b := range bindings {
-		if len(b.Subjects) != 1 || b.Subjects[0].Namespace != ns || b.Subjects[0].Name != helmRelease+"-gatehouse" {
-			t.Errorf("RoleBinding %s/%s subjects %+v, want the release's ServiceAccount", b.Namespace, b.Name, b.Subjects)
-		}
-	}
-	var rbacObjs []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GroupVersionKind().Group == rbacv1.GroupName || o.GetKind() == "ServiceAccount" {
-			rbacObjs = append(rbacObjs, o)
+	for source, w := range want {
+		slices.Sort(w)
+		g := slices.Compact(slices.Sorted(slices.Values(got[source])))
+		if w = slices.Compact(w); !slices.Equal(g, w) {
+			t.Errorf("%s: the chart grants\n%s\nconfig/rbac/%s/role.yaml grants\n%s", source, strings.Join(g, "\n"), source, strings.Join(w, "\n"))
 		}
 	}
 	dryRunApply(t, rbacObjs)
-}
-
-// gatehouseClusterRole is the ClusterRole bound to Gatehouse's ServiceAccount
-// (the chart renders others, for users to bind).
-func gatehouseClusterRole(t *testing.T, objs []*unstructured.Unstructured) *rbacv1.ClusterRole {
-	t.Helper()
-	for _, r := range findObjects[rbacv1.ClusterRole](t, objs, "ClusterRole") {
-		if r.Name == helmRelease+"-gatehouse" {
-			return r
-		}
-	}
-	t.Fatal("no ClusterRole " + helmRelease + "-gatehouse")
-	return nil
 }
 
 // TestHelmPVSafeBypassRole: in the default authorized bypass mode the chart
@@ -640,12 +648,43 @@ func TestHelmPVSafeBypassRole(t *testing.T) {
 	}
 }
 
+// grants lists what rules grant, one "namespace group resource names verb"
+// per line.
+func grants(kind, namespace string, rules []rbacv1.PolicyRule) []string {
+	if kind == "ClusterRole" {
+		namespace = "*"
+	}
+	var out []string
+	for _, r := range rules {
+		names := slices.Sorted(slices.Values(r.ResourceNames))
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					out = append(out, fmt.Sprintf("%s %q %s %v %s", namespace, g, res, names, v))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func namedClusterRole(t *testing.T, objs []*unstructured.Unstructured, name string) *rbacv1.ClusterRole {
+	t.Helper()
+	for _, r := range findObjects[rbacv1.ClusterRole](t, objs, "ClusterRole") {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no ClusterRole %s", name)
+	return nil
+}
+
 func fmtRules(rules []rbacv1.PolicyRule) string {
 	b, _ := yaml.Marshal(rules)
 	return string(b)
 }
 
-func keys(m map[string]string) []string {
+func keys[V any](m map[string]V) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)
@@ -665,7 +704,7 @@ func TestHelmPlacementModule(t *testing.T) {
 		"modules.placement.ownerResources[0].apiGroup=kubevirt.io", "modules.placement.ownerResources[0].resources={virtualmachineinstances}")
 	args = findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args
 	wantArgs(t, args, "--modules=nodegroup,placement,pvsafe", "--enforcement=nodegroup=enforce,placement=warn,pvsafe=enforce")
-	role := gatehouseClusterRole(t, objs)
+	role := namedClusterRole(t, objs, helmRelease+"-gatehouse-placement")
 	found := false
 	for _, r := range role.Rules {
 		if slices.Equal(r.APIGroups, []string{"kubevirt.io"}) && slices.Equal(r.Resources, []string{"virtualmachineinstances"}) && slices.Equal(r.Verbs, []string{"list", "watch"}) {
@@ -694,7 +733,7 @@ func TestHelmConfigcheckModule(t *testing.T) {
 		len(deployment.Spec.Template.Spec.Volumes) != 1 || deployment.Spec.Template.Spec.Volumes[0].EmptyDir == nil {
 		t.Fatalf("want an emptyDir at /tmp: mounts %+v, volumes %+v", container.VolumeMounts, deployment.Spec.Template.Spec.Volumes)
 	}
-	role := gatehouseClusterRole(t, objs)
+	role := namedClusterRole(t, objs, helmRelease+"-gatehouse-configcheck")
 	found := false
 	for _, r := range role.Rules {
 		if slices.Equal(r.APIGroups, []string{""}) && slices.Equal(r.Resources, []string{"configmaps"}) && slices.Equal(r.Verbs, []string{"get", "list", "watch"}) {

@@ -204,3 +204,44 @@ the render workers' 512Mi when configcheck is enabled) in MiB (a limit written w
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+gatehouse.role renders a Role and its binding to Gatehouse's ServiceAccount,
+labelled with the source of its rules (the core or a module).
+Arguments: (list $ name namespace source rules).
+*/}}
+{{- define "gatehouse.role" -}}
+{{- $ctx := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $ns := index . 2 -}}
+{{- $source := index . 3 -}}
+{{- $rules := index . 4 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $name }}
+  namespace: {{ $ns }}
+  labels:
+    {{- include "gatehouse.labels" $ctx | nindent 4 }}
+    gatehouse.dev/rbac-for: {{ $source }}
+rules:
+{{- toYaml $rules | nindent 0 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $name }}
+  namespace: {{ $ns }}
+  labels:
+    {{- include "gatehouse.labels" $ctx | nindent 4 }}
+    gatehouse.dev/rbac-for: {{ $source }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $name }}
+subjects:
+- kind: ServiceAccount
+  name: {{ include "gatehouse.fullname" $ctx }}
+  namespace: {{ $ctx.Release.Namespace }}
+{{- end -}}
