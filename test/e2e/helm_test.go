@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
