@@ -50,13 +50,18 @@ func run() error {
 		catalogueOpts catalogue.Options
 		tlsMinVersion string
 		pvsafeBypass  string
+		clientCAFile  string
+		clientNames   string
 	)
 	flag.StringVar(&opts.Server.Addr, "webhook-bind-address", ":9443", "Address the HTTPS webhook server listens on.")
 	flag.StringVar(&tlsMinVersion, "tls-min-version", "1.2", "Lowest TLS version the webhook server accepts: 1.2 (AEAD suites with ECDHE only) or 1.3.")
 	flag.BoolVar(&opts.Server.EnableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server (off by default, see CVE-2023-44487).")
 	flag.StringVar(&opts.CertDir, "cert-dir", "/etc/gatehouse/tls", "Directory holding tls.crt and tls.key; reloaded when they change.")
 	flag.StringVar(&opts.CertSecret, "cert-secret", "", "namespace/name of a kubernetes.io/tls Secret to serve instead of --cert-dir; followed for rotation.")
-	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Address for Prometheus metrics; \"0\" disables them.")
+	flag.StringVar(&clientCAFile, "client-ca-file", "", "PEM CA bundle that webhook callers' client certificates must chain to (kube-apiserver presents one through its AdmissionConfiguration kubeConfigFile); re-read when it changes. Without a certificate, webhook calls get 401; /healthz, /readyz and CRD conversion stay open (docs/security.md).")
+	flag.StringVar(&clientNames, "client-names", "", "With --client-ca-file: comma-separated client certificate names (common name or DNS name) served; empty serves any certificate the CA signed.")
+	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", app.DefaultMetricsAddr, "Address for Prometheus metrics (loopback unless told otherwise); \"0\" disables them.")
+	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", false, "Serve metrics over HTTPS to callers the API server authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview).")
 	flag.StringVar(&opts.Namespace, "namespace", envOr("POD_NAMESPACE", "gatehouse-system"), "Namespace Gatehouse runs in; its webhooks never intercept it.")
 	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", "0", "Address for net/http/pprof profiles; \"0\" disables them.")
 	flag.StringVar(&configFile, "config", "", "Optional YAML file with a modules section; flags override it.")
@@ -100,6 +105,15 @@ func run() error {
 		return err
 	}
 	opts.Server.TLSMinVersion = tlsMin
+	if clientCAFile != "" {
+		cas, err := certs.NewClientCA(clientCAFile, log.WithName("certs"))
+		if err != nil {
+			return fmt.Errorf("--client-ca-file: %w", err)
+		}
+		opts.Server.ClientAuth = &server.ClientAuthOptions{CAs: cas, AllowedNames: splitList(clientNames)}
+	} else if clientNames != "" {
+		return errors.New("--client-names needs --client-ca-file")
+	}
 	opts.Modules = map[string]app.ModuleConfig{}
 	if configFile != "" {
 		cfg, err := app.LoadFile(configFile)

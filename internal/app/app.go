@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
@@ -47,8 +49,16 @@ type Options struct {
 	// come from CertSecret; empty DNSNames are the webhook Service's names,
 	// or the host of the managed webhook URL.
 	SelfManagedCerts *certs.SelfManagedOptions
-	// MetricsAddr serves Prometheus metrics; "0" disables it.
+	// MetricsAddr serves Prometheus metrics; "0" disables it. Default
+	// 127.0.0.1:8080: the metrics say which modules deny how often, in
+	// which namespaces' caches, so they are served beyond the pod only
+	// when told (the chart passes the pod's address).
 	MetricsAddr string
+	// MetricsSecure serves metrics over HTTPS (the serving certificate)
+	// to callers whose bearer token the API server authenticates
+	// (TokenReview) and authorizes for get on the /metrics non-resource
+	// URL (SubjectAccessReview); others get 401 or 403.
+	MetricsSecure bool
 	// Namespace is where Gatehouse runs; its webhooks exclude it, and the
 	// leader election lease lives there.
 	Namespace string
@@ -80,13 +90,16 @@ func (o *Options) setDefaults() {
 		o.CertDir = "/etc/gatehouse/tls"
 	}
 	if o.MetricsAddr == "" {
-		o.MetricsAddr = ":8080"
+		o.MetricsAddr = DefaultMetricsAddr
 	}
 	if o.Namespace == "" {
 		o.Namespace = "gatehouse-system"
 	}
 	o.Server.Log = o.Log.WithName("server")
 }
+
+// DefaultMetricsAddr is loopback: metrics leave the pod only when asked.
+const DefaultMetricsAddr = "127.0.0.1:8080"
 
 // LeaderElectionID names the lease in Gatehouse's namespace.
 const LeaderElectionID = "gatehouse-leader"
@@ -139,7 +152,7 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		// platform cache; the manager's cache must never start an informer
 		// by accident.
 		Cache:                         cache.Options{ReaderFailOnMissingInformer: true},
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                       metricsOptions(opts, certSource),
 		HealthProbeBindAddress:        "0",
 		PprofBindAddress:              opts.PprofAddr,
 		WebhookServer:                 srv,
@@ -223,6 +236,27 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		}
 	}
 	return g, nil
+}
+
+// metricsOptions serves metrics plainly, or, with MetricsSecure, over TLS
+// with the webhook's rotating certificate and the webhook's TLS policy,
+// each scrape authenticated and authorized through the API server as
+// kubebuilder scaffolds it.
+func metricsOptions(opts Options, certSource certs.Source) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: opts.MetricsAddr}
+	if !opts.MetricsSecure {
+		return m
+	}
+	m.SecureServing = true
+	m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	m.TLSOpts = []func(*tls.Config){func(c *tls.Config) {
+		c.GetCertificate = certSource.GetCertificate
+		c.MinVersion = max(opts.Server.TLSMinVersion, tls.VersionTLS12)
+		c.CipherSuites = server.TLS12CipherSuites
+		// HTTP/2 stays off here too (CVE-2023-44487).
+		c.NextProtos = []string{"http/1.1"}
+	}}
+	return m
 }
 
 func newScheme(enabled []module.Module) (*runtime.Scheme, error) {

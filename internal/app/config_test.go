@@ -67,3 +67,12 @@ func TestConfigFileRefusesUnknownKeys(t *testing.T) {
 		t.Fatalf("typo accepted: %v", err)
 	}
 }
+
+// Metrics leave the pod only when told: the default address is loopback.
+func TestMetricsBindToLoopbackByDefault(t *testing.T) {
+	var o Options
+	o.setDefaults()
+	if o.MetricsAddr != "127.0.0.1:8080" {
+		t.Fatalf("default metrics address %q, want 127.0.0.1:8080", o.MetricsAddr)
+	}
+}

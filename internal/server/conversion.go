@@ -31,7 +31,9 @@ func (s *Server) Conversion(moduleName string, hook module.Webhook) {
 		}
 		h.concurrency = sem
 	}
-	s.Register(hook.Path, h)
+	// Never behind ClientAuth: kube-apiserver presents no client
+	// certificate to conversion webhooks (ClientAuthOptions).
+	s.register(hook.Path, h, false)
 	metrics.Panics.WithLabelValues(hook.Name, moduleName)
 }
 

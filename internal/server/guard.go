@@ -26,11 +26,20 @@ type guardedBody struct {
 // budget: kube-apiserver's reviews are a few KiB to a few hundred.
 const smallRequest = 256 << 10
 
-// guard refuses what no webhook handler should see: methods other than POST
-// (405), bodies that are not JSON (415) and bodies over the size limit (413).
-// It reads the body once and hands it to the handler through the context.
-func (s *Server) guard(path string, next http.Handler) http.Handler {
+// guard refuses what no webhook handler should see: callers without an
+// accepted client certificate when client authentication is on (401, 403;
+// before anything else, so that they learn nothing of the path), methods
+// other than POST (405), bodies that are not JSON (415) and bodies over the
+// size limit (413). It reads the body once and hands it to the handler
+// through the context.
+func (s *Server) guard(path string, next http.Handler, authenticated bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if authenticated && s.opts.ClientAuth != nil {
+			if code, msg := s.authenticate(r); code != 0 {
+				s.refuse(w, path, code, msg)
+				return
+			}
+		}
 		waitUntil := time.Now().Add(s.opts.InFlightWait)
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)

@@ -51,6 +51,9 @@ type Options struct {
 	// InFlightWait is how long a request waits, from its arrival, for room
 	// in the budgets and its module's concurrency. Default 1 s.
 	InFlightWait time.Duration
+	// ClientAuth, when set, refuses webhook calls without a client
+	// certificate from its CAs (401/403, before the body is read).
+	ClientAuth *ClientAuthOptions
 	// Certificates provides the serving certificate. Required.
 	Certificates certs.Source
 	Log          logr.Logger

@@ -37,7 +37,7 @@ func (s *Server) runtime() *runtimeRoutes {
 			},
 		}}
 		s.paths[runtimePrefix] = true
-		s.mux.Handle(runtimePrefix, s.guard(runtimePrefix, s.routes))
+		s.mux.Handle(runtimePrefix, s.guard(runtimePrefix, s.routes, true))
 	}
 	return s.routes
 }

@@ -77,17 +77,24 @@ func New(opts Options) (*Server, error) {
 // NeedLeaderElection is false: every replica serves.
 func (s *Server) NeedLeaderElection() bool { return false }
 
-// Register serves hook at path behind the server's request guard (POST only,
-// size limit, panic recovery). It panics on a duplicate path, as
-// controller-runtime's server does.
+// Register serves hook at path behind the server's request guard (client
+// authentication when configured, POST only, size limit, panic recovery).
+// It panics on a duplicate path, as controller-runtime's server does.
 func (s *Server) Register(path string, hook http.Handler) {
+	s.register(path, hook, true)
+}
+
+// register serves hook at path; authenticated says whether ClientAuth
+// applies (not to conversion webhooks, which the API server calls without
+// credentials).
+func (s *Server) register(path string, hook http.Handler, authenticated bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.paths[path] {
 		panic(fmt.Sprintf("server: path %q registered twice", path))
 	}
 	s.paths[path] = true
-	s.mux.Handle(path, s.guard(path, hook))
+	s.mux.Handle(path, s.guard(path, hook, authenticated))
 }
 
 // WebhookMux returns the server's mux.
@@ -166,6 +173,13 @@ func (s *Server) Start(ctx context.Context) error {
 		GetCertificate: s.opts.Certificates.GetCertificate,
 		NextProtos:     []string{"http/1.1"},
 	}
+	if s.opts.ClientAuth != nil {
+		// Requested, not required: kubelet probes of /healthz and /readyz
+		// and the API server's conversion calls present none. The guard
+		// verifies the certificate per connection against the current CAs,
+		// so a reloaded bundle takes effect without a restart.
+		tlsConfig.ClientAuth = tls.RequestClientCert
+	}
 	srv := &http.Server{
 		Handler:           s.mux,
 		ReadTimeout:       s.opts.ReadTimeout,
@@ -173,6 +187,7 @@ func (s *Server) Start(ctx context.Context) error {
 		WriteTimeout:      s.opts.WriteTimeout,
 		IdleTimeout:       90 * time.Second,
 		ErrorLog:          log.New(logWriter{s.opts.Log}, "", 0),
+		ConnContext:       withConnAuth,
 		// A non-nil, empty map keeps net/http from negotiating h2 on its own.
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}
@@ -188,6 +203,12 @@ func (s *Server) Start(ctx context.Context) error {
 	certCtx, stopCerts := context.WithCancel(ctx)
 	defer stopCerts()
 	go func() { certsDone <- s.opts.Certificates.Start(certCtx) }()
+	clientCAsDone := make(chan error, 1)
+	if s.opts.ClientAuth != nil {
+		go func() { clientCAsDone <- s.opts.ClientAuth.CAs.Start(certCtx) }()
+	} else {
+		clientCAsDone <- nil
+	}
 
 	shutdownDone := make(chan error, 1)
 	go func() {
@@ -211,6 +232,9 @@ func (s *Server) Start(ctx context.Context) error {
 	stopCerts()
 	if err := <-certsDone; err != nil {
 		return fmt.Errorf("webhook server: certificates: %w", err)
+	}
+	if err := <-clientCAsDone; err != nil {
+		return fmt.Errorf("webhook server: client CAs: %w", err)
 	}
 	return nil
 }

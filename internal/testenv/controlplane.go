@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/fakenode"
 )
 
@@ -50,6 +51,12 @@ type ControlPlane struct {
 	Dir string
 	// Nodes are the fake Nodes, kept Ready until Stop.
 	Nodes *fakenode.Nodes
+	// WebhookClient is the CA and the client certificate kube-apiserver
+	// presents to admission webhooks (its AdmissionConfiguration's
+	// kubeConfigFile, user "*"), as a cluster that authenticates to
+	// Gatehouse does; WebhookClientCAFile holds its CA for --client-ca-file.
+	WebhookClient       *certs.ClientBundle
+	WebhookClientCAFile string
 
 	components []*component
 	nodeLog    *os.File
@@ -153,6 +160,14 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	// envtest's default /24 holds 254 Services; the benchmarks create a
 	// thousand.
 	cp.Env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
+	admissionConfig, err := cp.writeWebhookClientConfig()
+	if err != nil {
+		cp.cleanDir()
+		return nil, err
+	}
+	// Presenting a client certificate is harmless to a webhook server that
+	// asks for none, so every test's admission calls carry it.
+	cp.Env.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", admissionConfig)
 	cfg, err := cp.Env.Start()
 	if err != nil {
 		cp.cleanDir()
@@ -187,6 +202,60 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 		return fail(err)
 	}
 	return cp, nil
+}
+
+// webhookClientKubeconfig names one user, "*", which kube-apiserver's
+// webhook client picks for any webhook host that no more specific user
+// names (k8s.io/apiserver pkg/util/webhook/authentication.go).
+const webhookClientKubeconfig = `apiVersion: v1
+kind: Config
+users:
+- name: "*"
+  user:
+    client-certificate: %q
+    client-key: %q
+`
+
+const admissionConfiguration = `apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: %[1]q
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: %[1]q
+`
+
+// writeWebhookClientConfig creates the webhook client CA and certificate
+// in cp.Dir and returns the AdmissionConfiguration file that hands them to
+// kube-apiserver's admission webhook plugins.
+func (cp *ControlPlane) writeWebhookClientConfig() (string, error) {
+	bundle, err := certs.SelfSignedClient("kube-apiserver-webhook-client", 7*24*time.Hour)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cp.Dir, "webhook-client")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	path := func(name string) string { return filepath.Join(dir, name) }
+	kubeconfig := fmt.Sprintf(webhookClientKubeconfig, path("tls.crt"), path("tls.key"))
+	for name, data := range map[string][]byte{
+		"ca.crt": bundle.CACert, "tls.crt": bundle.ClientCert, "tls.key": bundle.ClientKey,
+		"kubeconfig":     []byte(kubeconfig),
+		"admission.yaml": []byte(fmt.Sprintf(admissionConfiguration, path("kubeconfig"))),
+	} {
+		if err := os.WriteFile(path(name), data, 0o600); err != nil {
+			return "", err
+		}
+	}
+	cp.WebhookClient, cp.WebhookClientCAFile = bundle, path("ca.crt")
+	return path("admission.yaml"), nil
 }
 
 // startComponents runs kube-controller-manager and kube-scheduler against

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
+	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
@@ -23,9 +24,13 @@ type Gatehouse struct {
 	*app.Gatehouse
 	// URL is the server's base URL, for example https://127.0.0.1:41234.
 	URL string
-	// HTTPClient trusts the server's CA.
+	// HTTPClient trusts the server's CA and presents the control plane's
+	// webhook client certificate, as kube-apiserver does.
 	HTTPClient *http.Client
-	CertDir    string
+	// TLSConfig trusts the server's CA and presents no certificate: a
+	// caller without an identity.
+	TLSConfig *tls.Config
+	CertDir   string
 
 	cancel   context.CancelFunc
 	done     chan error
@@ -39,7 +44,10 @@ type Gatehouse struct {
 // opts.ManageWebhooks the configurations point at the bound port and trust
 // the generated CA; a caller that sets it (a URL by name, a Secret's CA)
 // chooses both. A self-managed certificate source is trusted through its own
-// CA bundle.
+// CA bundle. Unless opts.Server.ClientAuth is set, Gatehouse serves only
+// callers with the control plane's webhook client certificate
+// (--client-ca-file), as a cluster that authenticates its API server does;
+// HTTPClient presents that certificate too.
 func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.Options) (*Gatehouse, error) {
 	bundle, err := certs.SelfSigned([]string{"127.0.0.1", "localhost"}, 24*time.Hour)
 	if err != nil {
@@ -59,6 +67,13 @@ func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
+	}
+	if opts.Server.ClientAuth == nil && cp.WebhookClientCAFile != "" {
+		cas, err := certs.NewClientCA(cp.WebhookClientCAFile, opts.Log.WithName("certs"))
+		if err != nil {
+			return nil, err
+		}
+		opts.Server.ClientAuth = &server.ClientAuthOptions{CAs: cas}
 	}
 	if opts.ManageWebhooks == nil {
 		// No URL: Gatehouse points the configurations at the port it bound.
@@ -94,9 +109,19 @@ func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
+	gh.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	clientConfig := gh.TLSConfig.Clone()
+	if b := cp.WebhookClient; b != nil {
+		pair, err := tls.X509KeyPair(b.ClientCert, b.ClientKey)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		clientConfig.Certificates = []tls.Certificate{pair}
+	}
 	gh.HTTPClient = &http.Client{
 		Timeout:   15 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+		Transport: &http.Transport{TLSClientConfig: clientConfig},
 	}
 	if err := gh.waitReady(ctx, 2*time.Minute); err != nil {
 		gh.Stop()

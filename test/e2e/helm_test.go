@@ -16,6 +16,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -257,6 +258,7 @@ func TestHelmLint(t *testing.T) {
 		{"modules.nodegroup.enabled=false", "metrics.serviceMonitor.enabled=true"},
 		{"modules.placement.enabled=true", "modules.placement.ownerResources[0].apiGroup=kubevirt.io", "modules.placement.ownerResources[0].resources={virtualmachineinstances}"},
 		{"modules.configcheck.enabled=true", "modules.configcheck.watchedResources[0].apiGroup=", "modules.configcheck.watchedResources[0].resources={configmaps}"},
+		{"networkPolicy.enabled=true", "metrics.secure=true", "metrics.serviceMonitor.enabled=true", "webhooks.clientAuth.enabled=true", "webhooks.clientAuth.caConfigMap=apiserver-ca"},
 	} {
 		args := []string{"lint", "--strict", "charts/gatehouse"}
 		for _, s := range set {
@@ -282,6 +284,8 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{[]string{"modules.pvsafe.enforcement=audit"}, "want enforce or warn"},
 		{[]string{"modules.pvsafe.bypass=anyone"}, `modules.pvsafe.bypass "anyone": want authorized or label`},
 		{[]string{"modules.pvsafe.enabled=false", "modules.nodegroup.enabled=false"}, "enable at least one module"},
+		{[]string{"webhooks.clientAuth.enabled=true"}, "needs caSecret or caConfigMap"},
+		{[]string{"webhooks.clientAuth.enabled=true", "webhooks.clientAuth.caSecret=a", "webhooks.clientAuth.caConfigMap=b"}, "not both"},
 	} {
 		args := []string{"template", helmRelease, "charts/gatehouse"}
 		for _, s := range tc.set {
@@ -771,5 +775,130 @@ func TestHelmGoMemLimit(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("--set %v: GOMEMLIMIT %q, want %q", tc.set, got, tc.want)
 		}
+	}
+}
+
+// TestHelmHardening: client certificate authentication of the API server,
+// the NetworkPolicy and protected metrics, each opt-in and each rendered
+// with what it needs, and nothing of them by default.
+func TestHelmHardening(t *testing.T) {
+	ns := namespace(t, "helm-hardening")
+	defaults := renderChart(t, ns)
+	args := deploymentArgs(t, defaults)
+	wantArgs(t, args, "--metrics-bind-address=:8080")
+	for _, arg := range args {
+		if strings.HasPrefix(arg, "--client-ca-file") || arg == "--metrics-secure" {
+			t.Errorf("default Deployment args carry %s", arg)
+		}
+	}
+	if np := findObjects[networkingv1.NetworkPolicy](t, defaults, "NetworkPolicy"); len(np) != 0 {
+		t.Error("a NetworkPolicy is rendered by default")
+	}
+	for _, r := range findObjects[rbacv1.ClusterRole](t, defaults, "ClusterRole") {
+		if strings.HasSuffix(r.Name, "-metrics-auth") || strings.HasSuffix(r.Name, "-metrics-reader") {
+			t.Errorf("ClusterRole %s rendered without metrics.secure", r.Name)
+		}
+	}
+	noMetrics := deploymentArgs(t, renderChart(t, ns, "metrics.enabled=false"))
+	wantArgs(t, noMetrics, "--metrics-bind-address=0")
+
+	objs := renderChart(t, ns,
+		"webhooks.clientAuth.enabled=true", "webhooks.clientAuth.caSecret=apiserver-webhook-ca", "webhooks.clientAuth.caKey=bundle.pem",
+		"webhooks.clientAuth.allowedNames={kube-apiserver,kube-apiserver-2}",
+		"networkPolicy.enabled=true",
+		"networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.0/24",
+		"networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring",
+		"networkPolicy.extraIngress[0].ports[0].port=9444",
+		"metrics.secure=true",
+		"metrics.readers[0].kind=ServiceAccount", "metrics.readers[0].name=prometheus", "metrics.readers[0].namespace=monitoring",
+	)
+	dryRunApply(t, objs)
+	args = deploymentArgs(t, objs)
+	wantArgs(t, args, "--client-ca-file=/etc/gatehouse/client-ca/ca.crt", "--client-names=kube-apiserver,kube-apiserver-2",
+		"--metrics-secure", "--metrics-bind-address=:8080")
+	d := findObject[appsv1.Deployment](t, objs, "Deployment")
+	mounted := slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == "client-ca" && m.MountPath == "/etc/gatehouse/client-ca" && m.ReadOnly
+	})
+	sourced := slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "client-ca" && v.Secret != nil && v.Secret.SecretName == "apiserver-webhook-ca" &&
+			len(v.Secret.Items) == 1 && v.Secret.Items[0].Key == "bundle.pem" && v.Secret.Items[0].Path == "ca.crt"
+	})
+	if !mounted || !sourced {
+		t.Errorf("client CA not mounted from Secret apiserver-webhook-ca key bundle.pem: mounts %+v, volumes %+v",
+			d.Spec.Template.Spec.Containers[0].VolumeMounts, d.Spec.Template.Spec.Volumes)
+	}
+	// Probes stay without a client certificate: on the webhook port, which
+	// serves /healthz and /readyz to anyone.
+	if p := d.Spec.Template.Spec.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
+		t.Errorf("readiness probe %+v", p)
+	}
+
+	np := findObject[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy")
+	if np.Namespace != ns || np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != "gatehouse" ||
+		np.Spec.PodSelector.MatchLabels["app.kubernetes.io/instance"] != helmRelease {
+		t.Errorf("NetworkPolicy %s/%s selects %v, want Gatehouse's pods", np.Namespace, np.Name, np.Spec.PodSelector)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("policyTypes %v, want [Ingress]", np.Spec.PolicyTypes)
+	}
+	rule := func(port int) *networkingv1.NetworkPolicyIngressRule {
+		for i, r := range np.Spec.Ingress {
+			if len(r.Ports) == 1 && r.Ports[0].Port != nil && r.Ports[0].Port.IntValue() == port {
+				return &np.Spec.Ingress[i]
+			}
+		}
+		t.Fatalf("no ingress rule for port %d in %+v", port, np.Spec.Ingress)
+		return nil
+	}
+	if r := rule(9443); len(r.From) != 1 || r.From[0].IPBlock == nil || r.From[0].IPBlock.CIDR != "10.0.0.0/24" {
+		t.Errorf("webhook port admits %+v, want only 10.0.0.0/24", r.From)
+	}
+	if r := rule(8080); len(r.From) != 1 || r.From[0].NamespaceSelector == nil ||
+		r.From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" {
+		t.Errorf("metrics port admits %+v, want only the monitoring namespace", r.From)
+	}
+	if r := rule(9444); len(r.From) != 0 {
+		t.Errorf("extra rule %+v not rendered as written", r)
+	}
+	if len(np.Spec.Ingress) != 3 {
+		t.Errorf("ingress rules %+v, want webhook, metrics and the extra one", np.Spec.Ingress)
+	}
+	// Without metricsFrom the metrics port is admitted from nowhere.
+	closed := findObject[networkingv1.NetworkPolicy](t, renderChart(t, ns, "networkPolicy.enabled=true"), "NetworkPolicy")
+	if len(closed.Spec.Ingress) != 1 || closed.Spec.Ingress[0].Ports[0].Port.IntValue() != 9443 {
+		t.Errorf("default NetworkPolicy ingress %+v, want the webhook port only", closed.Spec.Ingress)
+	}
+
+	fullname := helmRelease + "-gatehouse"
+	roles := map[string]*rbacv1.ClusterRole{}
+	for _, r := range findObjects[rbacv1.ClusterRole](t, objs, "ClusterRole") {
+		roles[r.Name] = r
+	}
+	auth, reader := roles[fullname+"-metrics-auth"], roles[fullname+"-metrics-reader"]
+	if auth == nil || len(auth.Rules) != 2 ||
+		!slices.ContainsFunc(auth.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Equal(r.APIGroups, []string{"authentication.k8s.io"}) && slices.Equal(r.Resources, []string{"tokenreviews"}) && slices.Equal(r.Verbs, []string{"create"})
+		}) ||
+		!slices.ContainsFunc(auth.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Equal(r.APIGroups, []string{"authorization.k8s.io"}) && slices.Equal(r.Resources, []string{"subjectaccessreviews"}) && slices.Equal(r.Verbs, []string{"create"})
+		}) {
+		t.Errorf("metrics-auth ClusterRole %+v, want create tokenreviews and subjectaccessreviews only", auth)
+	}
+	if reader == nil || len(reader.Rules) != 1 || !slices.Equal(reader.Rules[0].NonResourceURLs, []string{"/metrics"}) ||
+		!slices.Equal(reader.Rules[0].Verbs, []string{"get"}) {
+		t.Errorf("metrics-reader ClusterRole %+v, want get /metrics only", reader)
+	}
+	bindings := map[string]*rbacv1.ClusterRoleBinding{}
+	for _, b := range findObjects[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding") {
+		bindings[b.Name] = b
+	}
+	if b := bindings[fullname+"-metrics-auth"]; b == nil || b.RoleRef.Name != fullname+"-metrics-auth" ||
+		len(b.Subjects) != 1 || b.Subjects[0].Name != fullname || b.Subjects[0].Namespace != ns {
+		t.Errorf("metrics-auth binding %+v, want Gatehouse's ServiceAccount", b)
+	}
+	if b := bindings[fullname+"-metrics-reader"]; b == nil || b.RoleRef.Name != fullname+"-metrics-reader" ||
+		len(b.Subjects) != 1 || b.Subjects[0].Name != "prometheus" || b.Subjects[0].Namespace != "monitoring" {
+		t.Errorf("metrics-reader binding %+v, want monitoring/prometheus", b)
 	}
 }

@@ -245,3 +245,26 @@ subjects:
   name: {{ include "gatehouse.fullname" $ctx }}
   namespace: {{ $ctx.Release.Namespace }}
 {{- end -}}
+
+{{/* The client CA volume source with webhooks.clientAuth.enabled; fails unless exactly one of caSecret and caConfigMap is set. */}}
+{{- define "gatehouse.clientCAVolume" -}}
+{{- with .Values.webhooks.clientAuth }}
+{{- if and .caSecret .caConfigMap }}
+{{- fail "webhooks.clientAuth: set caSecret or caConfigMap, not both" }}
+{{- else if .caSecret }}
+secret:
+  secretName: {{ .caSecret }}
+  items:
+  - key: {{ .caKey }}
+    path: ca.crt
+{{- else if .caConfigMap }}
+configMap:
+  name: {{ .caConfigMap }}
+  items:
+  - key: {{ .caKey }}
+    path: ca.crt
+{{- else }}
+{{- fail "webhooks.clientAuth.enabled needs caSecret or caConfigMap: the CA that signed kube-apiserver's webhook client certificate" }}
+{{- end }}
+{{- end }}
+{{- end }}
