@@ -59,6 +59,9 @@ func TestNodeGroupStaticInstancesSelectorKeptInEveryVersion(t *testing.T) {
 			t.Run("v1 drops the selector beside the count", func(t *testing.T) {
 				ng := &ngv1.NodeGroup{}
 				env.get(t, name, ng)
+				if ng.Spec.StaticInstances == nil {
+					t.Fatal("spec.staticInstances is gone")
+				}
 				ng.Spec.StaticInstances.LabelSelector = nil
 				// The schema's rule on the block answers first.
 				if err := env.c.Update(ctx, ng); err == nil || !strings.Contains(err.Error(), "spec.staticInstances.labelSelector can be added but cannot be modified once set") {
