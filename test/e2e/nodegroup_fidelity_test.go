@@ -217,7 +217,8 @@ func TestNodeGroupStoredLegacyDockerIsWritable(t *testing.T) {
 
 	edited := hub.DeepCopy()
 	edited.Spec.CRI.Docker.MaxConcurrentDownloads = ptr.To[int32](6)
-	if err := env.c.Update(ctx, edited); err == nil || !strings.Contains(err.Error(), msgDockerWithoutType) {
+	// As examples/nodegroup/README.md shows it.
+	if err := env.c.Update(ctx, edited); err == nil || !strings.Contains(err.Error(), "spec.cri: Invalid value: "+msgDockerWithoutType) {
 		t.Fatalf("editing the block through v1: %v, want %q", err, msgDockerWithoutType)
 	}
 	alpha2 := &v1alpha2.NodeGroup{}
