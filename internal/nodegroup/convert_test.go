@@ -84,7 +84,10 @@ func decodeAs[T any](t *testing.T, raw runtime.RawExtension) *T {
 	return out
 }
 
-func TestAlpha1ToAlpha2MovesDockerAndKeepsWhatAlpha2Lacks(t *testing.T) {
+// Deckhouse's Python hook moved docker into cri.docker whatever the type;
+// v1alpha2, like v1, allows cri.docker only beside type Docker, so a
+// docker block beside no type rides in the conversion data instead.
+func TestAlpha1ToAlpha2KeepsWhatAlpha2Lacks(t *testing.T) {
 	out := convert(t, noProviderSecret, review(alpha2Version, nodeGroupJSON(alpha1Version, "worker",
 		`{"nodeType":"Cloud","kubernetesVersion":"1.33","static":{"internalNetworkCIDRs":["10.0.0.0/8"]},
 		  "docker":{"maxConcurrentDownloads":4},"kubelet":{"maxPods":100},
@@ -93,11 +96,8 @@ func TestAlpha1ToAlpha2MovesDockerAndKeepsWhatAlpha2Lacks(t *testing.T) {
 	if ng.APIVersion != alpha2Version || ng.Kind != kind {
 		t.Fatalf("typeMeta %s %s", ng.APIVersion, ng.Kind)
 	}
-	if ng.Spec.NodeType != v1alpha2.NodeTypeCloud || ng.Spec.CRI == nil || ng.Spec.CRI.Docker == nil || *ng.Spec.CRI.Docker.MaxConcurrentDownloads != 4 {
+	if ng.Spec.NodeType != v1alpha2.NodeTypeCloud || ng.Spec.CRI != nil || *ng.Spec.Kubelet.MaxPods != 100 {
 		t.Fatalf("spec %s", out[0].Raw)
-	}
-	if ng.Spec.CRI.Type != "" || *ng.Spec.Kubelet.MaxPods != 100 {
-		t.Fatalf("cri.type set or kubelet lost: %s", out[0].Raw)
 	}
 	spec := map[string]any{}
 	_ = json.Unmarshal(out[0].Raw, &struct {
@@ -108,8 +108,20 @@ func TestAlpha1ToAlpha2MovesDockerAndKeepsWhatAlpha2Lacks(t *testing.T) {
 			t.Errorf("spec.%s is still there: %s", gone, out[0].Raw)
 		}
 	}
-	if got := ng.Annotations[v1.ConversionDataAnnotation]; got != `{"v1alpha1":{"kubernetesVersion":"1.33","static":{"internalNetworkCIDRs":["10.0.0.0/8"]}}}` {
+	if got := ng.Annotations[v1.ConversionDataAnnotation]; got != `{"v1alpha1":{"kubernetesVersion":"1.33","static":{"internalNetworkCIDRs":["10.0.0.0/8"]},"docker":{"maxConcurrentDownloads":4}}}` {
 		t.Fatalf("conversion data %s", got)
+	}
+}
+
+func TestAlpha1ToAlpha2MovesDockerBesideTypeDocker(t *testing.T) {
+	out := convert(t, noProviderSecret, review(alpha2Version, nodeGroupJSON(alpha1Version, "worker",
+		`{"nodeType":"Static","cri":{"type":"Docker"},"docker":{"maxConcurrentDownloads":4}}`)))
+	ng := decodeAs[v1alpha2.NodeGroup](t, out[0])
+	if ng.Spec.CRI == nil || ng.Spec.CRI.Type != v1alpha2.CRITypeDocker || ng.Spec.CRI.Docker == nil || *ng.Spec.CRI.Docker.MaxConcurrentDownloads != 4 {
+		t.Fatalf("spec %s", out[0].Raw)
+	}
+	if _, ok := ng.Annotations[v1.ConversionDataAnnotation]; ok {
+		t.Fatalf("conversion data left: %s", out[0].Raw)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
@@ -34,6 +35,11 @@ const (
 	msgMaxPods              = ".spec.kubelet.maxPods (%d) is too high: each pod may need 2 IPs (one terminating + one starting), but only %d IPs available in podSubnetNodeCIDRPrefix /%d"
 	msgMemorySwapCgroupV1   = "memorySwap requires cgroup v2, but NodeGroup %q contains nodes where cgroup v2 is not supported"
 	msgConversionData       = "the annotation is written by Gatehouse's conversion and must be a JSON object: %v"
+	// Deckhouse's Go port's wording, "or removed" included.
+	msgStaticSelector = ".spec.staticInstances.labelSelector can be added but cannot be modified or removed once set. To change it, create a new NodeGroup"
+	// The v1 schema rule's wording, which this check carries to the older
+	// versions.
+	msgDockerWithoutType = "docker may be set only when type is Docker; a docker block stored without it by an older conversion may stay unchanged or be removed"
 )
 
 // alwaysToleratedTaintKeys need no entry in customTolerationKeys: Deckhouse
@@ -106,6 +112,8 @@ func Validate(req Request, state ClusterState) (field.ErrorList, []string) {
 	errs = append(errs, validateContainerdBlock(req.ClientVersion, spec.CRI)...)
 	errs = append(errs, validateApprovalMode(spec.Disruptions, spec.NodeType)...)
 	errs = append(errs, validateNodeTypeImmutable(old, ng)...)
+	errs = append(errs, validateStaticInstancesSelector(old, ng)...)
+	errs = append(errs, validateDockerBlock(old, ng)...)
 	errs = append(errs, validateUniqueTaints(taints)...)
 	errs = append(errs, validateTopologyManager(spec.Kubelet)...)
 	if old != nil {
@@ -211,6 +219,51 @@ func validateNodeTypeImmutable(old, ng *v1.NodeGroup) field.ErrorList {
 		return field.ErrorList{field.Forbidden(specPath.Child("nodeType"), msgNodeTypeImmutable)}
 	}
 	return nil
+}
+
+// validateStaticInstancesSelector keeps a Static or CloudStatic group's
+// StaticInstance selector once set, as Deckhouse's Go port does: changing it
+// would hand the group's machines to another selection. The schema's rule
+// on spec.staticInstances does not run when the whole block goes, nor on a
+// write through an older version, where the block rides in the
+// conversion-data annotation that a client may drop or edit; this check
+// sees every write in v1 terms. old is nil on CREATE.
+func validateStaticInstancesSelector(old, ng *v1.NodeGroup) field.ErrorList {
+	if old == nil || (old.Spec.NodeType != v1.NodeTypeStatic && old.Spec.NodeType != v1.NodeTypeCloudStatic) {
+		return nil
+	}
+	was := staticSelector(old)
+	if was == nil {
+		return nil
+	}
+	path := specPath.Child("staticInstances", "labelSelector")
+	if now := staticSelector(ng); now == nil || !apiequality.Semantic.DeepEqual(was, now) {
+		return field.ErrorList{field.Forbidden(path, msgStaticSelector)}
+	}
+	return nil
+}
+
+func staticSelector(ng *v1.NodeGroup) *v1.StaticInstancesLabelSelector {
+	if ng.Spec.StaticInstances == nil {
+		return nil
+	}
+	return ng.Spec.StaticInstances.LabelSelector
+}
+
+// validateDockerBlock holds v1's schema rule on cri.docker for writes
+// through the older versions, which the API server checks against their
+// own schemas only: a forged conversion-data annotation could otherwise
+// store a docker block beside another type. A block stored that way by an
+// older conversion may stay unchanged. old is nil on CREATE.
+func validateDockerBlock(old, ng *v1.NodeGroup) field.ErrorList {
+	c := ng.Spec.CRI
+	if c == nil || c.Docker == nil || c.Type == v1.CRITypeDocker {
+		return nil
+	}
+	if old != nil && old.Spec.CRI != nil && old.Spec.CRI.Docker != nil && apiequality.Semantic.DeepEqual(old.Spec.CRI.Docker, c.Docker) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(criPath.Child("docker"), msgDockerWithoutType)}
 }
 
 // validateUniqueTaints is check 10.

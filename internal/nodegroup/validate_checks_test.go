@@ -155,6 +155,54 @@ func TestValidateNodeTypeImmutable(t *testing.T) {
 	})
 }
 
+func TestValidateStaticInstancesSelector(t *testing.T) {
+	selecting := func(nodeType v1.NodeType, matchLabels map[string]string) *v1.NodeGroup {
+		ng := group("w", nodeType)
+		ng.Spec.StaticInstances = &v1.StaticInstancesSpec{Count: ptr.To[int32](1)}
+		if matchLabels != nil {
+			ng.Spec.StaticInstances.LabelSelector = &v1.StaticInstancesLabelSelector{MatchLabels: matchLabels}
+		}
+		return ng
+	}
+	poolA := map[string]string{"pool": "a"}
+	withoutBlock := group("w", v1.NodeTypeCloudStatic)
+	runChecks(t, []checkCase{
+		{"changed", validateStaticInstancesSelector(selecting(v1.NodeTypeStatic, poolA), selecting(v1.NodeTypeStatic, map[string]string{"pool": "b"})),
+			[]string{msgStaticSelector}, []string{"spec.staticInstances.labelSelector"}},
+		{"selector removed", validateStaticInstancesSelector(selecting(v1.NodeTypeCloudStatic, poolA), selecting(v1.NodeTypeCloudStatic, nil)), []string{msgStaticSelector}, nil},
+		{"block removed", validateStaticInstancesSelector(selecting(v1.NodeTypeCloudStatic, poolA), withoutBlock), []string{msgStaticSelector}, nil},
+		{"kept, count changed", validateStaticInstancesSelector(selecting(v1.NodeTypeStatic, poolA), func() *v1.NodeGroup {
+			ng := selecting(v1.NodeTypeStatic, map[string]string{"pool": "a"})
+			ng.Spec.StaticInstances.Count = ptr.To[int32](3)
+			return ng
+		}()), nil, nil},
+		{"added", validateStaticInstancesSelector(selecting(v1.NodeTypeStatic, nil), selecting(v1.NodeTypeStatic, poolA)), nil, nil},
+		{"none before, block removed", validateStaticInstancesSelector(selecting(v1.NodeTypeStatic, nil), group("w", v1.NodeTypeStatic)), nil, nil},
+		{"empty and absent matchLabels are the same selector", validateStaticInstancesSelector(selecting(v1.NodeTypeStatic, map[string]string{}), func() *v1.NodeGroup {
+			ng := selecting(v1.NodeTypeStatic, nil)
+			ng.Spec.StaticInstances.LabelSelector = &v1.StaticInstancesLabelSelector{}
+			return ng
+		}()), nil, nil},
+		{"create", validateStaticInstancesSelector(nil, selecting(v1.NodeTypeStatic, poolA)), nil, nil},
+	})
+}
+
+func TestValidateDockerBlock(t *testing.T) {
+	docker := func(typ v1.CRIType, downloads int32) *v1.NodeGroup {
+		ng := group("w", v1.NodeTypeStatic)
+		ng.Spec.CRI = &v1.CRISpec{Type: typ, Docker: &v1.DockerSpec{MaxConcurrentDownloads: ptr.To(downloads)}}
+		return ng
+	}
+	runChecks(t, []checkCase{
+		{"created beside no type", validateDockerBlock(nil, docker("", 3)), []string{msgDockerWithoutType}, []string{"spec.cri.docker"}},
+		{"added beside Containerd", validateDockerBlock(group("w", v1.NodeTypeStatic), docker(v1.CRITypeContainerd, 3)), []string{msgDockerWithoutType}, nil},
+		{"stored, unchanged", validateDockerBlock(docker("", 3), docker("", 3)), nil, nil},
+		{"stored, type changed beside it", validateDockerBlock(docker("", 3), docker(v1.CRITypeContainerd, 3)), nil, nil},
+		{"stored, changed", validateDockerBlock(docker("", 3), docker("", 4)), []string{msgDockerWithoutType}, nil},
+		{"beside Docker (check 4 refuses the type)", validateDockerBlock(nil, docker(v1.CRITypeDocker, 3)), nil, nil},
+	})
+}
+
 func TestValidateUniqueTaints(t *testing.T) {
 	runChecks(t, []checkCase{
 		{"same key and effect", validateUniqueTaints(taintList("d:NoSchedule", "d:NoExecute", "d:NoSchedule")), []string{msgDuplicateTaints}, []string{"spec.nodeTemplate.taints[2]"}},

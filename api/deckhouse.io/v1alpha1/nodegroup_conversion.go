@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"context"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apiconversion "k8s.io/apimachinery/pkg/conversion"
 
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/internal/conversiondata"
@@ -13,6 +14,13 @@ import (
 // both older versions do alike in internal/conversiondata. This file holds
 // what this version alone does: spec.docker, cri.notManaged, which it lacks,
 // and the fields v1 lacks, which ride in the conversion data.
+//
+// spec.docker moves into v1's spec.cri only beside cri.type Docker. Beside
+// any other type, or none, it configures a runtime the group does not run,
+// and v1 allows cri.docker only with type Docker, which the policy refuses:
+// setting the type, as Deckhouse's Go port does, would switch the group's
+// runtime and make every later write of it a denial. So the block rides in
+// the conversion data, and the stored object keeps v1's rules.
 
 // section is the conversion-data section of what a v1alpha1 object holds
 // that v1 cannot.
@@ -22,8 +30,10 @@ const section = "v1alpha1"
 type alpha1Data struct {
 	KubernetesVersion string      `json:"kubernetesVersion,omitempty"`
 	Static            *StaticSpec `json:"static,omitempty"`
-	// EmptyCRI records an empty spec.cri next to spec.docker: v1 keeps
-	// both in spec.cri, which would otherwise come back as no spec.cri.
+	// Docker is a spec.docker beside a cri.type other than Docker.
+	Docker *DockerSpec `json:"docker,omitempty"`
+	// EmptyCRI records an empty spec.cri next to a spec.docker that v1
+	// keeps in spec.cri, which would otherwise come back as no spec.cri.
 	EmptyCRI bool `json:"emptyCRI,omitempty"`
 }
 
@@ -53,14 +63,27 @@ func (src *NodeGroup) ConvertToHub(ctx context.Context, dst *v1.NodeGroup) error
 	if src.Spec.CRI != nil {
 		criType = src.Spec.CRI.Type
 	}
-	if err := data.FinishToHub(ctx, src, string(src.Spec.NodeType), string(criType), dst); err != nil {
-		return err
-	}
-
 	own := alpha1Data{
 		KubernetesVersion: in.Spec.KubernetesVersion,
 		Static:            in.Spec.Static,
-		EmptyCRI:          in.Spec.CRI != nil && in.Spec.Docker != nil && criEmpty(in.Spec.CRI),
+	}
+	dockerInCRI := in.Spec.Docker != nil && criType == CRITypeDocker
+	if in.Spec.Docker != nil && !dockerInCRI {
+		if keepsStoredDocker(data.Spec.CRI.Docker, in.Spec.Docker) {
+			// Before FinishToHub, which restores the rest of a spec.cri
+			// only where there is one.
+			if dst.Spec.CRI == nil {
+				dst.Spec.CRI = &v1.CRISpec{}
+			}
+			dst.Spec.CRI.Docker = data.Spec.CRI.Docker
+			dockerInCRI = true
+		} else {
+			own.Docker = in.Spec.Docker
+		}
+	}
+	own.EmptyCRI = dockerInCRI && in.Spec.CRI != nil && criEmpty(in.Spec.CRI)
+	if err := data.FinishToHub(ctx, src, string(src.Spec.NodeType), string(criType), dst); err != nil {
+		return err
 	}
 	if sections, err = conversiondata.Put(sections, section, &own); err != nil {
 		return err
@@ -99,11 +122,36 @@ func (dst *NodeGroup) ConvertFromHub(src *v1.NodeGroup) error {
 	if dst.Spec.Docker != nil && dst.Spec.CRI != nil && criEmpty(dst.Spec.CRI) && !own.EmptyCRI {
 		dst.Spec.CRI = nil
 	}
+	if dst.Spec.Docker == nil {
+		dst.Spec.Docker = own.Docker
+	}
 	var period string
 	if dst.Spec.Chaos != nil {
 		period = dst.Spec.Chaos.Period
 	}
-	return conversiondata.SaveFromHub(in, period, true).Finish(dst, sections)
+	saved := conversiondata.SaveFromHub(in, period, true)
+	if c := in.Spec.CRI; c != nil && c.Docker != nil && c.Type != v1.CRITypeDocker {
+		// Stored by an older conversion (Gatehouse's or Deckhouse's). It
+		// goes back where it was while the block is unchanged, so that a
+		// read-modify-write through this version changes nothing else.
+		saved.Spec.CRI.Docker = c.Docker
+	}
+	return saved.Finish(dst, sections)
+}
+
+// keepsStoredDocker reports whether docker, a spec.docker beside a type
+// other than Docker, is the block stored, the same, in v1's spec.cri by an
+// older conversion: then it stays there. A changed block rides in the
+// conversion data like any new one.
+func keepsStoredDocker(stored *v1.DockerSpec, docker *DockerSpec) bool {
+	if stored == nil {
+		return false
+	}
+	shown := &v1.DockerSpec{}
+	if err := Convert_v1alpha1_DockerSpec_To_v1_DockerSpec(docker, shown, nil); err != nil {
+		return false
+	}
+	return apiequality.Semantic.DeepEqual(stored, shown)
 }
 
 func criEmpty(c *CRISpec) bool {
@@ -111,8 +159,9 @@ func criEmpty(c *CRISpec) bool {
 }
 
 // Convert_v1alpha1_NodeGroupSpec_To_v1_NodeGroupSpec moves the top-level
-// spec.docker into spec.cri. KubernetesVersion and Static, which v1 lacks,
-// go to the conversion data, and ConvertToHub resolves Hybrid.
+// spec.docker into spec.cri beside cri.type Docker. ConvertToHub keeps a
+// docker block beside another type, and KubernetesVersion and Static, which
+// v1 lacks, in the conversion data, and resolves Hybrid.
 func Convert_v1alpha1_NodeGroupSpec_To_v1_NodeGroupSpec(in *NodeGroupSpec, out *v1.NodeGroupSpec, s apiconversion.Scope) error {
 	if err := autoConvert_v1alpha1_NodeGroupSpec_To_v1_NodeGroupSpec(in, out, s); err != nil {
 		return err
@@ -120,10 +169,7 @@ func Convert_v1alpha1_NodeGroupSpec_To_v1_NodeGroupSpec(in *NodeGroupSpec, out *
 	if in.NodeType == NodeTypeCloud {
 		out.NodeType = v1.NodeTypeCloudEphemeral
 	}
-	if in.Docker != nil {
-		if out.CRI == nil {
-			out.CRI = &v1.CRISpec{}
-		}
+	if in.Docker != nil && in.CRI != nil && in.CRI.Type == CRITypeDocker {
 		out.CRI.Docker = &v1.DockerSpec{}
 		return Convert_v1alpha1_DockerSpec_To_v1_DockerSpec(in.Docker, out.CRI.Docker, s)
 	}

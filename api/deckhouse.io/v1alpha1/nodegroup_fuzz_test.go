@@ -9,7 +9,9 @@ import (
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/internal/fuzztest"
 )
 
-func TestFuzzSpokeHubSpoke(t *testing.T) { fuzztest.SpokeHubSpoke[NodeGroup](t, fuzzFuncs) }
+func TestFuzzSpokeHubSpoke(t *testing.T) {
+	fuzztest.SpokeHubSpoke[NodeGroup](t, fuzzFuncs, fuzztest.DockerOnlyWithTypeDocker)
+}
 
 func TestFuzzHubSpokeHub(t *testing.T) { fuzztest.HubSpokeHub[NodeGroup](t, fuzzFuncs) }
 

@@ -95,10 +95,11 @@ type NodeGroupSpec struct {
 }
 
 // CRISpec configures the container runtime. Each runtime block may be set
-// only with its type.
+// only with its type; a docker block an older conversion stored beside
+// another type, or none, may stay while it is unchanged.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.containerd) || (has(self.type) && self.type == 'Containerd')",message="containerd may be set only when type is Containerd"
-// +kubebuilder:validation:XValidation:rule="!has(self.docker) || (has(self.type) && self.type == 'Docker')",message="docker may be set only when type is Docker"
+// +kubebuilder:validation:XValidation:rule="!has(self.docker) || (has(self.type) && self.type == 'Docker') || (oldSelf.hasValue() && has(oldSelf.value().docker) && oldSelf.value().docker == self.docker)",message="docker may be set only when type is Docker; a docker block stored without it by an older conversion may stay unchanged or be removed",optionalOldSelf=true
 // +kubebuilder:validation:XValidation:rule="!has(self.notManaged) || (has(self.type) && self.type == 'NotManaged')",message="notManaged may be set only when type is NotManaged"
 type CRISpec struct {
 	// +optional

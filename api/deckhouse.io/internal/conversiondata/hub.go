@@ -36,6 +36,10 @@ type HubCRI struct {
 	ContainerdV2 *v1.ContainerdSpec `json:"containerdV2,omitempty"`
 	// NotManaged is lost by v1alpha1 only.
 	NotManaged *v1.NotManagedSpec `json:"notManaged,omitempty"`
+	// Docker, saved by v1alpha1 only, is a cri.docker stored beside a
+	// type other than Docker by an older conversion; v1alpha1 shows it as
+	// spec.docker, and it goes back into spec.cri while unchanged.
+	Docker *v1.DockerSpec `json:"docker,omitempty"`
 }
 
 // HubChaos holds a chaos period only the v1 pattern accepts, such as 2h30m.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -93,10 +94,26 @@ func exerciseHybridRules(r *rand.Rand, ng metav1.Object) {
 	}
 }
 
+// HubRule is a rule of the v1 schema that every conversion to v1 must keep
+// for the random objects of an older version: the API server checks a
+// write through that version against that version's schema only, and
+// stores what the conversion returns.
+type HubRule func(spoke, hub metav1.Object) error
+
+// DockerOnlyWithTypeDocker is v1's rule that cri.docker is set only beside
+// cri.type Docker, for a version whose own schema does not already refuse
+// the spoke (v1alpha1 keeps docker outside spec.cri).
+func DockerOnlyWithTypeDocker(_, hub metav1.Object) error {
+	if c := hub.(*v1.NodeGroup).Spec.CRI; c != nil && c.Docker != nil && c.Type != v1.CRITypeDocker {
+		return fmt.Errorf("cri.docker beside cri.type %q", c.Type)
+	}
+	return nil
+}
+
 // SpokeHubSpoke converts random objects of an older version to v1 and back,
-// and fails unless they come back equal. spokeFuncs steer that version's
-// enums and patterns as hubFuncs do for v1.
-func SpokeHubSpoke[T any, P Spoke[T]](t *testing.T, spokeFuncs fuzzer.FuzzerFuncs) {
+// and fails unless they come back equal and each v1 object keeps rules.
+// spokeFuncs steer that version's enums and patterns as hubFuncs do for v1.
+func SpokeHubSpoke[T any, P Spoke[T]](t *testing.T, spokeFuncs fuzzer.FuzzerFuncs, rules ...HubRule) {
 	t.Helper()
 	f := newFuzzer(1, spokeFuncs)
 	r := rand.New(rand.NewSource(2))
@@ -108,6 +125,11 @@ func SpokeHubSpoke[T any, P Spoke[T]](t *testing.T, spokeFuncs fuzzer.FuzzerFunc
 		hub := &v1.NodeGroup{}
 		if err := before.ConvertToHub(WithLookup(evenNamesPermanent), hub); err != nil {
 			t.Fatalf("iteration %d: to hub: %v", i, err)
+		}
+		for _, rule := range rules {
+			if err := rule(before, hub); err != nil {
+				t.Fatalf("iteration %d: the v1 object breaks a v1 rule: %v\nbefore: %s\nv1:     %s", i, err, AsJSON(before), AsJSON(hub))
+			}
 		}
 		after := P(new(T))
 		if err := after.ConvertFromHub(hub); err != nil {
