@@ -389,5 +389,5 @@ func notListable(gvr schema.GroupVersionResource) error {
 
 // classOf is a class as the decisions read it.
 func classOf(ac *cozyv1alpha1.AffinityClass) *class {
-	return &class{Name: ac.Name, NodeSelector: ac.Spec.NodeSelector, Required: ac.Spec.Required()}
+	return &class{Name: ac.Name, NodeSelector: ac.Spec.NodeSelector, Required: ac.Spec.Required(), Terminating: ac.DeletionTimestamp != nil}
 }

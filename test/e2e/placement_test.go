@@ -23,6 +23,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
 const zoneKey = "topology.kubernetes.io/zone"
@@ -34,6 +35,7 @@ type placementEnv struct {
 	c       client.Client
 	ns      string
 	classes map[string]string // short name → class name
+	g       *testenv.Gatehouse
 }
 
 func startPlacement(t *testing.T, mode module.Enforcement, opts ...placement.Options) *placementEnv {
@@ -64,7 +66,7 @@ func startPlacement(t *testing.T, mode module.Enforcement, opts ...placement.Opt
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	startGatehouse(t, app.Options{
+	e.g = startGatehouse(t, app.Options{
 		Catalogue: []module.Module{placement.New(o)},
 		Modules:   map[string]app.ModuleConfig{"placement": {Enabled: true, Enforcement: mode}},
 	})
