@@ -18,6 +18,10 @@ var (
 		Name: "gatehouse_placement_owner_kinds_refused_total",
 		Help: "Lineage walks that met a new owner kind beyond the bound on followed kinds.",
 	})
+	ownerWaits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_placement_owner_waits_total",
+		Help: "Pod decisions that waited for the informer of an owner kind (seen for the first time, or its CRD back), by result: synced, or timed-out (the decision went on without it).",
+	}, []string{"result"})
 	undecided = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gatehouse_placement_pods_undecided_total",
 		Help: "Pods admitted unchecked because their placement could not be decided (a class API not served, a read failing).",
@@ -37,6 +41,6 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(unresolved, undecided, denialsOverturned, ownerKinds, ownerKindsRefused, noncompliant, audits)
+	ctrlmetrics.Registry.MustRegister(unresolved, ownerWaits, undecided, denialsOverturned, ownerKinds, ownerKindsRefused, noncompliant, audits)
 	ownerKinds.Set(float64(len(workloadKinds)))
 }

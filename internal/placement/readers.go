@@ -325,13 +325,18 @@ func (o *ownerCache) follow(gvk schema.GroupVersionKind) error {
 			return err
 		}
 	}
+	if k.Readable() {
+		return nil
+	}
 	deadline := time.Now().Add(o.opts.OwnerWait)
 	for !k.Readable() {
 		if time.Now().After(deadline) {
+			ownerWaits.WithLabelValues("timed-out").Inc()
 			return fmt.Errorf("kind %s is not cached yet", gvk)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	ownerWaits.WithLabelValues("synced").Inc()
 	return nil
 }
 
