@@ -52,7 +52,7 @@ func podName(pod *corev1.Pod) string {
 // classes from src. The lineage is always read from the owner caches.
 func (m *Module) decidePod(ctx context.Context, src view, namespace string, pod *corev1.Pod) podVerdict {
 	var v podVerdict
-	l := walkLineage(namespace, pod, m.owners)
+	l := walkLineage(ctx, namespace, pod, m.owners)
 	v.Unresolved = l.Unresolved
 	if l.Err != nil {
 		v.Err = l.Err

@@ -7,14 +7,23 @@ import (
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/go-logr/logr/testr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cozyv1alpha1 "github.com/gatehouse-dev/gatehouse/api/cozystack.io/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
+	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
 // The tests below are issue 17's placement findings, each written as the
@@ -163,4 +172,129 @@ func TestPlacementClassFinalizerDoesNotBypassTheGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the class's last finalizer may go once unused", func() error { return releaseFinalizer(e.c, kept) })
+}
+
+// ownerWaits counts the Pod decisions that waited for an owner kind's
+// informer; unfollowed the links answered at once, by reason.
+func ownerWaits(t *testing.T) float64 {
+	return counterValue(t, "gatehouse_placement_owner_waits_total")
+}
+
+func unfollowed(reason string) float64 {
+	return counterWithLabel("gatehouse_placement_owner_links_unfollowed_total", "reason", reason)
+}
+
+// ownedBy is a Pod in e's namespace owned by an object of gvk, violating
+// every class of the test (no nodeSelector).
+func (e *placementEnv) ownedBy(name string, gvk schema.GroupVersionKind, owner string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: owner, UID: "00000000-0000-0000-0000-000000000002", Controller: ptr.To(true),
+		}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+	}
+}
+
+// Item 5: a Pod whose owner kind is not served is answered at once, never
+// after waiting for an informer that will not come: a kind no CRD defines,
+// and a kind followed whose CRD was then removed (which waited the
+// readiness bound, 1 s, for every Pod). The assertion is on the path taken
+// (no wait counted, the link counted as not served); the latency is in
+// docs/placement.md.
+func TestPlacementUnservedOwnerKindIsAnsweredAtOnce(t *testing.T) {
+	e := startPlacement(t, module.Enforce)
+	ctx := context.Background()
+
+	absent := schema.GroupVersionKind{Group: "absent.example.org", Version: "v1", Kind: "Database"}
+	waits, notServed := ownerWaits(t), unfollowed("not-served")
+	for i := range 3 {
+		if err := e.c.Create(ctx, e.ownedBy(fmt.Sprintf("absent-%d", i), absent, "db"), client.DryRunAll); err != nil {
+			t.Fatalf("a Pod owned by a kind no CRD serves: %v", err)
+		}
+	}
+	if got := ownerWaits(t); got != waits {
+		t.Fatalf("Pods owned by a kind no CRD serves waited for its informer (%v waits)", got-waits)
+	}
+	if got := unfollowed("not-served"); got != notServed+3 {
+		t.Fatalf("links to a kind no CRD serves counted %v times, want 3", got-notServed)
+	}
+
+	// A kind followed, then its CRD removed.
+	pod, cr := e.operatorPod(t, "removed.example.org", "pg", e.classes["dc2"])
+	gvk := cr.GroupVersionKind()
+	err := e.c.Create(ctx, pod(map[string]string{zoneKey: "zone-a"}), client.DryRunAll)
+	if err == nil || !strings.Contains(err.Error(), "missing required nodeSelector "+zoneKey+"=zone-b") {
+		t.Fatalf("a Pod of the operator's kind while followed: %v", err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(gvk.Kind) + "s." + gvk.Group}}
+	if err := e.c.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the CRD is gone and Gatehouse knows", func() error {
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(crd), crd); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("CRD still there: %v", err)
+		}
+		before := unfollowed("not-served")
+		if err := e.c.Create(ctx, e.ownedBy("probe", gvk, "pg"), client.DryRunAll); err != nil {
+			return err
+		}
+		if unfollowed("not-served") == before {
+			return fmt.Errorf("the link was not counted as not served")
+		}
+		return nil
+	})
+	waits, notServed = ownerWaits(t), unfollowed("not-served")
+	for i := range 3 {
+		if err := e.c.Create(ctx, e.ownedBy(fmt.Sprintf("orphan-%d", i), gvk, "pg"), client.DryRunAll); err != nil {
+			t.Fatalf("a Pod owned by a kind whose CRD was removed: %v", err)
+		}
+	}
+	if got := ownerWaits(t); got != waits {
+		t.Fatalf("Pods owned by a kind whose CRD was removed waited for its informer (%v waits)", got-waits)
+	}
+	if got := unfollowed("not-served"); got != notServed+3 {
+		t.Fatalf("links to a kind whose CRD was removed counted %v times, want 3", got-notServed)
+	}
+}
+
+// Item 5: a kind Gatehouse may not list and watch (an operator's kind not
+// in the chart's ownerResources) is answered at once, with Gatehouse
+// running on exactly the chart's RBAC.
+func TestPlacementUnlistableOwnerKindIsAnsweredAtOnce(t *testing.T) {
+	e := newPlacementEnv(t)
+	ctx := context.Background()
+	ns := namespace(t, "gatehouse-rbac")
+	cfg, _ := chartIdentity(t, "pl-"+randSuffix(), ns, moduleValues([]string{"placement"})...)
+	cp := *controlPlane
+	cp.Config = cfg
+	g, err := testenv.StartGatehouse(ctx, &cp, t.TempDir(), app.Options{
+		Log: testr.New(t), Namespace: ns,
+		Catalogue: []module.Module{placement.New(placement.Options{})},
+		Modules:   map[string]app.ModuleConfig{"placement": {Enabled: true, Enforcement: module.Enforce}},
+	})
+	if err != nil {
+		t.Fatalf("Gatehouse on the chart's RBAC: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := g.Stop(); err != nil {
+			t.Error(err)
+		}
+		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
+		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.MutatingName}})
+	})
+
+	pod, _ := e.operatorPod(t, "unlisted.example.org", "pg", e.classes["dc2"])
+	waits, notPermitted := ownerWaits(t), unfollowed("not-permitted")
+	for range 3 {
+		// Out of its class: admitted only because the link is not followed.
+		if err := e.c.Create(ctx, pod(map[string]string{zoneKey: "zone-a"}), client.DryRunAll); err != nil {
+			t.Fatalf("a Pod owned by a kind Gatehouse may not list: %v", err)
+		}
+	}
+	if got := ownerWaits(t); got != waits {
+		t.Fatalf("Pods owned by a kind Gatehouse may not list waited for its informer (%v waits)", got-waits)
+	}
+	if got := unfollowed("not-permitted"); got != notPermitted+3 {
+		t.Fatalf("links to a kind Gatehouse may not list counted %v times, want 3", got-notPermitted)
+	}
 }
