@@ -298,3 +298,52 @@ func TestPlacementUnlistableOwnerKindIsAnsweredAtOnce(t *testing.T) {
 		t.Fatalf("links to a kind Gatehouse may not list counted %v times, want 3", got-notPermitted)
 	}
 }
+
+// Item 7: the seed's flow admits a Pod "+ standard lineage labels". With
+// the switch on, the Pods a ReplicaSet makes (Pod → ReplicaSet →
+// Deployment → HelmRelease, read from the caches) carry their
+// application's labels, as Cozystack's lineage webhook puts them; a Pod of
+// no application is left alone.
+func TestPlacementLineageLabels(t *testing.T) {
+	e := startPlacement(t, module.Enforce, placement.Options{LineageLabels: true})
+	ctx := context.Background()
+	hr := &helmv2.HelmRelease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "postgres-db", Labels: map[string]string{
+			"apps.cozystack.io/application.kind": "Postgres", "apps.cozystack.io/application.group": "apps.cozystack.io", "apps.cozystack.io/application.name": "db",
+		}},
+		Spec: helmv2.HelmReleaseSpec{
+			Interval: metav1.Duration{Duration: 300_000_000_000},
+			Chart:    &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "postgres", SourceRef: helmv2.CrossNamespaceObjectReference{Kind: "HelmRepository", Name: "cozystack"}}},
+		},
+	}
+	if err := e.c.Create(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"apps.cozystack.io/application.group":        "apps.cozystack.io",
+		"apps.cozystack.io/application.kind":         "Postgres",
+		"apps.cozystack.io/application.name":         "db",
+		"internal.cozystack.io/managed-by-cozystack": "true",
+		"internal.cozystack.io/tenantresource":       "false",
+	}
+	d := e.deployment("db", "postgres-db", map[string]string{zoneKey: "zone-a"})
+	for _, p := range e.podsOf(d, 2) {
+		for k, v := range want {
+			if p.Labels[k] != v {
+				t.Fatalf("pod %s: label %s = %q, want %q (labels %v)", p.Name, k, p.Labels[k], v, p.Labels)
+			}
+		}
+		if p.Labels["app"] != "db" {
+			t.Fatalf("pod %s lost its own labels: %v", p.Name, p.Labels)
+		}
+	}
+	// A Pod whose lineage reaches no application keeps what it has.
+	stray := e.fluxPod("stray", "not-a-release", map[string]string{zoneKey: "zone-a"}, nil)
+	stray.Labels["apps.cozystack.io/application.name"] = "preset"
+	if err := e.c.Create(ctx, stray); err != nil {
+		t.Fatal(err)
+	}
+	if stray.Labels["apps.cozystack.io/application.name"] != "preset" || stray.Labels["internal.cozystack.io/managed-by-cozystack"] != "" {
+		t.Fatalf("a Pod of no application was relabelled: %v", stray.Labels)
+	}
+}
