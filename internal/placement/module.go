@@ -232,8 +232,8 @@ func KeepPlacementFields(obj any) (any, error) {
 	return slim, nil
 }
 
-// Webhooks declares the three webhooks and their failure policies (doc.go
-// says why each).
+// Webhooks declares the module's webhooks and their failure policies
+// (doc.go says why each); the lineage-labels webhook only when switched on.
 func (m *Module) Webhooks() []module.Webhook {
 	createUpdate := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
 	hooks := []module.Webhook{

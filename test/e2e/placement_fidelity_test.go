@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -87,7 +88,9 @@ func TestPlacementClassFinalizerDoesNotBypassTheGuard(t *testing.T) {
 	ctx := context.Background()
 	unused := e.heldClass("unused")
 	kept := e.heldClass("kept")
-	e.allowClasses(e.classes["dc1"], unused, kept)
+	e.createClass("gone-"+randSuffix(), "gone", map[string]string{zoneKey: "zone-a"})
+	gone := e.classes["gone"]
+	e.allowClasses(e.classes["dc1"], unused, kept, gone)
 
 	// The class in use first (warn mode lets its DELETE through, with the
 	// denial as warnings: the state the guard must hold through).
@@ -115,6 +118,39 @@ func TestPlacementClassFinalizerDoesNotBypassTheGuard(t *testing.T) {
 	if err := warned.Delete(ctx, &cozyv1alpha1.AffinityClass{ObjectMeta: metav1.ObjectMeta{Name: kept}}); err != nil {
 		t.Fatal(err)
 	}
+
+	// A class deleted under its release (warn mode lets it through): the
+	// release's Pods meet the documented "not found" denial, here as a
+	// warning line.
+	if _, err := e.release("app2", gone); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the release on the doomed class is in the cache", func() error {
+		rec.msgs = nil
+		if err := warned.Delete(ctx, &cozyv1alpha1.AffinityClass{ObjectMeta: metav1.ObjectMeta{Name: gone}}, client.DryRunAll); err != nil {
+			return err
+		}
+		if len(rec.msgs) == 0 {
+			return fmt.Errorf("no warning yet")
+		}
+		return nil
+	})
+	if err := warned.Delete(ctx, &cozyv1alpha1.AffinityClass{ObjectMeta: metav1.ObjectMeta{Name: gone}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a Pod of a release whose class is gone is warned", func() error {
+		rec.msgs = nil
+		if err := warned.Create(ctx, e.fluxPod("orphan", "app2", map[string]string{zoneKey: "zone-a"}, nil), client.DryRunAll); err != nil {
+			return err
+		}
+		want := fmt.Sprintf("AffinityClass %q not found (HelmRelease %s/app2)", gone, e.ns)
+		for _, m := range rec.msgs {
+			if m == want {
+				return nil
+			}
+		}
+		return fmt.Errorf("warnings %q lack the line %q", rec.msgs, want)
+	})
 
 	// The unused class is deleted; its finalizer holds it.
 	if err := e.c.Delete(ctx, &cozyv1alpha1.AffinityClass{ObjectMeta: metav1.ObjectMeta{Name: unused}}); err != nil {
@@ -346,4 +382,52 @@ func TestPlacementLineageLabels(t *testing.T) {
 	if stray.Labels["apps.cozystack.io/application.name"] != "preset" || stray.Labels["internal.cozystack.io/managed-by-cozystack"] != "" {
 		t.Fatalf("a Pod of no application was relabelled: %v", stray.Labels)
 	}
+}
+
+// Item 9: the messages docs/placement.md shows, whole, as kubectl and the
+// ReplicaSet controller see them.
+func TestPlacementDocumentedMessages(t *testing.T) {
+	e := startPlacement(t, module.Enforce)
+	ctx := context.Background()
+	dc1, dc2, either := e.classes["dc1"], e.classes["dc2"], e.classes["either"]
+	if _, err := e.release("web", ""); err != nil {
+		t.Fatal(err)
+	}
+	const denied = `admission webhook "placement-pod.gatehouse.dev" denied the request: `
+	toProceed := fmt.Sprintf("to proceed: render the Pod template of HelmRelease %s/web from its values' _scheduling (nodeSelector and nodeAffinity of the class), or choose another class in spec.values.affinityClass", e.ns)
+
+	err := e.c.Create(ctx, e.fluxPod("web-0", "web", nil, nil))
+	want := fmt.Sprintf("pod %s/web-0 belongs to application with AffinityClass %q but missing required nodeSelector %s=zone-a\n%s", e.ns, dc1, zoneKey, toProceed)
+	if err == nil || !strings.HasSuffix(err.Error(), denied+want) {
+		t.Fatalf("the Pod denial: %v; want it to end with %q", err, denied+want)
+	}
+
+	// A ReplicaSet's Pod is named by its generated name.
+	d := e.deployment("web", "web", nil)
+	msg := e.replicaFailure(d)
+	named := regexp.MustCompile(regexp.QuoteMeta(denied+"pod "+e.ns+"/web-") + `[a-z0-9]+-[a-z0-9]{5}` +
+		regexp.QuoteMeta(fmt.Sprintf(" belongs to application with AffinityClass %q but missing required nodeSelector %s=zone-a\n%s", dc1, zoneKey, toProceed)))
+	if !named.MatchString(msg) {
+		t.Fatalf("ReplicaFailure %q does not name the Pod by its generated name with the documented denial", msg)
+	}
+
+	_, err = e.release("db", "dc9-"+randSuffix())
+	wantRelease := regexp.MustCompile(regexp.QuoteMeta(fmt.Sprintf("HelmRelease %s/db: AffinityClass ", e.ns)) + `"dc9-[a-z0-9]+"` +
+		regexp.QuoteMeta(fmt.Sprintf(" (from spec.values.affinityClass) not found; allowed in namespace %s: %s, %s, %s", e.ns, dc1, dc2, either)) + "$")
+	if err == nil || !wantRelease.MatchString(err.Error()) {
+		t.Fatalf("a release on a missing class: %v; want %s", err, wantRelease)
+	}
+
+	if _, err := e.release("db", dc2); err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf("AffinityClass %q cannot be deleted: 1 HelmRelease(s) use it:\n  - %s/db\nlist them with: kubectl get helmreleases.helm.toolkit.fluxcd.io -A -l apps.cozystack.io/affinity-class=%s\n"+
+		"move them to another class (spec.values.affinityClass) first, or create a new class instead of changing this one", dc2, e.ns, dc2)
+	eventually(t, "the class in use is guarded", func() error {
+		err := e.c.Delete(ctx, &cozyv1alpha1.AffinityClass{ObjectMeta: metav1.ObjectMeta{Name: dc2}}, client.DryRunAll)
+		if err == nil || !strings.HasSuffix(err.Error(), `admission webhook "placement-affinityclass.gatehouse.dev" denied the request: `+want) {
+			return fmt.Errorf("deleting a class in use: %v; want %q", err, want)
+		}
+		return nil
+	})
 }
