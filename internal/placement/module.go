@@ -274,10 +274,10 @@ func (m *Module) Webhooks() []module.Webhook {
 			}},
 			// Only Pods that have a lineage to walk reach Gatehouse.
 			MatchConditions: []admissionregistrationv1.MatchCondition{hasLineageCondition()},
-			FailurePolicy:  admissionregistrationv1.Ignore,
-			SideEffects:    admissionregistrationv1.SideEffectClassNone,
-			TimeoutSeconds: 3,
-			Admit:          m.admitPod,
+			FailurePolicy:   admissionregistrationv1.Ignore,
+			SideEffects:     admissionregistrationv1.SideEffectClassNone,
+			TimeoutSeconds:  3,
+			Admit:           m.admitPod,
 			// A Pod is decoded whole into corev1.Pod: an array of empty
 			// objects in spec.containers takes 1,160 bytes per token
 			// allocated (a 2.9 MB review: 2.2 GB), the worst shape
