@@ -85,6 +85,7 @@ func run() error {
 		catalogueOpts.Placement.PlatformGroups = splitList(s)
 		return nil
 	})
+	flag.BoolVar(&catalogueOpts.Placement.LineageLabels, "placement-lineage-labels", false, "Label Pods with their Cozystack application (apps.cozystack.io/application.{group,kind,name}, internal.cozystack.io/managed-by-cozystack, internal.cozystack.io/tenantresource) from placement's cached lineage walk, through a mutating Pod webhook, so that Cozystack's lineage webhook need not read the API server for Pods (docs/placement.md, \"Lineage labels\").")
 	flag.StringVar(&pvsafeBypass, "pvsafe-bypass", string(pvsafe.BypassAuthorized), "What pvsafe's bypass label pv-safe.io/force-delete=true needs: authorized (the deleting user must also be allowed verb bypass in API group pvsafe.gatehouse.dev, ClusterRole gatehouse-pvsafe-bypass) or label (the label alone, as upstream pv-safe).")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect one replica to write the webhook configurations (every replica serves).")
 	zapOpts := zap.Options{}

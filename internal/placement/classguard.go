@@ -21,10 +21,15 @@ const maxNamedReleases = 10
 
 // admitClass refuses to delete or change an AffinityClass that
 // HelmReleases still use: their Pods were placed by it, and a silent change
-// would leave them out of their class.
+// would leave them out of their class. A class with a finalizer is deleted
+// in two writes, the DELETE and the removal of its last finalizer; the guard
+// holds on both, since releases may have come between them only by keeping
+// the class they had (admitRelease refuses a terminating class to others).
 func (m *Module) admitClass(ctx context.Context, req admission.Request) admission.Response {
 	name := req.Name
+	verb := "deleted"
 	if req.Operation == admissionv1.Update {
+		verb = "changed"
 		var before, after cozyv1alpha1.AffinityClass
 		if err := json.Unmarshal(req.OldObject.Raw, &before); err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode the old AffinityClass: %w", err))
@@ -32,7 +37,12 @@ func (m *Module) admitClass(ctx context.Context, req admission.Request) admissio
 		if err := json.Unmarshal(req.Object.Raw, &after); err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode AffinityClass: %w", err))
 		}
-		if equality.Semantic.DeepEqual(before.Spec, after.Spec) {
+		// Removing the last finalizer of a class being deleted deletes
+		// it: that write is a deletion, guarded as one.
+		completesDeletion := after.DeletionTimestamp != nil && len(after.Finalizers) == 0 && len(before.Finalizers) > 0
+		if completesDeletion {
+			verb = "deleted (by removing its last finalizer)"
+		} else if equality.Semantic.DeepEqual(before.Spec, after.Spec) {
 			return admission.Allowed("spec unchanged")
 		}
 	}
@@ -47,10 +57,6 @@ func (m *Module) admitClass(ctx context.Context, req admission.Request) admissio
 	}
 	if len(users) == 0 {
 		return admission.Allowed("no HelmRelease uses this class")
-	}
-	verb := "deleted"
-	if req.Operation == admissionv1.Update {
-		verb = "changed"
 	}
 	return admission.Denied(classInUseMessage(name, verb, users))
 }

@@ -18,6 +18,9 @@
 //     platform identities create, change or delete a tenant's placement
 //     settings; the HelmRelease webhook refuses the removal of a release's
 //     application label to anyone else.
+//   - Optionally (Options.LineageLabels), a mutating webhook on Pod CREATE
+//     labels a Pod with its application, as Cozystack's lineage webhook
+//     does, from the same cached walk.
 //   - The leader re-checks running Pods periodically.
 //
 // Failure policies, chosen deliberately:
@@ -31,6 +34,8 @@
 //   - HelmReleases: Fail. Releases are rare, not on the outage path, and a
 //     release admitted without its class would place a whole application
 //     wrongly; Flux retries a refused apply.
+//   - Pod labels: Ignore, 3 s, for the reason Pods are; a Pod admitted
+//     during an outage stays unlabelled.
 //   - AffinityClasses: Fail, so that a class in use never changes unseen.
 //   - Tenant values: Fail, as a change admitted during an outage would
 //     last; match conditions send only writes of cozystack-values by

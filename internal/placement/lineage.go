@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -24,7 +25,7 @@ type owners interface {
 	// found is false when a synced cache holds no such object; err means the
 	// owner's kind cannot be read from a cache (not followed yet, not
 	// listable).
-	Owner(namespace string, ref metav1.OwnerReference) (obj metav1.Object, found bool, err error)
+	Owner(ctx context.Context, namespace string, ref metav1.OwnerReference) (obj metav1.Object, found bool, err error)
 }
 
 // releaseKey names a HelmRelease.
@@ -46,7 +47,7 @@ type lineage struct {
 // objects that have no owner, and reads Flux's labels there. Every owner
 // reference is followed, so an object with two owning releases yields both.
 // The walk is cycle-safe (each owner visited once) and depth-bounded.
-func walkLineage(namespace string, obj metav1.Object, o owners) lineage {
+func walkLineage(ctx context.Context, namespace string, obj metav1.Object, o owners) lineage {
 	type step struct {
 		obj   metav1.Object
 		depth int
@@ -76,7 +77,7 @@ func walkLineage(namespace string, obj metav1.Object, o owners) lineage {
 				continue
 			}
 			seen[id] = true
-			owner, ok, err := o.Owner(namespace, ref)
+			owner, ok, err := o.Owner(ctx, namespace, ref)
 			switch {
 			case errors.Is(err, errOwnerKindsExhausted):
 				if out.Err == nil {

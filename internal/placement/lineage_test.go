@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"testing"
@@ -15,7 +16,7 @@ type ownerGraph struct {
 	failKind string
 }
 
-func (g ownerGraph) Owner(namespace string, ref metav1.OwnerReference) (metav1.Object, bool, error) {
+func (g ownerGraph) Owner(_ context.Context, namespace string, ref metav1.OwnerReference) (metav1.Object, bool, error) {
 	if ref.Kind == g.failKind {
 		return nil, false, errors.New("kind not cached")
 	}
@@ -68,7 +69,7 @@ func TestWalkLineage(t *testing.T) {
 			[]releaseKey{{"app", "web-app"}, {"tenant-root", "db"}}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := walkLineage("app", tc.pod, graph)
+			got := walkLineage(context.Background(), "app", tc.pod, graph)
 			if !reflect.DeepEqual(got.Releases, tc.releases) {
 				t.Errorf("releases %v, want %v", got.Releases, tc.releases)
 			}
@@ -84,7 +85,7 @@ func TestWalkLineageIsDepthBounded(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		objects["Chain/app/"+string(rune('a'+i))] = owned(string(rune('a'+i)), string(rune('a'+i)), nil, ref("Chain", string(rune('a'+i+1)), string(rune('a'+i+1))))
 	}
-	got := walkLineage("app", owned("pod", "", nil, ref("Chain", "a", "a")), ownerGraph{objects: objects})
+	got := walkLineage(context.Background(), "app", owned("pod", "", nil, ref("Chain", "a", "a")), ownerGraph{objects: objects})
 	if len(got.Releases) != 0 || len(got.Unresolved) != 1 {
 		t.Fatalf("a 20-deep chain: %+v, want one unresolved link at the bound", got)
 	}

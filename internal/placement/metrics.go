@@ -18,6 +18,18 @@ var (
 		Name: "gatehouse_placement_owner_kinds_refused_total",
 		Help: "Lineage walks that met a new owner kind beyond the bound on followed kinds.",
 	})
+	ownerWaits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_placement_owner_waits_total",
+		Help: "Pod decisions that waited for the informer of an owner kind (seen for the first time, or its CRD back), by result: synced, or timed-out (the decision went on without it).",
+	}, []string{"result"})
+	ownerLinksUnfollowed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_placement_owner_links_unfollowed_total",
+		Help: "Ownership links not followed, answered at once, because the owner's kind cannot be read from a cache, by reason: not-served (no CRD serves it), not-permitted (Gatehouse may not list and watch it), not-synced (its informer did not sync in time).",
+	}, []string{"reason"})
+	podsLabelled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_placement_pods_labelled_total",
+		Help: "Pods seen by the lineage-labels webhook (--placement-lineage-labels), by result: labelled, no-application (none in the lineage: unchanged), undecided (the lineage could not be walked: unchanged).",
+	}, []string{"result"})
 	undecided = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gatehouse_placement_pods_undecided_total",
 		Help: "Pods admitted unchecked because their placement could not be decided (a class API not served, a read failing).",
@@ -37,6 +49,6 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(unresolved, undecided, denialsOverturned, ownerKinds, ownerKindsRefused, noncompliant, audits)
+	ctrlmetrics.Registry.MustRegister(unresolved, ownerWaits, ownerLinksUnfollowed, podsLabelled, undecided, denialsOverturned, ownerKinds, ownerKindsRefused, noncompliant, audits)
 	ownerKinds.Set(float64(len(workloadKinds)))
 }

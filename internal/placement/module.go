@@ -37,6 +37,8 @@ const (
 	ReleaseWebhookPath = "/mutate-placement-helmrelease"
 	PodWebhookName     = "placement-pod.gatehouse.dev"
 	PodWebhookPath     = "/validate-placement-pod"
+	LabelsWebhookName  = "placement-pod-labels.gatehouse.dev"
+	LabelsWebhookPath  = "/mutate-placement-pod-labels"
 	ClassWebhookName   = "placement-affinityclass.gatehouse.dev"
 	ClassWebhookPath   = "/validate-placement-affinityclass"
 	ValuesWebhookName  = "placement-tenant-values.gatehouse.dev"
@@ -98,6 +100,14 @@ type Options struct {
 	// names nobody.
 	PlatformUsers  []string
 	PlatformGroups []string
+	// LineageLabels has a mutating Pod webhook put the labels of the Pod's
+	// application on it (apps.cozystack.io/application.{group,kind,name},
+	// internal.cozystack.io/managed-by-cozystack and tenantresource), as
+	// Cozystack's lineage webhook does, from the same cached walk. Off by
+	// default: where Cozystack's webhook still handles Pods, the managed-by
+	// label set first makes it skip them, and with them its SchedulingClass
+	// injection (docs/placement.md, "Lineage labels").
+	LineageLabels bool
 }
 
 func (o *Options) setDefaults() {
@@ -222,11 +232,11 @@ func KeepPlacementFields(obj any) (any, error) {
 	return slim, nil
 }
 
-// Webhooks declares the three webhooks and their failure policies (doc.go
-// says why each).
+// Webhooks declares the module's webhooks and their failure policies
+// (doc.go says why each); the lineage-labels webhook only when switched on.
 func (m *Module) Webhooks() []module.Webhook {
 	createUpdate := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
-	return []module.Webhook{
+	hooks := []module.Webhook{
 		{
 			Name: ReleaseWebhookName, Path: ReleaseWebhookPath, Type: module.Mutating,
 			Rules: []admissionregistrationv1.RuleWithOperations{{
@@ -263,14 +273,11 @@ func (m *Module) Webhooks() []module.Webhook {
 				},
 			}},
 			// Only Pods that have a lineage to walk reach Gatehouse.
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name:       "has-lineage",
-				Expression: `has(object.metadata.ownerReferences) || (has(object.metadata.labels) && '` + fluxNameLabel + `' in object.metadata.labels)`,
-			}},
-			FailurePolicy:  admissionregistrationv1.Ignore,
-			SideEffects:    admissionregistrationv1.SideEffectClassNone,
-			TimeoutSeconds: 3,
-			Admit:          m.admitPod,
+			MatchConditions: []admissionregistrationv1.MatchCondition{hasLineageCondition()},
+			FailurePolicy:   admissionregistrationv1.Ignore,
+			SideEffects:     admissionregistrationv1.SideEffectClassNone,
+			TimeoutSeconds:  3,
+			Admit:           m.admitPod,
 			// A Pod is decoded whole into corev1.Pod: an array of empty
 			// objects in spec.containers takes 1,160 bytes per token
 			// allocated (a 2.9 MB review: 2.2 GB), the worst shape
@@ -310,6 +317,46 @@ func (m *Module) Webhooks() []module.Webhook {
 			TimeoutSeconds: 5,
 			Admit:          m.admitTenantValues,
 		},
+	}
+	if m.opts.LineageLabels {
+		hooks = append(hooks, m.labelsWebhook())
+	}
+	return hooks
+}
+
+// labelsWebhook labels Pods with their application (Options.LineageLabels).
+// It fails open, as the Pod check does: a fail-closed Pod webhook turns an
+// outage into a cluster that cannot start Pods, and a label missing from a
+// Pod admitted during one is the lesser harm (docs/placement.md). CREATE
+// only: a Pod's lineage is fixed when it is created. Its patch is the same
+// on every pass, so reinvocation (after another webhook's mutation) is safe.
+func (m *Module) labelsWebhook() module.Webhook {
+	return module.Webhook{
+		Name: LabelsWebhookName, Path: LabelsWebhookPath, Type: module.Mutating,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
+				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		}},
+		MatchConditions:    []admissionregistrationv1.MatchCondition{hasLineageCondition()},
+		FailurePolicy:      admissionregistrationv1.Ignore,
+		SideEffects:        admissionregistrationv1.SideEffectClassNone,
+		TimeoutSeconds:     3,
+		ReinvocationPolicy: admissionregistrationv1.IfNeededReinvocationPolicy,
+		Admit:              m.labelPod,
+		// Only the metadata is decoded, and ObjectMeta is a part of what
+		// the Pod check decodes per token: its measured cost bounds this.
+		Cost: module.Cost{BytesPerToken: podBytesPerToken},
+	}
+}
+
+// hasLineageCondition sends only Pods that have a lineage to walk.
+func hasLineageCondition() admissionregistrationv1.MatchCondition {
+	return admissionregistrationv1.MatchCondition{
+		Name:       "has-lineage",
+		Expression: `has(object.metadata.ownerReferences) || (has(object.metadata.labels) && '` + fluxNameLabel + `' in object.metadata.labels)`,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,11 +42,11 @@ func TestOwnerKindSlots(t *testing.T) {
 		return gvr.Resource != "secrets", nil
 	}
 
-	if _, err := o.startFollowing(schema.GroupVersionKind{Group: "invented.example.com", Version: "v1", Kind: "Squatter"}); err == nil || !strings.Contains(err.Error(), "is not served by the API server") {
+	if err := o.follow(context.Background(), schema.GroupVersionKind{Group: "invented.example.com", Version: "v1", Kind: "Squatter"}); err == nil || !strings.Contains(err.Error(), "is not served by the API server") {
 		t.Fatalf("an invented kind: %v", err)
 	}
 	for range 2 {
-		if _, err := o.startFollowing(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}); err == nil || !strings.Contains(err.Error(), "may not list and watch secrets") {
+		if err := o.follow(context.Background(), schema.GroupVersionKind{Version: "v1", Kind: "Secret"}); err == nil || !strings.Contains(err.Error(), "may not list and watch secrets") {
 			t.Fatalf("a kind Gatehouse may not list: %v", err)
 		}
 	}
@@ -55,11 +56,11 @@ func TestOwnerKindSlots(t *testing.T) {
 	if len(o.kinds) != len(workloadKinds) {
 		t.Fatalf("%d kinds followed after refusals, want %d", len(o.kinds), len(workloadKinds))
 	}
-	if _, err := o.startFollowing(database); err != nil {
+	if _, err := o.startFollowing(context.Background(), database); err != nil {
 		t.Fatalf("a served, listable kind: %v", err)
 	}
 	refused := testutil.ToFloat64(ownerKindsRefused)
-	_, err = o.startFollowing(queue)
+	_, err = o.startFollowing(context.Background(), queue)
 	if !errors.Is(err, errOwnerKindsExhausted) {
 		t.Fatalf("a kind beyond the bound: %v", err)
 	}
@@ -81,6 +82,76 @@ func TestExhaustedOwnerKindIsUndecided(t *testing.T) {
 
 type exhaustedOwners struct{}
 
-func (exhaustedOwners) Owner(string, metav1.OwnerReference) (metav1.Object, bool, error) {
+func (exhaustedOwners) Owner(context.Context, string, metav1.OwnerReference) (metav1.Object, bool, error) {
 	return nil, false, errOwnerKindsExhausted
+}
+
+// servedHost is a test host whose served kinds the test chooses.
+type servedHost struct {
+	*moduletest.Host
+	served map[schema.GroupVersionKind]bool
+}
+
+func (h servedHost) Served(gvk schema.GroupVersionKind) bool { return h.served[gvk] }
+
+// A kind that will not become readable is answered at once: a kind no
+// longer served without a wait, and a kind whose informer does not sync
+// after one wait (issue 17, item 5).
+func TestUnreadableOwnerKindsAreAnsweredAtOnce(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	database := schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Database"}
+	scheme.AddKnownTypeWithName(database, &unstructured.Unstructured{})
+	host := servedHost{Host: moduletest.New(scheme), served: map[schema.GroupVersionKind]bool{database: true}}
+	opts := Options{OwnerWait: 50 * time.Millisecond}
+	opts.setDefaults()
+	o, err := newOwnerCache(host, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.mayListWatch = func(context.Context, schema.GroupVersionResource) (bool, error) { return true, nil }
+	ctx := context.Background()
+	waits := func() float64 {
+		return testutil.ToFloat64(ownerWaits.WithLabelValues("timed-out")) + testutil.ToFloat64(ownerWaits.WithLabelValues("synced"))
+	}
+	unfollowed := func(reason string) float64 { return testutil.ToFloat64(ownerLinksUnfollowed.WithLabelValues(reason)) }
+
+	// The test host's informers never sync: the first Pod waits once.
+	before := waits()
+	if err := o.follow(ctx, database); !errors.Is(err, errKindNotSynced) {
+		t.Fatalf("a kind whose informer does not sync: %v", err)
+	}
+	if got := waits(); got != before+1 {
+		t.Fatalf("the first decision should wait once for the informer: waits went from %v to %v", before, got)
+	}
+	notSynced := unfollowed("not-synced")
+	for range 3 {
+		if err := o.follow(ctx, database); !errors.Is(err, errKindNotSynced) {
+			t.Fatalf("a kind that timed out: %v", err)
+		}
+	}
+	if got := waits(); got != before+1 {
+		t.Fatalf("later decisions waited again for a kind that timed out: waits %v, want %v", got, before+1)
+	}
+	if got := unfollowed("not-synced"); got != notSynced+3 {
+		t.Fatalf("not-synced links counted %v, want %v", got, notSynced+3)
+	}
+
+	// Its CRD removed: not served, answered without a wait.
+	host.served[database] = false
+	notServed := unfollowed("not-served")
+	if err := o.follow(ctx, database); !errors.Is(err, errKindNotServed) {
+		t.Fatalf("a followed kind no longer served: %v", err)
+	}
+	if got := waits(); got != before+1 {
+		t.Fatal("a kind no longer served was waited for")
+	}
+	if got := unfollowed("not-served"); got != notServed+1 {
+		t.Fatalf("not-served links counted %v, want %v", got, notServed+1)
+	}
+	if o.logged[database] != "not-served" {
+		t.Fatalf("logged reasons %v", o.logged)
+	}
 }

@@ -20,6 +20,11 @@ type class struct {
 	NodeSelector map[string]string
 	// Required is the class's node affinity terms, nil when it has none.
 	Required *corev1.NodeSelector
+	// Terminating: the class is being deleted (a finalizer holds it). It
+	// still judges the Pods of the releases that use it, but no release may
+	// newly take it: the class would vanish under them once its finalizers
+	// are removed.
+	Terminating bool
 }
 
 // podVerdict is the decision on one Pod.
@@ -47,7 +52,7 @@ func podName(pod *corev1.Pod) string {
 // classes from src. The lineage is always read from the owner caches.
 func (m *Module) decidePod(ctx context.Context, src view, namespace string, pod *corev1.Pod) podVerdict {
 	var v podVerdict
-	l := walkLineage(namespace, pod, m.owners)
+	l := walkLineage(ctx, namespace, pod, m.owners)
 	v.Unresolved = l.Unresolved
 	if l.Err != nil {
 		v.Err = l.Err

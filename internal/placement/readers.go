@@ -19,6 +19,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	cozyv1alpha1 "github.com/gatehouse-dev/gatehouse/api/cozystack.io/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -215,6 +216,11 @@ type ownerCache struct {
 	// refused are the served kinds Gatehouse may not list or watch, and
 	// when to ask again (RBAC may be granted later).
 	refused map[schema.GroupVersionKind]time.Time
+	// timedOut are the followed kinds whose informer did not sync within
+	// OwnerWait; no decision waits for them again until it does.
+	timedOut map[schema.GroupVersionKind]struct{}
+	// logged is the last reason logged per kind that could not be read.
+	logged map[schema.GroupVersionKind]string
 }
 
 // errOwnerKindsExhausted is a lineage that needs a kind beyond the bound:
@@ -254,7 +260,9 @@ func newOwnerCache(host module.Host, opts Options) (*ownerCache, error) {
 		mayListWatch:  selfAccess(host.Client()),
 		kinds:         map[schema.GroupVersionKind]module.Kind{},
 		clusterScoped: map[schema.GroupVersionKind]bool{},
-		refused:       map[schema.GroupVersionKind]time.Time{}}
+		refused:       map[schema.GroupVersionKind]time.Time{},
+		timedOut:      map[schema.GroupVersionKind]struct{}{},
+		logged:        map[schema.GroupVersionKind]string{}}
 	for _, gvk := range workloadKinds {
 		o.kinds[gvk] = always{}
 	}
@@ -286,13 +294,13 @@ func (always) Readable() bool { return true }
 func (always) Release()       {}
 
 // Owner implements owners.
-func (o *ownerCache) Owner(namespace string, ref metav1.OwnerReference) (metav1.Object, bool, error) {
+func (o *ownerCache) Owner(ctx context.Context, namespace string, ref metav1.OwnerReference) (metav1.Object, bool, error) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
 		return nil, false, fmt.Errorf("apiVersion %q: %w", ref.APIVersion, err)
 	}
 	gvk := gv.WithKind(ref.Kind)
-	if err := o.follow(gvk); err != nil {
+	if err := o.follow(ctx, gvk); err != nil {
 		return nil, false, err
 	}
 	o.mu.Lock()
@@ -303,7 +311,7 @@ func (o *ownerCache) Owner(namespace string, ref metav1.OwnerReference) (metav1.
 		key.Namespace = ""
 	}
 	m := metadataOf(gvk)
-	if err := o.cache.Get(context.Background(), key, m, client.UnsafeDisableDeepCopy); err != nil {
+	if err := o.cache.Get(ctx, key, m, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil
 		}
@@ -312,34 +320,97 @@ func (o *ownerCache) Owner(namespace string, ref metav1.OwnerReference) (metav1.
 	return m, true, nil
 }
 
-// follow makes sure gvk is cached, waiting a little for a kind seen for
-// the first time.
-func (o *ownerCache) follow(gvk schema.GroupVersionKind) error {
+// Why an owner kind cannot be read from a cache. Each is answered at once:
+// none of them ends by waiting (issue 17: a kind whose CRD was gone made
+// every Pod naming it wait for the readiness bound).
+var (
+	errKindNotServed    = errors.New("not served by the API server")
+	errKindNotPermitted = errors.New("not listable by Gatehouse")
+	errKindNotSynced    = errors.New("not cached yet")
+)
+
+// unfollowedReason is the metric label of each.
+var unfollowedReason = map[error]string{
+	errKindNotServed:    "not-served",
+	errKindNotPermitted: "not-permitted",
+	errKindNotSynced:    "not-synced",
+}
+
+// maxLoggedKinds bounds the kinds remembered as logged: anyone who may
+// create a Pod names kinds at will, and each would be one entry.
+const maxLoggedKinds = 1024
+
+// follow makes sure gvk is readable from the cache, or says at once why
+// not. The only wait is for the informer of a served, listable kind that is
+// starting (seen for the first time, or its CRD back), and a kind whose wait
+// timed out is not waited for again until it became readable: a kind that
+// will not become ready costs one wait, not one per Pod.
+func (o *ownerCache) follow(ctx context.Context, gvk schema.GroupVersionKind) error {
 	o.mu.Lock()
 	k, ok := o.kinds[gvk]
 	_, mapped := o.clusterScoped[gvk]
 	o.mu.Unlock()
+	if ok && mapped && k.Readable() {
+		return nil
+	}
+	// The host answers from its CRD cache: a kind whose CRD is absent or
+	// was removed since it was followed is known at once.
+	if !o.host.Served(gvk) {
+		return o.unfollowed(ctx, gvk, errKindNotServed, "")
+	}
 	if !ok || !mapped {
 		var err error
-		if k, err = o.startFollowing(gvk); err != nil {
+		if k, err = o.startFollowing(ctx, gvk); err != nil {
 			return err
 		}
+		if k.Readable() {
+			return nil
+		}
+	}
+	o.mu.Lock()
+	_, gaveUp := o.timedOut[gvk]
+	o.mu.Unlock()
+	if gaveUp {
+		return o.unfollowed(ctx, gvk, errKindNotSynced, "")
 	}
 	deadline := time.Now().Add(o.opts.OwnerWait)
 	for !k.Readable() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kind %s is not cached yet", gvk)
+			ownerWaits.WithLabelValues("timed-out").Inc()
+			o.mu.Lock()
+			o.timedOut[gvk] = struct{}{}
+			o.mu.Unlock()
+			return o.unfollowed(ctx, gvk, errKindNotSynced, "")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	ownerWaits.WithLabelValues("synced").Inc()
 	return nil
 }
 
-// startFollowing checks that gvk may take a slot and takes it.
-func (o *ownerCache) startFollowing(gvk schema.GroupVersionKind) (module.Kind, error) {
-	if !o.host.Served(gvk) {
-		return nil, fmt.Errorf("kind %s is not served by the API server", gvk)
+// unfollowed counts a link not followed because its kind cannot be read,
+// logs the first time a kind is found in that state, and returns the
+// error the lineage records.
+func (o *ownerCache) unfollowed(ctx context.Context, gvk schema.GroupVersionKind, why error, hint string) error {
+	reason := unfollowedReason[why]
+	ownerLinksUnfollowed.WithLabelValues(reason).Inc()
+	o.mu.Lock()
+	logged, seen := o.logged[gvk]
+	first := logged != reason && (seen || len(o.logged) < maxLoggedKinds)
+	if first {
+		o.logged[gvk] = reason
 	}
+	o.mu.Unlock()
+	err := fmt.Errorf("kind %s is %w%s", gvk, why, hint)
+	if first {
+		logf.FromContext(ctx).Info("owner kind cannot be read from a cache: links through it are not followed (logged once per kind and reason; counted in gatehouse_placement_owner_links_unfollowed_total)",
+			"kind", gvk.String(), "reason", reason, "detail", err.Error())
+	}
+	return err
+}
+
+// startFollowing checks that gvk, served, may take a slot and takes it.
+func (o *ownerCache) startFollowing(ctx context.Context, gvk schema.GroupVersionKind) (module.Kind, error) {
 	mapping, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return nil, err
@@ -353,20 +424,22 @@ func (o *ownerCache) startFollowing(gvk schema.GroupVersionKind) (module.Kind, e
 		return k, nil
 	}
 	if wasRefused && time.Now().Before(retry) {
-		return nil, notListable(mapping.Resource)
+		return nil, o.unfollowed(ctx, gvk, errKindNotPermitted, notListable(mapping.Resource))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.opts.OwnerWait)
+	askCtx, cancel := context.WithTimeout(ctx, o.opts.OwnerWait)
 	defer cancel()
-	allowed, err := o.mayListWatch(ctx, mapping.Resource)
+	allowed, err := o.mayListWatch(askCtx, mapping.Resource)
 	if err != nil {
 		return nil, err
 	}
+	if !allowed {
+		o.mu.Lock()
+		o.refused[gvk] = time.Now().Add(refusedRetry)
+		o.mu.Unlock()
+		return nil, o.unfollowed(ctx, gvk, errKindNotPermitted, notListable(mapping.Resource))
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !allowed {
-		o.refused[gvk] = time.Now().Add(refusedRetry)
-		return nil, notListable(mapping.Resource)
-	}
 	delete(o.refused, gvk)
 	if k, ok := o.kinds[gvk]; ok {
 		return k, nil
@@ -375,7 +448,13 @@ func (o *ownerCache) startFollowing(gvk schema.GroupVersionKind) (module.Kind, e
 		ownerKindsRefused.Inc()
 		return nil, fmt.Errorf("%w: kind %s not followed, %d owner kinds are followed already", errOwnerKindsExhausted, gvk, o.opts.MaxOwnerKinds)
 	}
-	if k, err = o.host.FollowKind(o.cache, metadataOf(gvk), nil); err != nil {
+	onChange := func() {
+		// Readable again (or no longer): a later timeout is news.
+		o.mu.Lock()
+		delete(o.timedOut, gvk)
+		o.mu.Unlock()
+	}
+	if k, err = o.host.FollowKind(o.cache, metadataOf(gvk), onChange); err != nil {
 		return nil, err
 	}
 	o.kinds[gvk] = k
@@ -383,11 +462,11 @@ func (o *ownerCache) startFollowing(gvk schema.GroupVersionKind) (module.Kind, e
 	return k, nil
 }
 
-func notListable(gvr schema.GroupVersionResource) error {
-	return fmt.Errorf("Gatehouse may not list and watch %s: grant it through the chart's modules.placement.ownerResources", gvr.GroupResource())
+func notListable(gvr schema.GroupVersionResource) string {
+	return fmt.Sprintf(": Gatehouse may not list and watch %s; grant it through the chart's modules.placement.ownerResources", gvr.GroupResource())
 }
 
 // classOf is a class as the decisions read it.
 func classOf(ac *cozyv1alpha1.AffinityClass) *class {
-	return &class{Name: ac.Name, NodeSelector: ac.Spec.NodeSelector, Required: ac.Spec.Required()}
+	return &class{Name: ac.Name, NodeSelector: ac.Spec.NodeSelector, Required: ac.Spec.Required(), Terminating: ac.DeletionTimestamp != nil}
 }

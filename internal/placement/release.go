@@ -126,6 +126,25 @@ func (m *Module) admitApplicationRelease(ctx context.Context, req admission.Requ
 	return confirmed
 }
 
+// alreadyUses says whether the release had class before this write: a
+// release may keep a class being deleted (its Pods are judged by it until
+// the class is gone, which the class guard refuses while releases use it),
+// so that Flux's next apply of an unchanged release is not refused.
+func alreadyUses(req admission.Request, class string) bool {
+	if req.Operation != admissionv1.Update {
+		return false
+	}
+	var old struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+		return false
+	}
+	return old.Metadata.Labels[classLabel] == class
+}
+
 // hasLabel says whether the object in raw carries the label key.
 func hasLabel(raw []byte, key string) (bool, error) {
 	var obj struct {
@@ -189,6 +208,10 @@ func (m *Module) mutateRelease(ctx context.Context, src view, req admission.Requ
 	}
 	if !found {
 		return admission.Denied(fmt.Sprintf("HelmRelease %s: AffinityClass %q (from %s) not found%s",
+			release, want.Name, want.Source, allowedHint(t, req.Namespace)))
+	}
+	if c.Terminating && !alreadyUses(req, want.Name) {
+		return admission.Denied(fmt.Sprintf("HelmRelease %s: AffinityClass %q (from %s) is being deleted: a release may keep it until it is gone, but not newly take it; choose another class in spec.values.affinityClass%s",
 			release, want.Name, want.Source, allowedHint(t, req.Namespace)))
 	}
 	if !t.allows(want.Name) {

@@ -257,3 +257,48 @@ func patchText(resp admission.Response) string {
 	b, _ := json.Marshal(resp.Patches)
 	return string(b)
 }
+
+// A class being deleted is not newly usable, and a class in use keeps its
+// guard through the removal of its last finalizer (issue 17, item 6).
+func TestTerminatingClass(t *testing.T) {
+	ctx := context.Background()
+	terminating := &class{Name: "old", NodeSelector: map[string]string{"zone": "a"}, Terminating: true}
+	m := &Module{view: view{classes: memClasses{"old": terminating}, tenants: memTenants{}, releases: memReleases{
+		{"t1", "db"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "t1", Name: "db", Labels: map[string]string{classLabel: "old"}}},
+	}}}
+	labels := map[string]any{applicationKindLabel: "Postgres"}
+	create := releaseRequest(t, admissionv1.Create, helmRelease(map[string]any{"affinityClass": "old"}, labels))
+	if resp := m.admitRelease(ctx, create); resp.Allowed || !strings.Contains(resp.Result.Message, `AffinityClass "old" (from spec.values.affinityClass) is being deleted`) {
+		t.Fatalf("a release took a class being deleted: %+v", resp.Result)
+	}
+	update := releaseRequest(t, admissionv1.Update, helmRelease(map[string]any{"affinityClass": "old"}, labels))
+	oldRaw, _ := json.Marshal(helmRelease(map[string]any{"affinityClass": "old"}, map[string]any{applicationKindLabel: "Postgres", classLabel: "old"}))
+	update.OldObject = runtime.RawExtension{Raw: oldRaw}
+	if resp := m.admitRelease(ctx, update); !resp.Allowed {
+		t.Fatalf("a release keeping its class being deleted was refused: %+v", resp.Result)
+	}
+
+	class := func(finalizers ...string) []byte {
+		meta := map[string]any{"name": "old", "deletionTimestamp": "2026-01-01T00:00:00Z"}
+		if finalizers != nil {
+			meta["finalizers"] = finalizers
+		}
+		b, _ := json.Marshal(map[string]any{"apiVersion": "cozystack.io/v1alpha1", "kind": "AffinityClass", "metadata": meta,
+			"spec": map[string]any{"nodeSelector": map[string]any{"zone": "a"}}})
+		return b
+	}
+	req := func(old, obj []byte) admission.Request {
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update, Name: "old",
+			OldObject: runtime.RawExtension{Raw: old}, Object: runtime.RawExtension{Raw: obj}}}
+	}
+	if resp := m.admitClass(ctx, req(class("a/hold"), class())); resp.Allowed || !strings.Contains(resp.Result.Message, `AffinityClass "old" cannot be deleted (by removing its last finalizer): 1 HelmRelease(s) use it`) {
+		t.Fatalf("removing the last finalizer of a class in use: %+v", resp.Result)
+	}
+	if resp := m.admitClass(ctx, req(class("a/hold", "b/hold"), class("b/hold"))); !resp.Allowed {
+		t.Fatal("removing a finalizer that is not the last was refused")
+	}
+	m.releases = memReleases{}
+	if resp := m.admitClass(ctx, req(class("a/hold"), class())); !resp.Allowed {
+		t.Fatal("removing the last finalizer of an unused class was refused")
+	}
+}

@@ -40,6 +40,21 @@ type placementEnv struct {
 
 func startPlacement(t *testing.T, mode module.Enforcement, opts ...placement.Options) *placementEnv {
 	t.Helper()
+	e := newPlacementEnv(t)
+	var o placement.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	e.g = startGatehouse(t, app.Options{
+		Catalogue: []module.Module{placement.New(o)},
+		Modules:   map[string]app.ModuleConfig{"placement": {Enabled: true, Enforcement: mode}},
+	})
+	return e
+}
+
+// newPlacementEnv creates the test's classes and tenant; no Gatehouse yet.
+func newPlacementEnv(t *testing.T) *placementEnv {
+	t.Helper()
 	c := controlPlane.Client
 	if err := cozyv1alpha1.AddToScheme(c.Scheme()); err != nil {
 		t.Fatal(err)
@@ -62,14 +77,6 @@ func startPlacement(t *testing.T, mode module.Enforcement, opts ...placement.Opt
 	}})
 	e.tenantSecret(fmt.Sprintf("_namespace:\n  defaultAffinityClass: %s\n  allowedAffinityClasses: [%s, %s, %s]\n",
 		e.classes["dc1"], e.classes["dc1"], e.classes["dc2"], e.classes["either"]))
-	var o placement.Options
-	if len(opts) > 0 {
-		o = opts[0]
-	}
-	e.g = startGatehouse(t, app.Options{
-		Catalogue: []module.Module{placement.New(o)},
-		Modules:   map[string]app.ModuleConfig{"placement": {Enabled: true, Enforcement: mode}},
-	})
 	return e
 }
 
