@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // A config makes Gatehouse read, on its author's behalf, every object its
@@ -378,31 +380,19 @@ func firstDenied(ctx context.Context, qs []accessQuestion, review accessReviewer
 // and aggregated ClusterRoles and groups besides.
 func (m *Module) subjectAccessReview(user authenticationv1.UserInfo) accessReviewer {
 	return func(ctx context.Context, q accessQuestion) (bool, error) {
-		sar := accessReview(user, q)
-		if err := m.host.Client().Create(ctx, sar); err != nil {
+		allowed, err := module.Allowed(ctx, m.host.Client(), accessReview(user, q))
+		if err != nil {
 			return false, fmt.Errorf("SubjectAccessReview (%s %s in %q): %w", q.verb, q.target(), q.namespace, err)
 		}
-		return sar.Status.Allowed && !sar.Status.Denied, nil
+		return allowed, nil
 	}
 }
 
-// accessReview is the SubjectAccessReview of q for user, carrying every
-// part of the request's identity (username, uid, groups, extra) so that
-// the authorizer answers for that very request's user.
+// accessReview is the SubjectAccessReview of q for user.
 func accessReview(user authenticationv1.UserInfo, q accessQuestion) *authorizationv1.SubjectAccessReview {
-	var extra map[string]authorizationv1.ExtraValue
-	if len(user.Extra) > 0 {
-		extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
-		for k, v := range user.Extra {
-			extra[k] = authorizationv1.ExtraValue(append([]string(nil), v...))
-		}
-	}
-	return &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: user.Username, UID: user.UID, Groups: append([]string(nil), user.Groups...), Extra: extra,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Verb: q.verb, Group: q.group, Resource: q.resource, Namespace: q.namespace, Name: q.name,
-		},
-	}}
+	return module.AccessReview(user, authorizationv1.ResourceAttributes{
+		Verb: q.verb, Group: q.group, Resource: q.resource, Namespace: q.namespace, Name: q.name,
+	})
 }
 
 // accessTargets resolves the watched resources through discovery, so that

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // BypassMode is what the bypass label needs to take effect.
@@ -56,33 +58,19 @@ type accessReviewer func(ctx context.Context, sar *authorizationv1.SubjectAccess
 // the API server combines them with groups and aggregated roles).
 func subjectAccessReview(c client.Client) accessReviewer {
 	return func(ctx context.Context, sar *authorizationv1.SubjectAccessReview) (bool, error) {
-		if err := c.Create(ctx, sar); err != nil {
-			return false, err
-		}
-		return sar.Status.Allowed && !sar.Status.Denied, nil
+		return module.Allowed(ctx, c, sar)
 	}
 }
 
-// bypassReview is the SubjectAccessReview of the bypass of t for user,
-// carrying every part of the request's identity so that the authorizers
-// answer for that very request's user. Cluster-scoped objects (Namespaces,
+// bypassReview is the SubjectAccessReview of the bypass of t for user.
+// Cluster-scoped objects (Namespaces,
 // PersistentVolumes) are asked about without a namespace: only a
 // ClusterRoleBinding grants their bypass, never a RoleBinding a namespace
 // admin could write.
 func bypassReview(user authenticationv1.UserInfo, t target) *authorizationv1.SubjectAccessReview {
-	var extra map[string]authorizationv1.ExtraValue
-	if len(user.Extra) > 0 {
-		extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
-		for k, v := range user.Extra {
-			extra[k] = authorizationv1.ExtraValue(append([]string(nil), v...))
-		}
-	}
-	return &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: user.Username, UID: user.UID, Groups: append([]string(nil), user.Groups...), Extra: extra,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Verb: BypassVerb, Group: BypassGroup, Resource: t.plural, Namespace: t.namespace, Name: t.name,
-		},
-	}}
+	return module.AccessReview(user, authorizationv1.ResourceAttributes{
+		Verb: BypassVerb, Group: BypassGroup, Resource: t.plural, Namespace: t.namespace, Name: t.name,
+	})
 }
 
 // authorizeBypass decides whether the bypass label takes effect for user.
