@@ -232,6 +232,19 @@ func KeepPlacementFields(obj any) (any, error) {
 	return slim, nil
 }
 
+// podCreate is the rule of both Pod webhooks: a Pod's lineage, its
+// placement and its labels are fixed when it is created. A function, so that
+// no declaration shares another's slices.
+func podCreate() []admissionregistrationv1.RuleWithOperations {
+	return []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
+			Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+		},
+	}}
+}
+
 // Webhooks declares the module's webhooks and their failure policies
 // (doc.go says why each); the lineage-labels webhook only when switched on.
 func (m *Module) Webhooks() []module.Webhook {
@@ -265,13 +278,7 @@ func (m *Module) Webhooks() []module.Webhook {
 		},
 		{
 			Name: PodWebhookName, Path: PodWebhookPath, Type: module.Validating,
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
-					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-				},
-			}},
+			Rules: podCreate(),
 			// Only Pods that have a lineage to walk reach Gatehouse.
 			MatchConditions: []admissionregistrationv1.MatchCondition{hasLineageCondition()},
 			FailurePolicy:   admissionregistrationv1.Ignore,
@@ -333,13 +340,7 @@ func (m *Module) Webhooks() []module.Webhook {
 func (m *Module) labelsWebhook() module.Webhook {
 	return module.Webhook{
 		Name: LabelsWebhookName, Path: LabelsWebhookPath, Type: module.Mutating,
-		Rules: []admissionregistrationv1.RuleWithOperations{{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-			Rule: admissionregistrationv1.Rule{
-				APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
-				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-			},
-		}},
+		Rules: podCreate(),
 		MatchConditions:    []admissionregistrationv1.MatchCondition{hasLineageCondition()},
 		FailurePolicy:      admissionregistrationv1.Ignore,
 		SideEffects:        admissionregistrationv1.SideEffectClassNone,
