@@ -340,7 +340,7 @@ func (m *Module) Webhooks() []module.Webhook {
 func (m *Module) labelsWebhook() module.Webhook {
 	return module.Webhook{
 		Name: LabelsWebhookName, Path: LabelsWebhookPath, Type: module.Mutating,
-		Rules: podCreate(),
+		Rules:              podCreate(),
 		MatchConditions:    []admissionregistrationv1.MatchCondition{hasLineageCondition()},
 		FailurePolicy:      admissionregistrationv1.Ignore,
 		SideEffects:        admissionregistrationv1.SideEffectClassNone,
