@@ -118,7 +118,7 @@ func (h *host) SetWebhooks(hooks []module.Webhook) error {
 	served := make([]module.Webhook, len(hooks))
 	for i, hook := range hooks {
 		if hook.Kinds == nil {
-			hook.Kinds = h.ruleKinds(hook)
+			hook.Kinds = ruleKinds(h.RESTMapper(), hook, h.log)
 		}
 		served[i] = hook
 	}
@@ -141,7 +141,7 @@ func (h *host) SetWebhooks(hooks []module.Webhook) error {
 // with wildcards or subresources (whose reviews carry kinds of their own:
 // Scale, Eviction) and resources discovery does not know leave the webhook
 // open to every kind, as before: the module judges what it is sent.
-func (h *host) ruleKinds(hook module.Webhook) []schema.GroupVersionKind {
+func ruleKinds(mapper meta.RESTMapper, hook module.Webhook, log logr.Logger) []schema.GroupVersionKind {
 	var kinds []schema.GroupVersionKind
 	for _, rule := range hook.Rules {
 		for _, group := range rule.APIGroups {
@@ -150,9 +150,9 @@ func (h *host) ruleKinds(hook module.Webhook) []schema.GroupVersionKind {
 					if group == "*" || version == "*" || strings.ContainsAny(resource, "*/") {
 						return nil
 					}
-					gvk, err := h.RESTMapper().KindFor(schema.GroupVersionResource{Group: group, Version: version, Resource: resource})
+					gvk, err := mapper.KindFor(schema.GroupVersionResource{Group: group, Version: version, Resource: resource})
 					if err != nil {
-						h.log.Info("a run-time webhook's rule names a resource discovery does not know: the webhook is sent every kind posted to it",
+						log.Info("a run-time webhook's rule names a resource discovery does not know: the webhook is sent every kind posted to it",
 							"webhook", hook.Name, "resource", schema.GroupVersionResource{Group: group, Version: version, Resource: resource}.String(), "error", err.Error())
 						return nil
 					}
