@@ -91,8 +91,9 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panicked bool
 	)
 	if kind := schemaGVK(req.Kind); h.kinds != nil && !h.kinds[kind] {
-		// Not this webhook's to judge: read as the kind the path serves,
-		// a ConfigMap was refused for "Service ... has no ports".
+		// Not this webhook's to judge (the API server never sends it):
+		// read as the path's kind, a ConfigMap posted to a Services path
+		// was refused as if it were a Service.
 		metrics.ForeignKinds.WithLabelValues(h.module).Inc()
 		resp = admission.Allowed(fmt.Sprintf("%s does not judge %s", h.hook.Name, module.GVKString(kind)))
 	} else {
