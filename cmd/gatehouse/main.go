@@ -27,16 +27,13 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "configcheck" {
-		os.Exit(configcheckCommand(os.Args[2:]))
-	}
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "gatehouse:", err)
-		os.Exit(1)
-	}
+	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run() error {
+// serveFlags registers the server's flags on the process's flag set (beside
+// controller-runtime's --kubeconfig) and returns the server's main, to run
+// once they are parsed.
+func serveFlags() func() error {
 	var (
 		opts          app.Options
 		configFile    string
@@ -90,89 +87,89 @@ func run() error {
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect one replica to write the webhook configurations (every replica serves).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
-	flag.Parse()
+	return func() error {
+		// Decision logs are written on the admission hot path: buffer them and
+		// flush every second (and at exit) instead of one write(2) per line.
+		logSink := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(os.Stderr), Size: 256 << 10, FlushInterval: time.Second}
+		defer logSink.Stop()
+		zapOpts.DestWriter = logSink
+		log := zap.New(zap.UseFlagOptions(&zapOpts))
+		ctrl.SetLogger(log)
+		opts.Log = log
 
-	// Decision logs are written on the admission hot path: buffer them and
-	// flush every second (and at exit) instead of one write(2) per line.
-	logSink := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(os.Stderr), Size: 256 << 10, FlushInterval: time.Second}
-	defer logSink.Stop()
-	zapOpts.DestWriter = logSink
-	log := zap.New(zap.UseFlagOptions(&zapOpts))
-	ctrl.SetLogger(log)
-	opts.Log = log
-
-	tlsMin, err := server.ParseTLSVersion(tlsMinVersion)
-	if err != nil {
-		return err
-	}
-	opts.Server.TLSMinVersion = tlsMin
-	if clientCAFile != "" {
-		cas, err := certs.NewClientCA(clientCAFile, log.WithName("certs"))
-		if err != nil {
-			return fmt.Errorf("--client-ca-file: %w", err)
-		}
-		opts.Server.ClientAuth = &server.ClientAuthOptions{CAs: cas, AllowedNames: splitList(clientNames)}
-	} else if clientNames != "" {
-		return errors.New("--client-names needs --client-ca-file")
-	}
-	opts.Modules = map[string]app.ModuleConfig{}
-	if configFile != "" {
-		cfg, err := app.LoadFile(configFile)
+		tlsMin, err := server.ParseTLSVersion(tlsMinVersion)
 		if err != nil {
 			return err
 		}
-		for name, c := range cfg.Modules {
+		opts.Server.TLSMinVersion = tlsMin
+		if clientCAFile != "" {
+			cas, err := certs.NewClientCA(clientCAFile, log.WithName("certs"))
+			if err != nil {
+				return fmt.Errorf("--client-ca-file: %w", err)
+			}
+			opts.Server.ClientAuth = &server.ClientAuthOptions{CAs: cas, AllowedNames: splitList(clientNames)}
+		} else if clientNames != "" {
+			return errors.New("--client-names needs --client-ca-file")
+		}
+		opts.Modules = map[string]app.ModuleConfig{}
+		if configFile != "" {
+			cfg, err := app.LoadFile(configFile)
+			if err != nil {
+				return err
+			}
+			for name, c := range cfg.Modules {
+				opts.Modules[name] = c
+			}
+		}
+		for _, name := range app.ParseModuleList(moduleList) {
+			c := opts.Modules[name]
+			c.Enabled = true
 			opts.Modules[name] = c
 		}
-	}
-	for _, name := range app.ParseModuleList(moduleList) {
-		c := opts.Modules[name]
-		c.Enabled = true
-		opts.Modules[name] = c
-	}
-	modes, err := app.ParseEnforcementList(enforcement)
-	if err != nil {
-		return err
-	}
-	for name, mode := range modes {
-		c, ok := opts.Modules[name]
-		if !ok {
-			return fmt.Errorf("--enforcement names module %s, which is not enabled", name)
+		modes, err := app.ParseEnforcementList(enforcement)
+		if err != nil {
+			return err
 		}
-		c.Enforcement = mode
-		opts.Modules[name] = c
-	}
-	if catalogueOpts.PVSafe.Bypass, err = pvsafe.ParseBypassMode(pvsafeBypass); err != nil {
-		return fmt.Errorf("--pvsafe-bypass: %w", err)
-	}
-	opts.Catalogue = catalogue.Build(catalogueOpts)
-	target, err := webhookTarget(webhookURL, serviceName, int32(servicePort), opts.Namespace, webhookCA)
-	if err != nil {
-		return err
-	}
-	opts.ManageWebhooks = target
-	if selfManaged {
-		if opts.CertSecret == "" {
-			return errors.New("--self-managed-certs needs --cert-secret namespace/name")
+		for name, mode := range modes {
+			c, ok := opts.Modules[name]
+			if !ok {
+				return fmt.Errorf("--enforcement names module %s, which is not enabled", name)
+			}
+			c.Enforcement = mode
+			opts.Modules[name] = c
 		}
-		opts.SelfManagedCerts = &certs.SelfManagedOptions{}
-	}
+		if catalogueOpts.PVSafe.Bypass, err = pvsafe.ParseBypassMode(pvsafeBypass); err != nil {
+			return fmt.Errorf("--pvsafe-bypass: %w", err)
+		}
+		opts.Catalogue = catalogue.Build(catalogueOpts)
+		target, err := webhookTarget(webhookURL, serviceName, int32(servicePort), opts.Namespace, webhookCA)
+		if err != nil {
+			return err
+		}
+		opts.ManageWebhooks = target
+		if selfManaged {
+			if opts.CertSecret == "" {
+				return errors.New("--self-managed-certs needs --cert-secret namespace/name")
+			}
+			opts.SelfManagedCerts = &certs.SelfManagedOptions{}
+		}
 
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubernetes client configuration: %w", err)
-	}
-	opts.RestConfig = cfg
+		cfg, err := ctrl.GetConfig()
+		if err != nil {
+			return fmt.Errorf("kubernetes client configuration: %w", err)
+		}
+		opts.RestConfig = cfg
 
-	ctx := ctrl.SetupSignalHandler()
-	g, err := app.New(ctx, opts)
-	if err != nil {
-		return err
+		ctx := ctrl.SetupSignalHandler()
+		g, err := app.New(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if err := g.Start(ctx); err != nil && !errors.Is(err, ctx.Err()) {
+			return err
+		}
+		return nil
 	}
-	if err := g.Start(ctx); err != nil && !errors.Is(err, ctx.Err()) {
-		return err
-	}
-	return nil
 }
 
 // webhookTarget is nil (static mode) unless a URL or a Service is given.

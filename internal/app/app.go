@@ -220,6 +220,9 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 			if strings.HasPrefix(hook.Path, "/validate/") {
 				return nil, fmt.Errorf("module %s: webhook %s: /validate/ is reserved for run-time webhooks", m.Name(), hook.Name)
 			}
+			if hook.Path == server.ValidatePath {
+				return nil, fmt.Errorf("module %s: webhook %s: %s is the server's own endpoint", m.Name(), hook.Name, server.ValidatePath)
+			}
 			if hook.Type == module.Conversion {
 				srv.Conversion(m.Name(), hook)
 			} else {

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -114,7 +115,14 @@ func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (mo
 func (h *host) Served(gvk schema.GroupVersionKind) bool { return h.g.kinds.Served(gvk) }
 
 func (h *host) SetWebhooks(hooks []module.Webhook) error {
-	if err := h.g.Server.SetRuntimeWebhooks(h.name, hooks, h.mode); err != nil {
+	served := make([]module.Webhook, len(hooks))
+	for i, hook := range hooks {
+		if hook.Kinds == nil {
+			hook.Kinds = ruleKinds(h.RESTMapper(), hook, h.log)
+		}
+		served[i] = hook
+	}
+	if err := h.g.Server.SetRuntimeWebhooks(h.name, served, h.mode); err != nil {
 		return fmt.Errorf("module %s: %w", h.name, err)
 	}
 	if h.g.reconciler != nil {
@@ -125,6 +133,35 @@ func (h *host) SetWebhooks(hooks []module.Webhook) error {
 		})
 	}
 	return nil
+}
+
+// ruleKinds are the kinds hook's rules name, resolved through discovery,
+// so that the server allows a review of another kind posted to its path
+// instead of judging it as the path's kind (module.Webhook.Kinds). Rules
+// with wildcards or subresources (whose reviews carry kinds of their own:
+// Scale, Eviction) and resources discovery does not know leave the webhook
+// open to every kind, as before: the module judges what it is sent.
+func ruleKinds(mapper meta.RESTMapper, hook module.Webhook, log logr.Logger) []schema.GroupVersionKind {
+	var kinds []schema.GroupVersionKind
+	for _, rule := range hook.Rules {
+		for _, group := range rule.APIGroups {
+			for _, version := range rule.APIVersions {
+				for _, resource := range rule.Resources {
+					if group == "*" || version == "*" || strings.ContainsAny(resource, "*/") {
+						return nil
+					}
+					gvk, err := mapper.KindFor(schema.GroupVersionResource{Group: group, Version: version, Resource: resource})
+					if err != nil {
+						log.Info("a run-time webhook's rule names a resource discovery does not know: the webhook is sent every kind posted to it",
+							"webhook", hook.Name, "resource", schema.GroupVersionResource{Group: group, Version: version, Resource: resource}.String(), "error", err.Error())
+						return nil
+					}
+					kinds = append(kinds, gvk)
+				}
+			}
+		}
+	}
+	return kinds
 }
 
 // newCache builds a scoped cache, registers the informers of the types it

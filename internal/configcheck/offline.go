@@ -69,7 +69,7 @@ func TestOffline(ctx context.Context, configYAML []byte, opts OfflineOptions, w 
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
+		if err := enc.Encode(jsonReport(report)); err != nil {
 			return false, err
 		}
 	case "", "summary":
@@ -78,6 +78,42 @@ func TestOffline(ctx context.Context, configYAML []byte, opts OfflineOptions, w 
 		return false, fmt.Errorf("--output %q: want summary or json", opts.Output)
 	}
 	return report.Failed == 0, nil
+}
+
+// offlineReport is the report --output json prints: lowerCamelCase names,
+// as kubectl's JSON has, and durations in seconds, which a CI script can
+// compare without knowing Go's nanoseconds.
+type offlineReport struct {
+	Results []offlineResult `json:"results"`
+	Total   int             `json:"total"`
+	Passed  int             `json:"passed"`
+	Failed  int             `json:"failed"`
+}
+
+type offlineResult struct {
+	Name            string           `json:"name"`
+	Description     string           `json:"description,omitempty"`
+	Passed          bool             `json:"passed"`
+	RenderError     string           `json:"renderError,omitempty"`
+	Failures        []offlineFailure `json:"failures,omitempty"`
+	DurationSeconds float64          `json:"durationSeconds"`
+}
+
+type offlineFailure struct {
+	Assertion string `json:"assertion"`
+	Message   string `json:"message"`
+}
+
+func jsonReport(report suite.Report) offlineReport {
+	out := offlineReport{Results: []offlineResult{}, Total: report.Total, Passed: report.Total - report.Failed, Failed: report.Failed}
+	for _, r := range report.Results {
+		res := offlineResult{Name: r.Name, Description: r.Description, Passed: r.Passed, RenderError: r.RenderError, DurationSeconds: r.Duration.Seconds()}
+		for _, f := range r.Failures {
+			res.Failures = append(res.Failures, offlineFailure{Assertion: f.Assertion, Message: f.Message})
+		}
+		out.Results = append(out.Results, res)
+	}
+	return out
 }
 
 func writeSummary(w io.Writer, report suite.Report) {

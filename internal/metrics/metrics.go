@@ -41,6 +41,15 @@ var (
 		Help: "Handler panics recovered by the server.",
 	}, []string{"webhook", "module"})
 
+	// ForeignKinds counts reviews whose kind is not one the webhook at
+	// their path judges (module.Webhook.Kinds), allowed without a
+	// decision. The review's kind is the caller's to choose, so it is no
+	// label: the module is.
+	ForeignKinds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_webhook_foreign_kind_total",
+		Help: "Reviews of a kind the webhook at their path does not judge, allowed without a decision, by module.",
+	}, []string{"module"})
+
 	// CacheSynced is 1 once a cache a module needs has synced.
 	CacheSynced = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gatehouse_cache_synced",
@@ -61,5 +70,5 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(Requests, Latency, BadRequests, Panics, CacheSynced, CertificateReloads, CertificateExpiry)
+	ctrlmetrics.Registry.MustRegister(Requests, Latency, BadRequests, Panics, ForeignKinds, CacheSynced, CertificateReloads, CertificateExpiry)
 }

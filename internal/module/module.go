@@ -8,6 +8,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -72,6 +73,13 @@ type Webhook struct {
 	// ReinvocationPolicy, for mutating webhooks only. Default Never.
 	ReinvocationPolicy admissionregistrationv1.ReinvocationPolicyType
 	Admit              AdmitFunc
+	// Kinds, when set, are the kinds the webhook judges (the kinds its
+	// rules' resources hold): the server allows a review of any other kind
+	// without calling Admit, since it is not this webhook's to judge (the
+	// API server never sends one; a caller posting straight to the port
+	// may), and counts it in gatehouse_webhook_foreign_kind_total. The
+	// host sets it for run-time webhooks from their rules.
+	Kinds []schema.GroupVersionKind
 
 	// Conversion webhooks.
 	CRDs    []string
@@ -128,7 +136,7 @@ func (w Webhook) Validate() error {
 		if w.Convert == nil || len(w.CRDs) == 0 {
 			return fmt.Errorf("webhook %q: conversion webhook needs a Convert function and CRDs", w.Name)
 		}
-		if len(w.Rules) > 0 || w.Admit != nil {
+		if len(w.Rules) > 0 || w.Admit != nil || len(w.Kinds) > 0 {
 			return fmt.Errorf("webhook %q: a conversion webhook has no admission rules", w.Name)
 		}
 	default:

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
@@ -33,6 +34,13 @@ func (s *Server) Admission(moduleName string, hook module.Webhook, mode module.E
 
 func (s *Server) admissionHandler(moduleName string, hook module.Webhook, mode module.Enforcement) (*admissionHandler, error) {
 	h := &admissionHandler{server: s, module: moduleName, hook: hook, mode: mode}
+	if len(hook.Kinds) > 0 {
+		h.kinds = make(map[schema.GroupVersionKind]bool, len(hook.Kinds))
+		for _, k := range hook.Kinds {
+			h.kinds[k] = true
+		}
+		metrics.ForeignKinds.WithLabelValues(moduleName)
+	}
 	if n := hook.Cost.Concurrency; n > 0 {
 		sem, err := s.moduleConcurrency(moduleName, n)
 		if err != nil {
@@ -53,6 +61,9 @@ type admissionHandler struct {
 	mode   module.Enforcement
 	// concurrency is the module's bound on its decisions, nil for none.
 	concurrency *semaphore.Weighted
+	// kinds are the kinds the webhook judges (module.Webhook.Kinds), nil
+	// for any.
+	kinds map[schema.GroupVersionKind]bool
 }
 
 func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -75,7 +86,19 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := admission.Request{AdmissionRequest: *review.Request}
 
-	resp, panicked := h.admit(r.Context(), req)
+	var (
+		resp     admission.Response
+		panicked bool
+	)
+	if kind := schemaGVK(req.Kind); h.kinds != nil && !h.kinds[kind] {
+		// Not this webhook's to judge (the API server never sends it):
+		// read as the path's kind, a ConfigMap posted to a Services path
+		// was refused as if it were a Service.
+		metrics.ForeignKinds.WithLabelValues(h.module).Inc()
+		resp = admission.Allowed(fmt.Sprintf("%s does not judge %s", h.hook.Name, module.GVKString(kind)))
+	} else {
+		resp, panicked = h.admit(r.Context(), req)
+	}
 	warned := false
 	if h.hook.Type == module.Validating && !panicked {
 		resp, warned = h.mode.Apply(h.module, resp)

@@ -25,6 +25,23 @@ type runtimeRoutes struct {
 
 const runtimePrefix = "/validate/"
 
+// ValidatePath is the seed's validation endpoint (the dry-run spec's
+// server contract). Gatehouse serves each validator at a path of its own,
+// so no kind has a validator here: every review is allowed, as the spec
+// allows a kind without a validator, behind the same guard (405, 400,
+// 413, client authentication) as every webhook. Without it the mux's
+// subtree pattern /validate/ answered 307 to every method and body.
+const ValidatePath = "/validate"
+
+func (s *Server) validatePath() {
+	s.Admission("gatehouse", module.Webhook{
+		Name: "validate.gatehouse.dev", Path: ValidatePath, Type: module.Validating,
+		Admit: func(_ context.Context, req admission.Request) admission.Response {
+			return admission.Allowed("no validator is registered for " + module.GVKString(schemaGVK(req.Kind)) + " at " + ValidatePath)
+		},
+	}, module.Enforce)
+}
+
 func (s *Server) runtime() *runtimeRoutes {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -71,6 +71,7 @@ func New(opts Options) (*Server, error) {
 	})
 	s.mux.HandleFunc("/readyz", s.serveReadyz)
 	s.runtime()
+	s.validatePath()
 	return s, nil
 }
 

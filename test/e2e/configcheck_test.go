@@ -39,6 +39,7 @@ type configcheckEnv struct {
 	cfgKey types.NamespacedName
 	app    string
 	scope  string // the scopeLabel value of the test's namespaces
+	g      *testenv.Gatehouse
 }
 
 const scopeLabel = "gatehouse.test/configcheck"
@@ -83,7 +84,7 @@ func startConfigcheckWith(t *testing.T, change func(*gatehousev1alpha1.HAProxyTe
 		change(cfg)
 	}
 	e.cfgKey = types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
-	startConfigcheckGatehouse(t)
+	e.g = startConfigcheckGatehouse(t)
 	// Created through Gatehouse's own webhook, which runs its embedded
 	// tests.
 	eventually(t, "the config is admitted", func() error { return c.Create(context.Background(), cfg) })
