@@ -13,6 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// sysProcAttr's Pdeathsig fires when the thread that started the child
+// exits; Go keeps its threads for the life of the process unless a
+// goroutine locked to one ends, which the harness never does.
 func sysProcAttr() *syscall.SysProcAttr {
 	closeInheritedFiles()
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
