@@ -161,6 +161,7 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 		ControlPlaneStopTimeout:  time.Minute,
 	}
 	if err := cp.configureProcesses(assets); err != nil {
+		cp.closeLogs()
 		cp.cleanDir()
 		return nil, err
 	}
@@ -169,6 +170,7 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	cp.Env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
 	admissionConfig, err := cp.writeWebhookClientConfig()
 	if err != nil {
+		cp.closeLogs()
 		cp.cleanDir()
 		return nil, err
 	}
