@@ -163,7 +163,8 @@ func (e *Env) startProcess() error {
 	}
 	// Its own process group: a Ctrl-C reaches devenv, which then stops
 	// Gatehouse once, gracefully, instead of Gatehouse seeing two signals.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Killed with devenv or the test binary, as the control plane is.
+	cmd.SysProcAttr = testenv.ProcAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start gatehouse: %w", err)
 	}

@@ -34,10 +34,7 @@ func startComponent(name, binary string, args []string, logPath string) (*compon
 	}
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	// Its own process group, so that a Ctrl-C at `make run` reaches only
-	// devenv, which then stops the components in order; and killed with its
-	// parent, so that a test binary that dies leaves nothing behind.
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = ProcAttr()
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -139,3 +136,10 @@ func FreePort() (int, error) {
 	}
 	return addr.Port, nil
 }
+
+// ProcAttr returns the attributes every process the harness starts gets:
+// its own process group, so that a Ctrl-C at `make run` reaches only devenv,
+// which then stops the processes in order; SIGKILL when the harness dies
+// (Linux), so that a test binary killed by -timeout or by hand leaves
+// nothing behind; and none of the descriptors the harness inherited.
+func ProcAttr() *syscall.SysProcAttr { return sysProcAttr() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,7 +61,9 @@ type ControlPlane struct {
 
 	components []*component
 	nodeLog    *os.File
-	removeDir  bool
+	// processLogs receive etcd's and kube-apiserver's output.
+	processLogs []*os.File
+	removeDir   bool
 }
 
 // ControlPlaneOptions configures StartControlPlane.
@@ -157,11 +160,17 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	if err := cp.configureProcesses(assets); err != nil {
+		cp.closeLogs()
+		cp.cleanDir()
+		return nil, err
+	}
 	// envtest's default /24 holds 254 Services; the benchmarks create a
 	// thousand.
 	cp.Env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
 	admissionConfig, err := cp.writeWebhookClientConfig()
 	if err != nil {
+		cp.closeLogs()
 		cp.cleanDir()
 		return nil, err
 	}
@@ -170,8 +179,9 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	cp.Env.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", admissionConfig)
 	cfg, err := cp.Env.Start()
 	if err != nil {
-		cp.cleanDir()
-		return nil, fmt.Errorf("start control plane: %w", err)
+		cp.closeLogs()
+		// Kept: the logs say why.
+		return nil, fmt.Errorf("start control plane: %w (logs in %s)", err, cp.Dir)
 	}
 	cp.Config = cfg
 	fail := func(err error) (*ControlPlane, error) {
@@ -202,6 +212,45 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 		return fail(err)
 	}
 	return cp, nil
+}
+
+// configureProcesses has envtest start etcd and kube-apiserver through the
+// trampoline (killed with this process; see trampolineFor) and write their
+// output to etcd.log and kube-apiserver.log in cp.Dir, which envtest would
+// discard: a control plane that fails under load says why.
+func (cp *ControlPlane) configureProcesses(assets string) error {
+	closeInheritedFiles()
+	if cp.Env.ControlPlane.Etcd == nil {
+		cp.Env.ControlPlane.Etcd = &envtest.Etcd{}
+	}
+	apiServer, etcd := cp.Env.ControlPlane.GetAPIServer(), cp.Env.ControlPlane.Etcd
+	for _, p := range []struct {
+		name     string
+		path     *string
+		out, err *io.Writer
+	}{
+		{"etcd", &etcd.Path, &etcd.Out, &etcd.Err},
+		{"kube-apiserver", &apiServer.Path, &apiServer.Out, &apiServer.Err},
+	} {
+		path, err := trampolineFor(cp.Dir, filepath.Join(assets, p.name))
+		if err != nil {
+			return err
+		}
+		log, err := os.Create(filepath.Join(cp.Dir, p.name+".log"))
+		if err != nil {
+			return err
+		}
+		cp.processLogs = append(cp.processLogs, log)
+		*p.path, *p.out, *p.err = path, log, log
+	}
+	return nil
+}
+
+func (cp *ControlPlane) closeLogs() {
+	for _, f := range cp.processLogs {
+		f.Close()
+	}
+	cp.processLogs = nil
 }
 
 // webhookClientKubeconfig names one user, "*", which kube-apiserver's
@@ -368,6 +417,7 @@ func (cp *ControlPlane) Stop() error {
 			errs = append(errs, err)
 		}
 	}
+	cp.closeLogs()
 	if len(errs) == 0 {
 		cp.cleanDir()
 	} else if cp.removeDir {

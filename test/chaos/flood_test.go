@@ -53,7 +53,7 @@ const (
 func TestFloodOfLargeReviewsKeepsGatehouseInsideItsMemoryLimit(t *testing.T) {
 	ctx := context.Background()
 	env, err := devenv.Start(ctx, devenv.Options{
-		Dir: t.TempDir(), WebhookAddr: "127.0.0.1:" + freePort(t), MetricsAddr: "127.0.0.1:" + freePort(t),
+		Dir: logDir(t), WebhookAddr: "127.0.0.1:" + freePort(t), MetricsAddr: "127.0.0.1:" + freePort(t),
 		Modules: "pvsafe,configcheck",
 		Env:     []string{"GOMEMLIMIT=" + chartGoMemLimit},
 	})

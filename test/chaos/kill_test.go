@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,7 +134,7 @@ func startPVSafe(t *testing.T, apiServerReplaced bool) (*devenv.Env, string) {
 	t.Helper()
 	metricsAddr := "127.0.0.1:" + freePort(t)
 	env, err := devenv.Start(context.Background(), devenv.Options{
-		Dir: t.TempDir(), WebhookAddr: "127.0.0.1:" + freePort(t), MetricsAddr: metricsAddr, Modules: "pvsafe",
+		Dir: logDir(t), WebhookAddr: "127.0.0.1:" + freePort(t), MetricsAddr: metricsAddr, Modules: "pvsafe",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -156,4 +158,48 @@ func freePort(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strconv.Itoa(port)
+}
+
+// logDir returns the directory for a control plane's logs (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler, the fake nodes,
+// Gatehouse): a t.TempDir, copied when the test fails to a directory that
+// outlives it, whose path the test logs. Call it before starting anything
+// that writes there: the copy is made after the test's later cleanups
+// (the processes stopped, their logs complete).
+func logDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		kept, err := os.MkdirTemp("", "gatehouse-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
+		if err == nil {
+			err = copyLogs(kept, dir)
+		}
+		if err != nil {
+			t.Logf("keeping the logs of %s: %v", dir, err)
+			return
+		}
+		t.Logf("the control plane's and Gatehouse's logs are kept in %s", kept)
+	})
+	return dir
+}
+
+// copyLogs copies the *.log files directly in dir to kept.
+func copyLogs(kept, dir string) error {
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		return err
+	}
+	for _, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(kept, filepath.Base(path)), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }

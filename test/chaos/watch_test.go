@@ -31,42 +31,48 @@ func TestWatchExpiryRelists(t *testing.T) {
 	ctx := context.Background()
 	env, metricsAddr := startPVSafe(t, true)
 	c := env.ControlPlane.Client
-	const ns = "expiry"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "expiry-data"},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-			StorageClassName:              "manual",
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "hostpath.csi.k8s.io", VolumeHandle: "expiry"}},
-		},
-	}
-	if err := c.Create(ctx, pv); err != nil {
-		t.Fatal(err)
-	}
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To("manual"),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}
-	if err := c.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
-	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-	waitFor(t, "the namespace's deletion is refused (a bound claim on a Delete volume)", func() error {
-		err := c.Delete(ctx, namespace.DeepCopy(), client.DryRunAll)
-		if err == nil || !strings.Contains(err.Error(), "DELETION BLOCKED") {
-			return fmt.Errorf("got %v", err)
+	// claimOnDeleteVolume makes namespace ns with a claim bound to a Delete
+	// volume, and waits until pvsafe refuses deleting the namespace.
+	claimOnDeleteVolume := func(ns string) (*corev1.Namespace, *corev1.PersistentVolume) {
+		t.Helper()
+		namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+		if err := c.Create(ctx, namespace.DeepCopy()); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: ns + "-data"},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+				StorageClassName:              "manual-" + ns,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "hostpath.csi.k8s.io", VolumeHandle: ns}},
+			},
+		}
+		if err := c.Create(ctx, pv); err != nil {
+			t.Fatal(err)
+		}
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: ptr.To("manual-" + ns),
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}
+		if err := c.Create(ctx, pvc); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the deletion of namespace "+ns+" is refused (a bound claim on a Delete volume)", func() error {
+			err := c.Delete(ctx, namespace.DeepCopy(), client.DryRunAll)
+			if err == nil || !strings.Contains(err.Error(), "DELETION BLOCKED") {
+				return fmt.Errorf("got %v", err)
+			}
+			return nil
+		})
+		return namespace, pv
+	}
+	namespace, pv := claimOnDeleteVolume("expiry")
 	overturnedBefore := metric(t, metricsAddr, "gatehouse_pvsafe_stale_denials_overturned_total")
 
 	if err := env.Process.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -88,13 +94,17 @@ func TestWatchExpiryRelists(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := killAPIServer(t, env)
-	startAPIServer(t, p, "--etcd-compaction-interval=1s")
-	waitFor(t, "the API server answers again", func() error {
-		return c.Get(ctx, client.ObjectKeyFromObject(pv), &corev1.PersistentVolume{})
-	})
+	startAPIServer(t, env, p, "--etcd-compaction-interval=1s")
 	time.Sleep(3 * time.Second) // two compaction intervals: the revisions Gatehouse saw are gone
 	resume()
-	time.Sleep(5 * time.Second) // the informers' relist
+	// The informers' relist, observed rather than slept for (a fixed wait
+	// was short on a loaded machine): a claim and volume made now are in
+	// Gatehouse's cache once a refusal comes from it (a cache without them
+	// allows, and only denials are confirmed live). The claim and volume
+	// informers deliver in resource-version order, so a cache holding them
+	// also holds the volume made Retain before them. A cache that kept
+	// its stale watch and never relisted fails here.
+	claimOnDeleteVolume("canary")
 
 	if err := c.Delete(ctx, namespace.DeepCopy(), client.DryRunAll); err != nil {
 		t.Fatalf("deleting the namespace after its volume became Retain: %v", err)
