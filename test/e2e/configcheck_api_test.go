@@ -3,14 +3,25 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // readConfigJSON reads a config as the API server returns it, so that a
@@ -120,4 +131,155 @@ func TestConfigcheckStatusWritesAZeroCount(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// logLines keeps the lines a logger wrote and passes them on to the test's
+// log.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logger(t testing.TB) logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		line := prefix + " " + args
+		t.Log(line)
+		l.mu.Lock()
+		l.lines = append(l.lines, line)
+		l.mu.Unlock()
+	}, funcr.Options{})
+}
+
+// matching returns the lines holding every part.
+func (l *logLines) matching(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestConfigcheckFailOpenIsLoggedOncePerChange asserts what
+// docs/configcheck.md says of the fail-open line: logged at start when
+// there is no config, logged when a change leaves no config with a
+// webhook (naming that config), and not repeated while that lasts.
+func TestConfigcheckFailOpenIsLoggedOncePerChange(t *testing.T) {
+	c := controlPlane.Client
+	if err := gatehousev1alpha1.AddToScheme(c.Scheme()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Other tests' configs leave with their namespaces; the first line is
+	// the one of a cluster without any.
+	eventually(t, "no HAProxyTemplateConfig is left in the cluster", func() error {
+		var list gatehousev1alpha1.HAProxyTemplateConfigList
+		if err := c.List(ctx, &list); err != nil {
+			return err
+		}
+		if n := len(list.Items); n > 0 {
+			return fmt.Errorf("%d left", n)
+		}
+		return nil
+	})
+	var logs logLines
+	startGatehouse(t, app.Options{
+		Log:       logs.logger(t),
+		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
+		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
+	})
+	failOpen := func() []string {
+		return logs.matching(`configcheck/Controllers/HAProxyTemplateConfig`, `"msg"="`+configcheck.FailOpenMessage+`"`)
+	}
+	want := func(what string, n int) {
+		t.Helper()
+		eventually(t, what, func() error {
+			if got := failOpen(); len(got) != n {
+				return fmt.Errorf("%d fail-open lines, want %d: %q", len(got), n, got)
+			}
+			return nil
+		})
+	}
+	want("the fail-open line is logged at start without any config", 1)
+
+	cfg := exampleConfig(t)
+	cfg.Namespace = namespace(t, "lb")
+	scope := "cc-" + randSuffix()
+	for name, w := range cfg.Spec.WatchedResources {
+		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: scope}}
+		cfg.Spec.WatchedResources[name] = w
+	}
+	key := client.ObjectKeyFromObject(cfg)
+	eventually(t, "the config is admitted", func() error { return c.Create(ctx, cfg) })
+	// observed waits until the leader's status describes the config's
+	// current generation with the webhooks in the given state.
+	observed := func(what string, active metav1.ConditionStatus) {
+		t.Helper()
+		eventually(t, what, func() error {
+			got := &gatehousev1alpha1.HAProxyTemplateConfig{}
+			if err := c.Get(ctx, key, got); err != nil {
+				return err
+			}
+			cond := meta.FindStatusCondition(got.Status.Conditions, gatehousev1alpha1.ConditionWebhookActive)
+			if got.Status.ObservedGeneration != got.Generation || cond == nil || cond.Status != active || cond.ObservedGeneration != got.Generation {
+				return fmt.Errorf("status %+v", got.Status)
+			}
+			return nil
+		})
+	}
+	observed("the config's webhooks are registered", metav1.ConditionTrue)
+	if got := failOpen(); len(got) != 1 {
+		t.Fatalf("a config with webhooks logged fail-open: %q", got)
+	}
+
+	update := func(change func(*gatehousev1alpha1.HAProxyTemplateConfig)) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := &gatehousev1alpha1.HAProxyTemplateConfig{}
+			if err := c.Get(ctx, key, got); err != nil {
+				return err
+			}
+			change(got)
+			return c.Update(ctx, got)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(func(cfg *gatehousev1alpha1.HAProxyTemplateConfig) {
+		for name, w := range cfg.Spec.WatchedResources {
+			w.EnableValidationWebhook = false
+			cfg.Spec.WatchedResources[name] = w
+		}
+	})
+	observed("the config's webhooks are withdrawn", metav1.ConditionFalse)
+	want("the fail-open line is logged again when the last webhook goes", 2)
+	if got := failOpen()[1]; !strings.Contains(got, `"config"="`+key.String()+`"`) {
+		t.Errorf("the fail-open line does not name the config whose change caused it: %s", got)
+	}
+
+	update(func(cfg *gatehousev1alpha1.HAProxyTemplateConfig) {
+		cfg.Spec.WatchedResourcesIgnoreFields = append(cfg.Spec.WatchedResourcesIgnoreFields, "metadata.annotations")
+	})
+	observed("another change without webhooks is loaded", metav1.ConditionFalse)
+	eventually(t, "the change is loaded on the replica", func() error {
+		got := &gatehousev1alpha1.HAProxyTemplateConfig{}
+		if err := c.Get(ctx, key, got); err != nil {
+			return err
+		}
+		if len(logs.matching(`"msg"="config loaded"`, fmt.Sprintf(`"generation"=%d`, got.Generation))) == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if got := failOpen(); len(got) != 2 {
+		t.Fatalf("the fail-open line was repeated while nothing changed: %q", got)
+	}
 }
