@@ -261,7 +261,7 @@ func TestConfigcheckFailOpenIsLoggedOncePerChange(t *testing.T) {
 	})
 	observed("the config's webhooks are withdrawn", metav1.ConditionFalse)
 	want("the fail-open line is logged again when the last webhook goes", 2)
-	if got := failOpen()[1]; !strings.Contains(got, `"config"="`+key.String()+`"`) {
+	if got := failOpen()[1]; !strings.Contains(got, fmt.Sprintf(`"config"={"name"=%q "namespace"=%q}`, key.Name, key.Namespace)) {
 		t.Errorf("the fail-open line does not name the config whose change caused it: %s", got)
 	}
 
