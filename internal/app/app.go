@@ -13,7 +13,6 @@ import (
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -175,7 +174,7 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	g := &Gatehouse{Manager: mgr, Server: srv, opts: opts, writer: writer, certs: certSource}
 	if rotating, ok := certSource.(*certs.SelfManaged); ok {
 		// Every replica serves the Secret; only the leader rotates it.
-		if err := mgr.Add(rotating.Rotator()); err != nil {
+		if err := mgr.Add(withLogger(rotating.Rotator(), log.WithName("certs"))); err != nil {
 			return nil, err
 		}
 	}
@@ -188,10 +187,10 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.kinds, err = kinds.New(ctx, platform, scheme, log.WithName("kinds")); err != nil {
+	if g.kinds, err = kinds.New(ctx, platform, scheme); err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(g.kinds); err != nil {
+	if err := mgr.Add(withLogger(g.kinds, log.WithName("kinds"))); err != nil {
 		return nil, err
 	}
 	srv.AddReadyCheck("optional-kinds", func() error {
@@ -301,7 +300,6 @@ func (g *Gatehouse) manageWebhooks(ctx context.Context, target webhookconfig.Tar
 		Static:   g.Webhooks,
 		Client:   g.writer,
 		Cache:    platform,
-		Log:      g.opts.Log.WithName("webhookconfig"),
 	})
 	if err != nil {
 		return err
@@ -312,14 +310,14 @@ func (g *Gatehouse) manageWebhooks(ctx context.Context, target webhookconfig.Tar
 	g.reconciler = rec
 	g.Server.AddReadyCheck("webhook-configuration", rec.Written)
 	// The configurations may only point at a server that listens.
-	return g.Manager.Add(leaderOnly(func(ctx context.Context) error {
+	return g.Manager.Add(withLogger(leaderOnly(func(ctx context.Context) error {
 		select {
 		case <-g.Server.Listening():
 		case <-ctx.Done():
 			return nil
 		}
 		return rec.Start(ctx)
-	}))
+	}), g.opts.Log.WithName("webhookconfig")))
 }
 
 // Reconciler is the webhook configuration reconciler, nil in static mode.
@@ -348,6 +346,7 @@ func (g *Gatehouse) Start(ctx context.Context) error {
 
 func newCertSource(ctx context.Context, opts Options) (certs.Source, error) {
 	log := opts.Log.WithName("certs")
+	ctx = logf.IntoContext(ctx, log)
 	if opts.CertSecret == "" {
 		src, err := certs.NewDir(opts.CertDir, log)
 		if err != nil {
@@ -361,7 +360,7 @@ func newCertSource(ctx context.Context, opts Options) (certs.Source, error) {
 	}
 	if opts.SelfManagedCerts != nil {
 		sm := *opts.SelfManagedCerts
-		sm.Namespace, sm.Name, sm.Log = ns, name, log
+		sm.Namespace, sm.Name = ns, name
 		if len(sm.DNSNames) == 0 {
 			sm.DNSNames = webhookDNSNames(opts.ManageWebhooks)
 		}
@@ -371,11 +370,7 @@ func newCertSource(ctx context.Context, opts Options) (certs.Source, error) {
 		}
 		return src, nil
 	}
-	cs, err := kubernetes.NewForConfig(opts.RestConfig)
-	if err != nil {
-		return nil, err
-	}
-	src, err := certs.NewSecret(ctx, cs, ns, name, log)
+	src, err := certs.NewSecret(ctx, opts.RestConfig, ns, name, log)
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate: %w", err)
 	}

@@ -14,7 +14,9 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -42,7 +44,7 @@ func (h *host) RESTMapper() meta.RESTMapper         { return h.g.Manager.GetREST
 func (h *host) Client() client.Client               { return h.g.writer }
 func (h *host) APIReader() client.Reader            { return h.g.Manager.GetAPIReader() }
 func (h *host) EventRecorder() record.EventRecorder { return h.events }
-func (h *host) Add(r manager.Runnable) error        { return h.g.Manager.Add(r) }
+func (h *host) Add(r manager.Runnable) error        { return h.g.Manager.Add(withLogger(r, h.log)) }
 
 func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
 	h.mu.Lock()
@@ -212,6 +214,40 @@ func (g *Gatehouse) cacheOptions(opts cache.Options) cache.Options {
 type ownedCache struct{ cache.Cache }
 
 func (c ownedCache) GetCache() cache.Cache { return c.Cache }
+
+// withLogger runs r with log in its context, as controller-runtime's
+// controllers run each reconciliation: a runnable takes its logger from
+// log.FromContext(ctx) and adds its own name and the keys of what it works
+// on. The manager's own context carries no logger (it would fall back to
+// the global one, without the module's name). Caches, servers and
+// controllers are passed as they are: the manager sorts runnables by those
+// types, and a controller puts its own logger into each reconciliation's
+// context.
+func withLogger(r manager.Runnable, log logr.Logger) manager.Runnable {
+	switch r.(type) {
+	case interface{ GetCache() cache.Cache }, webhook.Server, *manager.Server, interface{ Warmup(context.Context) error }:
+		return r
+	}
+	return logged{runnable: r, log: log}
+}
+
+type logged struct {
+	runnable manager.Runnable
+	log      logr.Logger
+}
+
+func (r logged) Start(ctx context.Context) error {
+	return r.runnable.Start(logf.IntoContext(ctx, r.log))
+}
+
+// NeedLeaderElection keeps the wrapped runnable's choice; the manager's
+// default for a runnable that does not say is to need it.
+func (r logged) NeedLeaderElection() bool {
+	if le, ok := r.runnable.(manager.LeaderElectionRunnable); ok {
+		return le.NeedLeaderElection()
+	}
+	return true
+}
 
 // everyReplica is a runnable that runs on every replica, leader or not.
 type everyReplica func(ctx context.Context) error

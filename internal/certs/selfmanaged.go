@@ -2,7 +2,6 @@ package certs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,14 +9,11 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -59,8 +55,6 @@ type SelfManagedOptions struct {
 	Grace time.Duration
 	// MaxCheckInterval bounds the rotator's sleep between checks.
 	MaxCheckInterval time.Duration
-
-	Log logr.Logger
 }
 
 func (o *SelfManagedOptions) setDefaults() {
@@ -78,9 +72,6 @@ func (o *SelfManagedOptions) setDefaults() {
 		if *d.field == 0 {
 			*d.field = d.def
 		}
-	}
-	if o.Log.GetSink() == nil {
-		o.Log = logr.Discard()
 	}
 }
 
@@ -121,8 +112,7 @@ type SelfManaged struct {
 // Rotator is the leader-elected writer of the self-managed Secret.
 type Rotator struct {
 	opts   SelfManagedOptions
-	client kubernetes.Interface
-	log    logr.Logger
+	client client.Client
 	poked  chan struct{}
 }
 
@@ -132,21 +122,23 @@ var _ manager.LeaderElectionRunnable = (*Rotator)(nil)
 // loads it. Every replica may create the Secret, or repair one that holds
 // nothing servable: the API server lets only one create or resourceVersion-
 // checked update win, and the others read the winner's. Rotation itself is
-// the Rotator's, on the leader.
+// the Rotator's, on the leader. Both log through the logger in ctx
+// (log.FromContext): the Secret source the one NewSelfManaged is given, the
+// Rotator the one its Start is given.
 func NewSelfManaged(ctx context.Context, cfg *rest.Config, opts SelfManagedOptions) (*SelfManaged, error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	conn, err := newAPIConn(cfg)
 	if err != nil {
 		return nil, err
 	}
-	r := &Rotator{opts: opts, client: cs, log: opts.Log.WithName("rotator"), poked: make(chan struct{}, 1)}
+	r := &Rotator{opts: opts, client: conn.client, poked: make(chan struct{}, 1)}
 	if err := r.bootstrap(ctx); err != nil {
 		return nil, err
 	}
-	src, err := NewSecret(ctx, cs, opts.Namespace, opts.Name, opts.Log)
+	src, err := newSecret(ctx, conn, opts.Namespace, opts.Name, logf.FromContext(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -160,17 +152,17 @@ func (s *SelfManaged) Rotator() *Rotator { return s.rotator }
 // RequestCARotation asks the leader to start a CA rotation now, through the
 // Secret's gatehouse.dev/rotate-ca annotation; any replica may call it.
 func (s *SelfManaged) RequestCARotation(ctx context.Context) error {
-	secrets := s.rotator.client.CoreV1().Secrets(s.rotator.opts.Namespace)
+	c, key := s.rotator.client, s.rotator.key()
 	for {
-		secret, err := secrets.Get(ctx, s.rotator.opts.Name, metav1.GetOptions{})
-		if err != nil {
+		secret := &corev1.Secret{}
+		if err := c.Get(ctx, key, secret); err != nil {
 			return err
 		}
 		if secret.Annotations == nil {
 			secret.Annotations = map[string]string{}
 		}
 		secret.Annotations[AnnotationRotateCA] = time.Now().UTC().Format(time.RFC3339)
-		_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{})
+		err := c.Update(ctx, secret)
 		if !apierrors.IsConflict(err) {
 			return err
 		}
@@ -178,6 +170,36 @@ func (s *SelfManaged) RequestCARotation(ctx context.Context) error {
 }
 
 func (r *Rotator) NeedLeaderElection() bool { return true }
+
+func (r *Rotator) key() client.ObjectKey {
+	return client.ObjectKey{Namespace: r.opts.Namespace, Name: r.opts.Name}
+}
+
+// logger is the rotator's logger, from the context it runs in
+// (controller-runtime's log.FromContext), with the Secret it writes.
+func (r *Rotator) logger(ctx context.Context) logr.Logger {
+	return logf.FromContext(ctx).WithName("rotator").WithValues("secret", r.opts.Namespace+"/"+r.opts.Name)
+}
+
+// get reads the Secret live, nil when it does not exist.
+func (r *Rotator) get(ctx context.Context) (*corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	if err := r.client.Get(ctx, r.key(), secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return secret, nil
+}
+
+// write creates next by name, or updates secret (resourceVersion-checked).
+func (r *Rotator) write(ctx context.Context, secret, next *corev1.Secret) error {
+	if secret == nil {
+		return createByName(ctx, r.client, next)
+	}
+	return r.client.Update(ctx, next)
+}
 
 func (r *Rotator) poke() {
 	select {
@@ -187,33 +209,26 @@ func (r *Rotator) poke() {
 }
 
 func (r *Rotator) bootstrap(ctx context.Context) error {
-	secrets := r.client.CoreV1().Secrets(r.opts.Namespace)
 	ref := "Secret " + r.opts.Namespace + "/" + r.opts.Name
 	for attempt := 0; ; attempt++ {
 		if attempt == 10 {
 			return fmt.Errorf("bootstrap certificate %s: too many concurrent writers", ref)
 		}
-		secret, err := secrets.Get(ctx, r.opts.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			secret = nil
-		} else if err != nil {
+		secret, err := r.get(ctx)
+		if err != nil {
 			return fmt.Errorf("read certificate %s: %w", ref, err)
-		} else if readMaterial(secret.Data).issuerOf(secret.Data, r.opts.DNSNames[0], time.Now()) != nil {
+		} else if secret != nil && readMaterial(secret.Data).issuerOf(secret.Data, r.opts.DNSNames[0], time.Now()) != nil {
 			return nil
 		}
 		step, next, _, err := planRotation(secret, time.Now(), &r.opts)
 		if err != nil {
 			return err
 		}
-		if secret == nil {
-			err = createByName(ctx, secrets, next)
-		} else {
-			_, err = secrets.Update(ctx, next, metav1.UpdateOptions{})
-		}
+		err = r.write(ctx, secret, next)
 		switch {
 		case err == nil:
 			rotationSteps.WithLabelValues(string(step), "success").Inc()
-			r.log.Info("certificate Secret bootstrapped", "secret", ref, "step", step)
+			r.logger(ctx).Info("certificate Secret bootstrapped", "step", step)
 			return nil
 		case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
 			continue
@@ -227,13 +242,14 @@ func (r *Rotator) bootstrap(ctx context.Context) error {
 // Start rotates until ctx ends: it re-plans after every write, every event
 // on the Secret, and when the plan says something falls due.
 func (r *Rotator) Start(ctx context.Context) error {
-	r.log.Info("certificate rotator started", "secret", r.opts.Namespace+"/"+r.opts.Name)
+	log := r.logger(ctx)
+	log.Info("certificate rotator started")
 	backoff := time.Duration(0)
 	for {
 		wake, err := r.step(ctx)
 		if err != nil {
 			backoff = min(max(2*backoff, 500*time.Millisecond), time.Minute)
-			r.log.Error(err, "certificate rotation; will retry", "in", backoff)
+			log.Error(err, "certificate rotation; will retry", "in", backoff)
 			wake = time.Now().Add(backoff)
 		} else {
 			backoff = 0
@@ -256,22 +272,15 @@ func (r *Rotator) Start(ctx context.Context) error {
 
 // step makes at most one write and returns when to look again.
 func (r *Rotator) step(ctx context.Context) (time.Time, error) {
-	secrets := r.client.CoreV1().Secrets(r.opts.Namespace)
-	secret, err := secrets.Get(ctx, r.opts.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		secret = nil
-	} else if err != nil {
+	secret, err := r.get(ctx)
+	if err != nil {
 		return time.Time{}, err
 	}
 	step, next, wake, err := planRotation(secret, time.Now(), &r.opts)
 	if err != nil || step == StepNone {
 		return wake, err
 	}
-	if secret == nil {
-		err = createByName(ctx, secrets, next)
-	} else {
-		_, err = secrets.Update(ctx, next, metav1.UpdateOptions{})
-	}
+	err = r.write(ctx, secret, next)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		// Someone wrote in between; plan again from what they wrote.
 		return time.Now(), nil
@@ -281,7 +290,7 @@ func (r *Rotator) step(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%s: write Secret: %w", step, err)
 	}
 	rotationSteps.WithLabelValues(string(step), "success").Inc()
-	r.log.Info("certificate rotation step written", "step", step)
+	r.logger(ctx).Info("certificate rotation step written", "step", step)
 	return time.Now(), nil
 }
 
@@ -296,7 +305,7 @@ const FieldManager = "gatehouse"
 // replica created meanwhile; that is harmless at bootstrap, where both
 // write a whole fresh CA and certificate and every replica serves whatever
 // the Secret holds last.
-func createByName(ctx context.Context, secrets typedcorev1.SecretInterface, secret *corev1.Secret) error {
+func createByName(ctx context.Context, c client.Client, secret *corev1.Secret) error {
 	obj := secret.DeepCopy()
 	obj.ResourceVersion, obj.ManagedFields = "", nil
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
@@ -305,10 +314,6 @@ func createByName(ctx context.Context, secrets typedcorev1.SecretInterface, secr
 	}
 	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
 	u["apiVersion"], u["kind"] = "v1", "Secret"
-	body, err := json.Marshal(u)
-	if err != nil {
-		return err
-	}
-	_, err = secrets.Patch(ctx, obj.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)})
-	return err
+	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}),
+		client.FieldOwner(FieldManager), client.ForceOwnership)
 }

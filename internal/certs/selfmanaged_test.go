@@ -7,12 +7,14 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,7 +85,7 @@ func serve(t *testing.T, ctx context.Context, src certs.Source) string {
 // two CA rotations. Not one handshake may fail.
 func TestSelfManagedRotationNeverBreaksAHandshake(t *testing.T) {
 	cp := controlPlane(t)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(logf.IntoContext(context.Background(), testr.New(t)))
 	defer cancel()
 	const ns = "gatehouse-system"
 	if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -97,7 +99,6 @@ func TestSelfManagedRotationNeverBreaksAHandshake(t *testing.T) {
 		CAValidity: 40 * time.Second, CARenewBefore: 30 * time.Second,
 		LeafValidity: 40 * time.Second, LeafRenewBefore: 10 * time.Second,
 		Grace: 3 * time.Second,
-		Log:   testr.New(t),
 	}
 	var replicas []*certs.SelfManaged
 	var wg sync.WaitGroup
@@ -215,14 +216,17 @@ func TestSelfManagedRequestedRotation(t *testing.T) {
 	defer cancel()
 	const ns = "default"
 	sm, err := certs.NewSelfManaged(ctx, cp.Config, certs.SelfManagedOptions{
-		Namespace: ns, Name: "tls", DNSNames: []string{"localhost"}, Grace: time.Hour, Log: testr.New(t),
+		Namespace: ns, Name: "tls", DNSNames: []string{"localhost"}, Grace: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = sm.Start(ctx) }()
-	go func() { _ = sm.Rotator().Start(ctx) }()
+	// The rotator logs through the logger it is started with, as the
+	// manager starts it (named, with the Secret it writes).
+	var logs logLines
+	go func() { _ = sm.Rotator().Start(logf.IntoContext(ctx, logs.logger(t).WithName("certs"))) }()
 	defer func() { cancel(); <-done }()
 	if err := sm.RequestCARotation(ctx); err != nil {
 		t.Fatal(err)
@@ -238,6 +242,42 @@ func TestSelfManagedRequestedRotation(t *testing.T) {
 	if _, ok := secret.Annotations[certs.AnnotationRotateCA]; ok {
 		t.Error("the request annotation stayed")
 	}
+	if !logs.has(`certs/rotator`, `"msg"="certificate rotation step written"`, `"secret"="default/tls"`, `"step"="add-ca"`) {
+		t.Error("the rotation step was not logged through the logger in the rotator's context")
+	}
+}
+
+// logLines keeps what a logger wrote, one formatted line each, and passes
+// it on to the test's log.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logger(t *testing.T) logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		line := prefix + " " + args
+		t.Log(line)
+		l.mu.Lock()
+		l.lines = append(l.lines, line)
+		l.mu.Unlock()
+	}, funcr.Options{})
+}
+
+// has says whether one line holds every part.
+func (l *logLines) has(parts ...string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 func waitUntil(t *testing.T, cond func() bool) {

@@ -29,7 +29,7 @@
 // The webhooks of the watched resources are registered at run time, one per
 // watched resource with enableValidationWebhook, with that config's
 // failurePolicy and timeout; no config means no rules (fail-open, logged
-// once). A config reaches only what its author may: its own webhook asks
+// once per change into that state: FailOpenMessage). A config reaches only what its author may: its own webhook asks
 // the API server whether the author holds the rights it exercises
 // (authz.go). docs/security.md has the threat model.
 //

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -355,10 +356,12 @@ func (p *publisher) label(obj *metav1.ObjectMeta, cfg *gatehousev1alpha1.HAProxy
 }
 
 func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState) {
-	status.TestsPassed, status.TestsTotal = 0, 0
+	// Not run (the templates do not compile, or the tests could not run):
+	// no count at all, rather than 0 of 0.
+	status.TestsPassed, status.TestsTotal = nil, nil
 	if st.report != nil {
-		status.TestsTotal = int32(st.report.Total)
-		status.TestsPassed = int32(st.report.Total - st.report.Failed)
+		status.TestsTotal = ptr.To(int32(st.report.Total))
+		status.TestsPassed = ptr.To(int32(st.report.Total - st.report.Failed))
 	}
 	switch {
 	case st.compiled == nil:
@@ -375,7 +378,7 @@ func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *conf
 		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "TestsFailed", bounded(st.failedTests(), 4000))
 	default:
 		status.ValidationStatus = gatehousev1alpha1.ValidationValid
-		msg := fmt.Sprintf("the templates compile and %d/%d embedded tests pass", status.TestsPassed, status.TestsTotal)
+		msg := fmt.Sprintf("the templates compile and %d/%d embedded tests pass", *status.TestsPassed, *status.TestsTotal)
 		status.ValidationMessage = msg
 		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionTrue, "Valid", msg)
 	}

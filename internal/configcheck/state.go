@@ -185,6 +185,12 @@ func (r *reconciler) Start(ctx context.Context) error {
 	if !r.m.configs.WaitForCacheSync(ctx) {
 		return nil
 	}
+	// Without any config no reconciliation would ever say that nothing is
+	// validated; say it once the configs are listed.
+	var configs gatehousev1alpha1.HAProxyTemplateConfigList
+	if err := r.m.configs.List(ctx, &configs); err == nil && len(configs.Items) == 0 {
+		r.m.registerWebhooks(logf.IntoContext(ctx, r.logger(ctx)))
+	}
 	for {
 		key, quit := r.m.queue.Get()
 		if quit {
@@ -329,6 +335,10 @@ func (m *Module) releaseFeeds(st *configState) {
 	}
 }
 
+// FailOpenMessage is logged when no config registers a webhook any more;
+// docs/configcheck.md says when.
+const FailOpenMessage = "no HAProxyTemplateConfig enables a validation webhook: watched resources are not validated (fail-open)"
+
 // registerWebhooks gives the host every config's webhooks.
 func (m *Module) registerWebhooks(ctx context.Context) {
 	states := m.allStates()
@@ -345,7 +355,7 @@ func (m *Module) registerWebhooks(ctx context.Context) {
 	defer m.mu.Unlock()
 	if len(hooks) == 0 && !m.failOpenLogged {
 		m.failOpenLogged = true
-		logf.FromContext(ctx).Info("no HAProxyTemplateConfig enables a validation webhook: watched resources are not validated (fail-open)")
+		logf.FromContext(ctx).Info(FailOpenMessage)
 	}
 	if len(hooks) > 0 {
 		m.failOpenLogged = false

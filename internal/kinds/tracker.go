@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Tracker starts and stops the informers of optional kinds as their CRDs
@@ -23,7 +24,9 @@ import (
 type Tracker struct {
 	crds   cache.Cache
 	scheme *runtime.Scheme
-	log    logr.Logger
+	// log is taken from Start's context (see logger); it is set under mu
+	// with ctx, before any informer starts.
+	log logr.Logger
 
 	crdHandler toolscache.ResourceEventHandlerRegistration
 	changed    chan struct{}
@@ -61,9 +64,10 @@ type entry struct {
 // New returns a Tracker reading CRDs from crds, a cache that holds
 // CustomResourceDefinitions (ideally with their schemas stripped; see
 // StripSchemas). It registers the CRD informer at once, so that it starts
-// and syncs with crds.
-func New(ctx context.Context, crds cache.Cache, scheme *runtime.Scheme, log logr.Logger) (*Tracker, error) {
-	t := &Tracker{crds: crds, scheme: scheme, log: log, changed: make(chan struct{}, 1), entries: map[entryKey]*entry{}}
+// and syncs with crds. The Tracker logs through the logger in Start's
+// context.
+func New(ctx context.Context, crds cache.Cache, scheme *runtime.Scheme) (*Tracker, error) {
+	t := &Tracker{crds: crds, scheme: scheme, log: logr.Discard(), changed: make(chan struct{}, 1), entries: map[entryKey]*entry{}}
 	inf, err := crds.GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{})
 	if err != nil {
 		return nil, fmt.Errorf("CustomResourceDefinition informer: %w", err)
@@ -184,10 +188,17 @@ func (t *Tracker) Ready() bool {
 // NeedLeaderElection is false: every replica reads its caches.
 func (t *Tracker) NeedLeaderElection() bool { return false }
 
+// logger is the tracker's logger, from the context its runnable is started
+// with (controller-runtime's log.FromContext).
+func (t *Tracker) logger(ctx context.Context) logr.Logger {
+	return logf.FromContext(ctx).WithName("Tracker")
+}
+
 // Start evaluates the followed kinds whenever a CRD changes, until ctx ends.
 func (t *Tracker) Start(ctx context.Context) error {
 	t.mu.Lock()
 	t.ctx = ctx
+	t.log = t.logger(ctx)
 	t.mu.Unlock()
 	// Nothing can be decided before the CRDs have been listed once; the
 	// first evaluation must not wait for a CRD event that may never come.

@@ -3,10 +3,13 @@ package kinds_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gatehouse-dev/gatehouse/internal/kinds"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
@@ -53,6 +57,39 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Logf("%s after %s", what, time.Since(start))
 }
 
+// logLines keeps what a logger wrote, one formatted line each, and passes
+// it on to the test's log.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logger(t *testing.T) logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		line := prefix + " " + args
+		t.Log(line)
+		l.mu.Lock()
+		l.lines = append(l.lines, line)
+		l.mu.Unlock()
+	}, funcr.Options{})
+}
+
+// has says whether one line holds every part.
+func (l *logLines) has(parts ...string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
 func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDPaths: []string{}})
 	if err != nil {
@@ -87,7 +124,7 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	}
 	crds := newCache(cache.Options{DefaultTransform: kinds.StripSchemas})
 	widgets := newCache(cache.Options{})
-	tracker, err := kinds.New(ctx, crds, cp.Scheme, testr.New(t))
+	tracker, err := kinds.New(ctx, crds, cp.Scheme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +140,10 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	for _, c := range []cache.Cache{crds, widgets} {
 		go func() { _ = c.Start(ctx) }()
 	}
-	go func() { _ = tracker.Start(ctx) }()
+	// The tracker logs through the logger its runnable is started with,
+	// as the manager's runnables and controller-runtime's reconcilers do.
+	var logs logLines
+	go func() { _ = tracker.Start(logf.IntoContext(ctx, logs.logger(t).WithName("kinds"))) }()
 
 	waitFor(t, "the absent kind is decided", tracker.Ready)
 	if first.Readable() {
@@ -122,6 +162,9 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	}
 	waitFor(t, "the kind becomes readable once its CRD is served", first.Readable)
 	<-changes
+	if !logs.has(`kinds/Tracker`, `"msg"="optional kind served; following it"`, `"kind"="`+gvk.String()+`"`) {
+		t.Error("the tracker did not log through the logger in its context, named, with the kind")
+	}
 	obj := widget()
 	obj.SetNamespace("default")
 	obj.SetName("w1")

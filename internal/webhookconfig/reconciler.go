@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
@@ -73,7 +74,6 @@ type ReconcilerOptions struct {
 	Client client.Client
 	// Cache holds what CacheByObject scopes.
 	Cache cache.Cache
-	Log   logr.Logger
 	// Resync re-applies even without a change. Default one minute.
 	Resync time.Duration
 }
@@ -160,9 +160,17 @@ func (r *Reconciler) Desired() *Rendered {
 // NeedLeaderElection is true: one writer.
 func (r *Reconciler) NeedLeaderElection() bool { return true }
 
+// logger is the reconciler's logger, from the context it is started with
+// (controller-runtime's log.FromContext), naming the configurations it
+// keeps.
+func (r *Reconciler) logger(ctx context.Context) logr.Logger {
+	return logf.FromContext(ctx).WithName("Reconciler").WithValues(
+		"validatingWebhookConfiguration", ValidatingName, "mutatingWebhookConfiguration", MutatingName)
+}
+
 // Start reconciles until ctx ends.
 func (r *Reconciler) Start(ctx context.Context) error {
-	log := r.opts.Log
+	log := r.logger(ctx)
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second)
 	resync := time.NewTimer(0)
 	defer resync.Stop()

@@ -84,9 +84,21 @@ type HAProxyTemplateConfigSpec struct {
 	// +optional
 	ValidationTests map[string]ValidationTest `json:"validationTests,omitempty"`
 
+	// An optional struct carries a default of its own and one on each of
+	// its fields, so that the API server defaults it whether it is absent
+	// or given in part (operator-implementation-guidelines.md).
+
+	// TemplatingSettings chooses the template engine (default gotemplate)
+	// and adds data.
+	// +kubebuilder:default={engine: gotemplate}
 	// +optional
 	TemplatingSettings TemplatingSettings `json:"templatingSettings,omitempty"`
 
+	// ValidationWebhook says how the API server calls Gatehouse for this
+	// config's watched resources: failurePolicy Fail and timeoutSeconds 10
+	// unless given, so what the API server stores is what Gatehouse
+	// registers.
+	// +kubebuilder:default={failurePolicy: Fail, timeoutSeconds: 10}
 	// +optional
 	ValidationWebhook ValidationWebhook `json:"validationWebhook,omitempty"`
 }
@@ -206,12 +218,14 @@ type ValidationWebhook struct {
 	// answer in time: Fail (default) refuses the change, so nothing
 	// unchecked reaches HAProxy; Ignore admits it.
 	// +kubebuilder:validation:Enum=Fail;Ignore
+	// +kubebuilder:default=Fail
 	// +optional
 	FailurePolicy admissionregistrationv1.FailurePolicyType `json:"failurePolicy,omitempty"`
 	// TimeoutSeconds is the webhook's timeout (default 10). Gatehouse
 	// answers within it, less a margin, whatever the queue of checks.
 	// +kubebuilder:validation:Minimum=2
 	// +kubebuilder:validation:Maximum=30
+	// +kubebuilder:default=10
 	// +optional
 	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
 }
@@ -250,11 +264,16 @@ type HAProxyTemplateConfigStatus struct {
 	// ValidationMessage is why the config is Invalid, or a summary.
 	// +optional
 	ValidationMessage string `json:"validationMessage,omitempty"`
-	// TestsPassed of TestsTotal embedded tests passed at the last validation.
+	// Pointers, so that a real 0 (every test failed, or a config without
+	// tests) is written and read back rather than dropped as empty.
+
+	// TestsPassed of TestsTotal embedded tests passed at the last
+	// validation; both are absent when the tests did not run (the templates
+	// do not compile, or the tests could not finish).
 	// +optional
-	TestsPassed int32 `json:"testsPassed,omitempty"`
+	TestsPassed *int32 `json:"testsPassed,omitempty"`
 	// +optional
-	TestsTotal int32 `json:"testsTotal,omitempty"`
+	TestsTotal *int32 `json:"testsTotal,omitempty"`
 	// Output is the last accepted rendering, published for HAProxy.
 	// +optional
 	Output *RenderedOutput `json:"output,omitempty"`
