@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"strings"
 	"sync"
 	"testing"
@@ -177,12 +178,19 @@ func TestConfigcheckFailOpenIsLoggedOncePerChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	// Other tests' configs leave with their namespaces; the first line is
-	// the one of a cluster without any.
+	// The first line is the one of a cluster without any config. Tests run
+	// one at a time: a config still here is a finished test's, its
+	// namespace still terminating (deletions wait while webhooks point at
+	// a stopped Gatehouse), so it is removed rather than waited for.
 	eventually(t, "no HAProxyTemplateConfig is left in the cluster", func() error {
 		var list gatehousev1alpha1.HAProxyTemplateConfigList
 		if err := c.List(ctx, &list); err != nil {
 			return err
+		}
+		for i := range list.Items {
+			if err := c.Delete(ctx, &list.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
 		}
 		if n := len(list.Items); n > 0 {
 			return fmt.Errorf("%d left", n)

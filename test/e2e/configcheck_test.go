@@ -210,7 +210,9 @@ func (e *configcheckEnv) webhookNames() []string {
 	}
 	var names []string
 	for _, w := range vwc.Webhooks {
-		if strings.HasSuffix(w.Name, ".configcheck.gatehouse.dev") {
+		// Only this test's config: configs of other tests (their
+		// namespaces still terminating) may be registered beside it.
+		if strings.HasSuffix(w.Name, "."+e.cfgKey.Name+"."+e.cfgKey.Namespace+".configcheck.gatehouse.dev") {
 			names = append(names, w.Name)
 		}
 	}

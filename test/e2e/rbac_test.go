@@ -198,6 +198,10 @@ func configcheckPublishesOnlyWhereGranted(t *testing.T, granted string) {
 			cfg.Spec.WatchedResources[name] = w
 		}
 		eventually(t, "config "+ns+"/"+cfg.Name+" is admitted", func() error { return admin.Create(ctx, cfg) })
+		// Deleted while this Gatehouse still runs: a namespace deletion
+		// can take minutes once its webhooks point at nothing, and a
+		// config left behind is followed by every later test's Gatehouse.
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), cfg) })
 	}
 	cfg := exampleConfig(t)
 	published := func(ns string) *metav1.Condition {
