@@ -44,13 +44,22 @@ $(CONVERSION_GEN): hack/tools/conversion-gen/go.mod hack/tools/conversion-gen/go
 	cd hack/tools/conversion-gen && $(GO) build -o $@ k8s.io/code-generator/cmd/conversion-gen
 
 $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
-	cd hack/tools/helm && $(GO) build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3)" -o $@ helm.sh/helm/v3/cmd/helm
+	# As helm's own release build: its default Kubernetes version (helm
+	# template, lint) is the client-go it is built with, not 1.20.
+	cd hack/tools/helm && minor=$$($(GO) list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2) && \
+	$(GO) build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3) \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$minor \
+		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$minor" -o $@ helm.sh/helm/v3/cmd/helm
 
 ##@ Build
 
 .PHONY: build
+# VERSION is the release version linked into bin/gatehouse (--version,
+# gatehouse_build_info): the chart's appVersion unless given.
+VERSION ?= v$(shell sed -n 's/^appVersion: *//p' charts/gatehouse/Chart.yaml)
+
 build: ## Build bin/gatehouse.
-	$(GO) build -o $(BIN)/gatehouse ./cmd/gatehouse
+	$(GO) build -ldflags "-X github.com/gatehouse-dev/gatehouse/internal/version.Version=$(VERSION)" -o $(BIN)/gatehouse ./cmd/gatehouse
 
 # RBAC_SOURCES are the core (internal/app) and the modules (internal/<name>):
 # controller-gen reads each alone, so that config/rbac/<name>/role.yaml holds

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/gatehouse-dev/gatehouse/internal/version"
 )
 
 // usageError is a command line Gatehouse cannot read (an unknown command,
@@ -67,7 +69,10 @@ func newRootCommand() *cobra.Command {
 		RunE:          func(*cobra.Command, []string) error { return serve() },
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// --version prints it (cobra's flag), as does `gatehouse version`.
+		Version: version.Get().String(),
 	}
+	root.SetVersionTemplate("gatehouse {{.Version}}\n")
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.Flags().AddFlagSet(serverFlags)
@@ -81,6 +86,15 @@ Prometheus metrics. "gatehouse" without a command does the same.`,
 	})
 	root.Commands()[0].Flags().AddFlagSet(serverFlags)
 	root.AddCommand(newConfigcheckCommand())
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print Gatehouse's version, source revision and Go version",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "gatehouse %s\n", version.Get())
+			return err
+		},
+	})
 	return root
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "gatehouse")
-	build := exec.Command("go", "build", "-o", binary, ".")
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/gatehouse-dev/gatehouse/internal/version.Version="+testVersion, "-o", binary, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build gatehouse:", err)
@@ -59,6 +60,21 @@ func gatehouse(t *testing.T, args ...string) (code int, stdout, stderr string) {
 		t.Fatalf("gatehouse %s: %v", strings.Join(args, " "), err)
 	}
 	return code, out.String(), errOut.String()
+}
+
+// testVersion is linked into the binary under test, as make build links
+// the chart's appVersion.
+const testVersion = "v0.0.0-clitest"
+
+// TestVersion: --version and the word version print the linked version,
+// the revision and the Go version, and exit 0 without serving.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		code, stdout, stderr := gatehouse(t, args...)
+		if code != 0 || !strings.HasPrefix(stdout, "gatehouse "+testVersion+" (revision ") || !strings.Contains(stdout, runtime.Version()) {
+			t.Errorf("gatehouse %s: exit %d, stdout %q, stderr %q; want 0 and \"gatehouse %s (revision ..., %s)\"", strings.Join(args, " "), code, stdout, stderr, testVersion, runtime.Version())
+		}
+	}
 }
 
 // TestHelpExitsZeroAndNamesTheCommands: before, "gatehouse help" started

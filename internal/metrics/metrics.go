@@ -3,6 +3,8 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/gatehouse-dev/gatehouse/internal/version"
 )
 
 // Decision values of the decision label.
@@ -69,6 +71,19 @@ var (
 	})
 )
 
+// buildInfo is 1, labelled with what the build says of itself, so that
+// dashboards and alerts can tell versions apart during a rollout.
+func buildInfo() prometheus.Collector {
+	info := version.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "gatehouse_build_info",
+		Help:        "Always 1; its labels say which Gatehouse build this is.",
+		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion},
+	})
+	g.Set(1)
+	return g
+}
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(Requests, Latency, BadRequests, Panics, ForeignKinds, CacheSynced, CertificateReloads, CertificateExpiry)
+	ctrlmetrics.Registry.MustRegister(Requests, Latency, BadRequests, Panics, ForeignKinds, CacheSynced, CertificateReloads, CertificateExpiry, buildInfo())
 }

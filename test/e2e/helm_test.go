@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -900,5 +901,35 @@ func TestHelmHardening(t *testing.T) {
 	if b := bindings[fullname+"-metrics-reader"]; b == nil || b.RoleRef.Name != fullname+"-metrics-reader" ||
 		len(b.Subjects) != 1 || b.Subjects[0].Name != "prometheus" || b.Subjects[0].Namespace != "monitoring" {
 		t.Errorf("metrics-reader binding %+v, want monitoring/prometheus", b)
+	}
+}
+
+// The PodDisruptionBudget never asks more than all replicas but one: with
+// replicaCount=1 a minAvailable of 2 (or 1) would block every node drain.
+func TestHelmDisruptionBudgetLetsADrainThrough(t *testing.T) {
+	for _, tc := range []struct {
+		set  []string
+		want int // minAvailable; -1: no budget
+	}{
+		{nil, 2},
+		{[]string{"replicaCount=2"}, 1},
+		{[]string{"replicaCount=1"}, -1},
+		{[]string{"podDisruptionBudget.enabled=false"}, -1},
+	} {
+		pdbs := findObjects[policyv1.PodDisruptionBudget](t, renderChart(t, "gatehouse-system", tc.set...), "PodDisruptionBudget")
+		switch {
+		case tc.want < 0 && len(pdbs) != 0:
+			t.Errorf("--set %v: PodDisruptionBudget %+v, want none", tc.set, pdbs[0].Spec)
+		case tc.want >= 0 && (len(pdbs) != 1 || pdbs[0].Spec.MinAvailable == nil || pdbs[0].Spec.MinAvailable.IntValue() != tc.want):
+			t.Errorf("--set %v: PodDisruptionBudgets %v, want one with minAvailable %d", tc.set, pdbs, tc.want)
+		}
+	}
+}
+
+// Chart.yaml says which Kubernetes it needs: helm refuses an older one.
+func TestHelmKubeVersion(t *testing.T) {
+	root, _ := testenv.RepoRoot()
+	if out, err := helm(t, "template", "g", filepath.Join(root, "charts/gatehouse"), "--kube-version", "1.29.0"); err == nil {
+		t.Fatalf("rendered for Kubernetes 1.29 (no GA matchConditions):\n%.300s", out)
 	}
 }
