@@ -59,7 +59,7 @@ $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 VERSION ?= v$(shell sed -n 's/^appVersion: *//p' charts/gatehouse/Chart.yaml)
 
 build: ## Build bin/gatehouse.
-	$(GO) build -ldflags "-X github.com/gatehouse-dev/gatehouse/internal/version.Version=$(VERSION)" -o $(BIN)/gatehouse ./cmd/gatehouse
+	$(GO) build -buildvcs=auto -ldflags "-X github.com/gatehouse-dev/gatehouse/internal/version.Version=$(VERSION)" -o $(BIN)/gatehouse ./cmd/gatehouse
 
 # RBAC_SOURCES are the core (internal/app) and the modules (internal/<name>):
 # controller-gen reads each alone, so that config/rbac/<name>/role.yaml holds
