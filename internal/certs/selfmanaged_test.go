@@ -7,14 +7,12 @@ import (
 	"errors"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testlog"
 )
 
 var (
@@ -225,8 +224,8 @@ func TestSelfManagedRequestedRotation(t *testing.T) {
 	go func() { defer close(done); _ = sm.Start(ctx) }()
 	// The rotator logs through the logger it is started with, as the
 	// manager starts it (named, with the Secret it writes).
-	var logs logLines
-	go func() { _ = sm.Rotator().Start(logf.IntoContext(ctx, logs.logger(t).WithName("certs"))) }()
+	var logs testlog.Lines
+	go func() { _ = sm.Rotator().Start(logf.IntoContext(ctx, logs.Logger(t).WithName("certs"))) }()
 	defer func() { cancel(); <-done }()
 	if err := sm.RequestCARotation(ctx); err != nil {
 		t.Fatal(err)
@@ -242,42 +241,9 @@ func TestSelfManagedRequestedRotation(t *testing.T) {
 	if _, ok := secret.Annotations[certs.AnnotationRotateCA]; ok {
 		t.Error("the request annotation stayed")
 	}
-	if !logs.has(`certs/rotator`, `"msg"="certificate rotation step written"`, `"secret"="default/tls"`, `"step"="add-ca"`) {
+	if !logs.Has(`certs/rotator`, `"msg"="certificate rotation step written"`, `"secret"="default/tls"`, `"step"="add-ca"`) {
 		t.Error("the rotation step was not logged through the logger in the rotator's context")
 	}
-}
-
-// logLines keeps what a logger wrote, one formatted line each, and passes
-// it on to the test's log.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger(t *testing.T) logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		line := prefix + " " + args
-		t.Log(line)
-		l.mu.Lock()
-		l.lines = append(l.lines, line)
-		l.mu.Unlock()
-	}, funcr.Options{})
-}
-
-// has says whether one line holds every part.
-func (l *logLines) has(parts ...string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range l.lines {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			return true
-		}
-	}
-	return false
 }
 
 func waitUntil(t *testing.T, cond func() bool) {

@@ -3,13 +3,9 @@ package kinds_test
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +20,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/kinds"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testlog"
 )
 
 func widgetCRD(group string) *apiextensionsv1.CustomResourceDefinition {
@@ -55,39 +52,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("%s after %s", what, time.Since(start))
-}
-
-// logLines keeps what a logger wrote, one formatted line each, and passes
-// it on to the test's log.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger(t *testing.T) logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		line := prefix + " " + args
-		t.Log(line)
-		l.mu.Lock()
-		l.lines = append(l.lines, line)
-		l.mu.Unlock()
-	}, funcr.Options{})
-}
-
-// has says whether one line holds every part.
-func (l *logLines) has(parts ...string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range l.lines {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			return true
-		}
-	}
-	return false
 }
 
 func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
@@ -142,8 +106,8 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	}
 	// The tracker logs through the logger its runnable is started with,
 	// as the manager's runnables and controller-runtime's reconcilers do.
-	var logs logLines
-	go func() { _ = tracker.Start(logf.IntoContext(ctx, logs.logger(t).WithName("kinds"))) }()
+	var logs testlog.Lines
+	go func() { _ = tracker.Start(logf.IntoContext(ctx, logs.Logger(t).WithName("kinds"))) }()
 
 	waitFor(t, "the absent kind is decided", tracker.Ready)
 	if first.Readable() {
@@ -162,7 +126,7 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	}
 	waitFor(t, "the kind becomes readable once its CRD is served", first.Readable)
 	<-changes
-	if !logs.has(`kinds/Tracker`, `"msg"="optional kind served; following it"`, `"kind"="`+gvk.String()+`"`) {
+	if !logs.Has(`kinds/Tracker`, `"msg"="optional kind served; following it"`, `"kind"="`+gvk.String()+`"`) {
 		t.Error("the tracker did not log through the logger in its context, named, with the kind")
 	}
 	obj := widget()

@@ -7,11 +7,8 @@ import (
 	"fmt"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,6 +20,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/testlog"
 )
 
 // readConfigJSON reads a config as the API server returns it, so that a
@@ -134,40 +132,6 @@ func TestConfigcheckStatusWritesAZeroCount(t *testing.T) {
 	})
 }
 
-// logLines keeps the lines a logger wrote and passes them on to the test's
-// log.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger(t testing.TB) logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		line := prefix + " " + args
-		t.Log(line)
-		l.mu.Lock()
-		l.lines = append(l.lines, line)
-		l.mu.Unlock()
-	}, funcr.Options{})
-}
-
-// matching returns the lines holding every part.
-func (l *logLines) matching(parts ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 // TestConfigcheckFailOpenIsLoggedOncePerChange asserts what
 // docs/configcheck.md says of the fail-open line: logged at start when
 // there is no config, logged when a change leaves no config with a
@@ -197,14 +161,14 @@ func TestConfigcheckFailOpenIsLoggedOncePerChange(t *testing.T) {
 		}
 		return nil
 	})
-	var logs logLines
+	var logs testlog.Lines
 	startGatehouse(t, app.Options{
-		Log:       logs.logger(t),
+		Log:       logs.Logger(t),
 		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
 		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
 	})
 	failOpen := func() []string {
-		return logs.matching(`configcheck/Controllers/HAProxyTemplateConfig`, `"msg"="`+configcheck.FailOpenMessage+`"`)
+		return logs.Matching(`configcheck/Controllers/HAProxyTemplateConfig`, `"msg"="`+configcheck.FailOpenMessage+`"`)
 	}
 	want := func(what string, n int) {
 		t.Helper()
@@ -282,7 +246,7 @@ func TestConfigcheckFailOpenIsLoggedOncePerChange(t *testing.T) {
 		if err := c.Get(ctx, key, got); err != nil {
 			return err
 		}
-		if len(logs.matching(`"msg"="config loaded"`, fmt.Sprintf(`"generation"=%d`, got.Generation))) == 0 {
+		if len(logs.Matching(`"msg"="config loaded"`, fmt.Sprintf(`"generation"=%d`, got.Generation))) == 0 {
 			return errors.New("not yet")
 		}
 		return nil
