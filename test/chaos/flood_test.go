@@ -19,9 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -266,27 +264,9 @@ func boundClaim(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
 	ctx := context.Background()
 	pvName := "pv-" + ns + "-" + name
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: pvName},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "hostpath.csi.k8s.io", VolumeHandle: pvName}},
-			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name},
-		},
-	}
+	pv, pvc := testenv.PreBoundVolume(ns, name, pvName, corev1.PersistentVolumeReclaimDelete)
 	if err := c.Create(ctx, pv); err != nil {
 		t.Fatal(err)
-	}
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			VolumeName:       pvName,
-			StorageClassName: ptr.To(""),
-		},
 	}
 	if err := c.Create(ctx, pvc); err != nil {
 		t.Fatal(err)

@@ -61,27 +61,9 @@ func namedVolumeFixture(t *testing.T, ns, claim, pvName string, policy corev1.Pe
 	t.Helper()
 	ctx := context.Background()
 	c := controlPlane.Client
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: pvName},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: policy,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "hostpath.csi.k8s.io", VolumeHandle: pvName}},
-			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
-		},
-	}
+	pv, pvc := testenv.PreBoundVolume(ns, claim, pvName, policy)
 	if err := c.Create(ctx, pv); err != nil {
 		t.Fatal(err)
-	}
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			VolumeName:       pvName,
-			StorageClassName: ptr.To(""),
-		},
 	}
 	if err := c.Create(ctx, pvc); err != nil {
 		t.Fatal(err)
