@@ -285,7 +285,7 @@ func (r *policyRun) checkDirective(w where, args []string, from *nestedFile) {
 // setBase records a base directive, which must itself be inside.
 func (r *policyRun) setBase(w where, e *fileEntry, value string) {
 	if why := outsideReason(value); why != "" {
-		r.report(w, e.name, RuleFileInside, fmt.Sprintf("%s %s %s, and every relative path it prefixes would be too; %s (or drop %s)", e.name, strconv.Quote(value), why, proceedFiles, e.name))
+		r.report(w, e.name, RuleFileInside, fmt.Sprintf("%s %s %s, and every relative path it prefixes would be too; %s (or drop %s)", e.name, quoteBounded(value), why, proceedFiles, e.name))
 	}
 	if r.bases[e.sets] == "" && value != "" {
 		r.bases[e.sets], r.baseLines[e.sets] = value, w.line
@@ -337,7 +337,7 @@ func (r *policyRun) checkNamespace(w where, name string) {
 		ok = cAlpha(c) || cDigit(c) || c == '.' || c == ':' || c == '_' || c == '-'
 	}
 	if !ok {
-		r.report(w, "namespace", RuleNamespaceName, fmt.Sprintf("namespace %s is not a plain name (haproxy opens /var/run/netns/<name>); use letters, digits, '.', ':', '_' and '-' only", strconv.Quote(name)))
+		r.report(w, "namespace", RuleNamespaceName, fmt.Sprintf("namespace %s is not a plain name (haproxy opens /var/run/netns/<name>); use letters, digits, '.', ':', '_' and '-' only", quoteBounded(name)))
 	}
 }
 
@@ -406,14 +406,14 @@ func (r *policyRun) checkFile(w where, e *fileEntry, keyword, value string, from
 		label, keyword = e.name, "crt-list"
 	}
 	if why := outsideReason(value); why != "" {
-		r.report(w, keyword, RuleFileInside, fmt.Sprintf("%s %s %s; %s", label, strconv.Quote(value), why, proceedFiles))
+		r.report(w, keyword, RuleFileInside, fmt.Sprintf("%s %s %s; %s", label, quoteBounded(value), why, proceedFiles))
 		return
 	}
 	resolved := value
 	if base := r.bases[e.base]; e.base != baseNone && base != "" {
 		resolved = base + "/" + value
 		if why := outsideReason(resolved); why != "" {
-			r.report(w, keyword, RuleFileInside, fmt.Sprintf("%s %s resolves to %s through %s (line %d), which %s; %s", label, strconv.Quote(value), strconv.Quote(resolved), baseNames[e.base], r.baseLines[e.base], why, proceedFiles))
+			r.report(w, keyword, RuleFileInside, fmt.Sprintf("%s %s resolves to %s through %s (line %d), which %s; %s", label, quoteBounded(value), quoteBounded(resolved), baseNames[e.base], r.baseLines[e.base], why, proceedFiles))
 			return
 		}
 	}
@@ -421,7 +421,7 @@ func (r *policyRun) checkFile(w where, e *fileEntry, keyword, value string, from
 		return
 	}
 	if from != nil {
-		r.report(w, keyword, RuleUnsupportedNestedConfig, fmt.Sprintf("%s %s names more configuration from within %s; the policy reads referenced configuration one level deep only: reference it from haproxy.cfg", keyword, strconv.Quote(value), from.name))
+		r.report(w, keyword, RuleUnsupportedNestedConfig, fmt.Sprintf("%s %s names more configuration from within %s; the policy reads referenced configuration one level deep only: reference it from haproxy.cfg", keyword, quoteBounded(value), from.name))
 		return
 	}
 	r.checkNested(w, e.nested, resolved)
