@@ -143,6 +143,7 @@ func locate(from *nestedFile, lineNo int, text string) where {
 }
 
 func (r *policyRun) report(w where, keyword, rule, why string) {
+	keyword = displayKeyword(keyword)
 	key := violationKey{w.line, keyword, rule, w.prefix}
 	if r.seen[key] || r.perLine[w.line] >= maxPerLine {
 		return
@@ -155,6 +156,21 @@ func (r *policyRun) report(w where, keyword, rule, why string) {
 		Rule:    rule,
 		Message: fmt.Sprintf("%s%s; line: %s", w.prefix, why, quoteBounded(w.text)),
 	})
+}
+
+// maxKeyword bounds a keyword as a violation shows it: haproxy's longest is
+// under 40 bytes, and the first word of a rendered line is the author's.
+const maxKeyword = 64
+
+// displayKeyword is keyword as a violation shows it: unchanged when it is
+// short printable ASCII (every real keyword, such as "option external-check"), otherwise quoted and bounded,
+// so that an author's line cannot make a violation long or carry control
+// characters into kubectl's output.
+func displayKeyword(keyword string) string {
+	if len(keyword) <= maxKeyword && !strings.ContainsFunc(keyword, func(r rune) bool { return r < ' ' || r > '~' }) {
+		return keyword
+	}
+	return strconv.Quote(bound(keyword, maxKeyword))
 }
 
 // quoteBounded quotes a rendered line for a message: at most maxQuoted
