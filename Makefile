@@ -96,6 +96,10 @@ image: pause-image ## Build the Gatehouse image and the pause image as OCI archi
 		--label=org.opencontainers.image.revision=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
 		--ref=$(IMAGE) --platform=$(IMAGE_PLATFORM) --epoch=$(SOURCE_DATE_EPOCH) --output=$(IMAGE_ARCHIVE) --listing=$(IMAGE_LISTING)
 
+.PHONY: print-image
+print-image: ## Print IMAGE, the reference make image tags (the release workflow pushes it).
+	@echo $(IMAGE)
+
 .PHONY: pause-image
 pause-image: ## Build the sandbox (pause) image for the local real node: $(PAUSE_IMAGE_ARCHIVE), named PAUSE_IMAGE.
 	CGO_ENABLED=0 GOOS=linux $(GO) build $(IMAGE_GOFLAGS) -ldflags "-s -w" -o $(IMAGE_BUILD)/pause ./hack/pause
