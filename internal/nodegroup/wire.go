@@ -103,9 +103,9 @@ func readWire(raw []byte, desired string) (*wireObject, error) {
 		}
 		switch name := tok.String(); name {
 		case "apiVersion", "kind":
-			s, err := readString(dec)
-			if err != nil {
-				return nil, notAnObject(fmt.Errorf("%s: %w", name, err))
+			var s string // null is the empty string, as encoding/json has it
+			if err := jsonv2.UnmarshalDecode(dec, &s); err != nil {
+				return nil, notAnObject(err)
 			}
 			if name == "kind" {
 				objectKind, haveKind = s, true
@@ -184,24 +184,6 @@ func decodeMember(obj runtime.Object, name string, value jsontext.Value, dec *js
 	return jsonv2.UnmarshalDecode(dec, into, strict)
 }
 
-var errNotAString = errors.New("not a string")
-
-// readString reads a string, or null as the empty string.
-func readString(dec *jsontext.Decoder) (string, error) {
-	switch dec.PeekKind() {
-	case '"':
-		tok, err := dec.ReadToken()
-		return tok.String(), err
-	case 'n':
-		_, err := dec.ReadToken()
-		return "", err
-	}
-	if err := dec.SkipValue(); err != nil {
-		return "", err
-	}
-	return "", errNotAString
-}
-
 // nameOf decodes raw's name for an error message. Only a conversion that
 // fails reads an object twice.
 func nameOf(raw []byte) string {
@@ -247,7 +229,7 @@ type wireMetadata struct {
 func readMetadata(dec *jsontext.Decoder, raw []byte) (wireMetadata, error) {
 	var m wireMetadata
 	if dec.PeekKind() != '{' {
-		m.err = errors.New("not an object")
+		m.err = errors.New("not a well-formed JSON object")
 		return m, dec.SkipValue()
 	}
 	if _, err := dec.ReadToken(); err != nil {
@@ -262,20 +244,17 @@ func readMetadata(dec *jsontext.Decoder, raw []byte) (wireMetadata, error) {
 		}
 		switch tok.String() {
 		case "name":
-			name, err := readString(dec)
-			if errors.Is(err, errNotAString) {
-				m.err = fmt.Errorf("name: %w", err)
-			} else if err != nil {
-				return m, err
+			// An error leaves a syntax error in place for the next read.
+			if err := jsonv2.UnmarshalDecode(dec, &m.name); err != nil {
+				m.err = err
 			}
-			m.name = name
 		case "annotations":
 			value, err := dec.ReadValue()
 			if err != nil {
 				return m, err
 			}
 			if err := jsonv2.Unmarshal(value, &m.annotations); err != nil {
-				m.err = fmt.Errorf("annotations: %w", err)
+				m.err = err
 			}
 			m.memberStart = int(memberStart - start)
 			m.valueEnd = int(dec.InputOffset() - start)
