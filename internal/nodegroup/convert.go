@@ -2,7 +2,6 @@ package nodegroup
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -89,72 +88,28 @@ func (c *converter) Convert(ctx context.Context, req *apiextensionsv1.Conversion
 	return out, nil
 }
 
-// header is what identifies an object in error messages.
-type header struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name string `json:"name"`
-	} `json:"metadata"`
-}
-
-func decodeHeader(raw []byte) (header, error) {
-	var h header
-	err := json.Unmarshal(raw, &h)
-	return h, err
-}
-
+// convertObject converts one object with the hub-and-spoke converter, the
+// one conversion entry point; the JSON around it is read in one pass and
+// written once (wire.go).
 func convertObject(ctx context.Context, raw []byte, desired string) ([]byte, error) {
-	apiVersion, k, err := peekTypeMeta(raw)
-	if err != nil {
-		h, err := decodeHeader(raw)
-		if err != nil {
-			return nil, fmt.Errorf("is not a JSON object: %w", err)
-		}
-		apiVersion, k = h.APIVersion, h.Kind
-	}
-	if k != kind {
-		h, _ := decodeHeader(raw)
-		return nil, fmt.Errorf("(%s %q) is not a NodeGroup", k, h.Metadata.Name)
-	}
-	if apiVersion == desired {
-		return raw, nil
-	}
-	converted, err := convertWire(ctx, raw, apiVersion, desired)
-	if err != nil {
-		h, _ := decodeHeader(raw)
-		return nil, fmt.Errorf("(NodeGroup %q, %s): %w", h.Metadata.Name, apiVersion, err)
-	}
-	return converted, nil
-}
-
-// convertWire converts raw with the hub-and-spoke converter, the one
-// conversion entry point. Only the JSON around it is hand-written: the API
-// server sends one object per review, and decoding metadata (a third of a
-// stored object is managed fields) and encoding it again doubled the cost
-// of a conversion and added 10 to 30 % to the whole request
-// (docs/benchmarks.md). Metadata stays raw: only the name and annotations
-// are decoded, and only the annotations are written back when the
-// conversion changed them.
-func convertWire(ctx context.Context, raw []byte, from, to string) ([]byte, error) {
-	src, err := newNodeGroup(from)
-	if err != nil {
+	w, err := readWire(raw, desired)
+	switch {
+	case err != nil:
 		return nil, err
+	case w == nil:
+		return raw, nil // already in the desired version
 	}
-	metadata, err := decodeWire(raw, src)
-	if err != nil {
-		return nil, err
-	}
+	src := w.obj
 	before := src.(metav1.Object).GetAnnotations()
-	dst, err := newNodeGroup(to)
+	dst, err := newNodeGroup(desired)
 	if err != nil {
 		return nil, err
 	}
 	if err := hubSpoke.ConvertObject(ctx, src, dst); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("(NodeGroup %q, %s): %w", nameOf(raw), w.apiVersion, err)
 	}
 	_, spec, status := parts(dst)
-	return encodeWire(to, metadata, before, dst.(metav1.Object).GetAnnotations(), spec, status)
+	return encodeWire(desired, &w.metadata, before, dst.(metav1.Object).GetAnnotations(), spec, status)
 }
 
 func newNodeGroup(apiVersion string) (runtime.Object, error) {

@@ -21,7 +21,7 @@ import (
 
 // Native fuzz targets for the NodeGroup objects clients and the API server
 // send: the validating webhook's decoding and checks, and the conversion
-// webhook's hand-written wire format. Run one with
+// webhook's wire format. Run one with
 //
 //	go test ./internal/nodegroup -run '^$' -fuzz '^FuzzAdmitNodeGroup$' -fuzztime 30s
 //
@@ -154,8 +154,8 @@ var fuzzLookup = lookupFunc(func(name string) (bool, error) { return len(name)%2
 var fuzzDesiredVersions = []string{hubVersion, alpha2Version, alpha1Version, "deckhouse.io/v2", ""}
 
 // FuzzConvertNodeGroupWire sends random objects through the conversion
-// webhook's Convert, whose JSON around the converter is hand-written (it
-// splits objects by member and passes metadata through). It never panics,
+// webhook's Convert, which reads each object in one jsontext pass and
+// writes its metadata back as it came, but for the annotations. It never panics,
 // answers one object per object, and for an input that is valid JSON:
 // what it converted is valid JSON, a NodeGroup of the desired version whose
 // spec and status decode strictly, with the input's metadata kept except

@@ -5,76 +5,199 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"strconv"
+	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// decodeStrict decodes spec or status refusing unknown fields: the API
-// server prunes objects to the schema generated from these types, so an
-// unknown field means the two disagree, and dropping it would lose data
-// silently. go-json-experiment decodes about twice as fast as
-// encoding/json; encoding stays with encoding/json, whose output the API
-// server has always accepted.
-func decodeStrict(raw []byte, into any) error {
-	return jsonv2.Unmarshal(raw, into, jsonv2.RejectUnknownMembers(true))
+// The JSON around the hub-and-spoke converter is written here because the
+// API server sends one object per review, and decoding metadata (a third of
+// a stored object is managed fields) and encoding it again doubled the cost
+// of a conversion and added 10 to 30 % to the whole request
+// (docs/benchmarks.md). One jsontext decoder reads an object once, in
+// order: apiVersion and kind decide whether there is anything to do;
+// metadata is walked, not decoded, keeping its name, its annotations and
+// where they sit; spec and status are decoded strictly into the source
+// version's types from the same stream. The converted object is written
+// with the metadata's own bytes, only its annotations member rewritten when
+// the conversion changed them.
+
+// strict makes spec and status refuse unknown fields: the API server prunes
+// objects to the schema generated from these types, so an unknown field
+// means the two disagree, and dropping it would lose data silently.
+var strict = jsonv2.RejectUnknownMembers(true)
+
+// decoders are reused, as go-json-experiment reuses its own: a decoder
+// grows a string cache and stacks of member names, which one conversion
+// would otherwise allocate afresh (8 KB and 70 allocations a conversion).
+var decoders = sync.Pool{New: func() any { return new(jsontext.Decoder) }}
+
+var noInput = new(bytes.Buffer)
+
+// wireObject is what one pass over an object read from it.
+type wireObject struct {
+	apiVersion string
+	obj        runtime.Object // a NodeGroup of apiVersion
+	metadata   wireMetadata
 }
 
-// decodeWire fills obj, a NodeGroup of raw's version, from raw and returns
-// raw's metadata. The top level is split by members, so metadata is never
-// decoded whole: only its name and annotations are.
-func decodeWire(raw []byte, obj runtime.Object) ([]byte, error) {
-	meta, spec, status := parts(obj)
-	var metadata []byte
-	err := members(raw, func(key, value []byte) error {
-		switch string(key) {
-		case "apiVersion", "kind":
-		case "metadata":
-			metadata = value
-		case "spec":
-			return decodeStrict(value, spec)
-		case "status":
-			return decodeStrict(value, status)
-		default:
-			return fmt.Errorf("unknown field %q", key)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("decode: %w", explainDecodeError(raw, obj, err))
+// readWire reads raw in one pass. It returns nil and no error when raw is
+// already a NodeGroup of the desired version, which is then not read
+// further. Errors are the conversion's, naming the object.
+func readWire(raw []byte, desired string) (*wireObject, error) {
+	dec := decoders.Get().(*jsontext.Decoder)
+	dec.Reset(bytes.NewBuffer(raw))
+	defer func() {
+		dec.Reset(noInput) // not to pin raw
+		decoders.Put(dec)
+	}()
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, notAnObject(err)
 	}
-	if len(metadata) > 0 {
-		err := members(metadata, func(key, value []byte) error {
-			switch string(key) {
-			case "name":
-				return decodeString(value, &meta.Name)
-			case "annotations":
-				return jsonv2.Unmarshal(value, &meta.Annotations)
+	w := &wireObject{}
+	var apiVersion, objectKind string
+	var haveVersion, haveKind bool
+	// Members before apiVersion and kind wait for them: what the object is
+	// decides what to do with them, and whether to look at them at all.
+	type member struct {
+		name  string
+		value jsontext.Value
+	}
+	var early []member
+	failed := func(err error) error {
+		return fmt.Errorf("(NodeGroup %q, %s): %w", nameOf(raw), apiVersion, err)
+	}
+	malformed := func(err error) error {
+		if w.obj == nil {
+			return notAnObject(err)
+		}
+		return failed(fmt.Errorf("decode: %w", explainDecodeError(raw, w.obj, err)))
+	}
+	// decide learns what the object is once apiVersion and kind are known.
+	decide := func() (passThrough bool, err error) {
+		if objectKind != kind {
+			return false, fmt.Errorf("(%s %q) is not a NodeGroup", objectKind, nameOf(raw))
+		}
+		if apiVersion == desired {
+			return true, nil
+		}
+		if w.obj, err = newNodeGroup(apiVersion); err != nil {
+			return false, failed(err)
+		}
+		for _, m := range early {
+			if err := decodeMember(w.obj, m.name, m.value, nil); err != nil {
+				return false, malformed(err)
 			}
-			return nil
-		})
+		}
+		return false, nil
+	}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
 		if err != nil {
-			return nil, fmt.Errorf("decode metadata: %w", err)
+			return nil, malformed(err)
+		}
+		switch name := tok.String(); name {
+		case "apiVersion", "kind":
+			var s string // null is the empty string, as encoding/json has it
+			if err := jsonv2.UnmarshalDecode(dec, &s); err != nil {
+				return nil, notAnObject(err)
+			}
+			if name == "kind" {
+				objectKind, haveKind = s, true
+			} else {
+				apiVersion, haveVersion = s, true
+			}
+			if haveKind && haveVersion && w.obj == nil {
+				if passThrough, err := decide(); passThrough || err != nil {
+					return nil, err
+				}
+			}
+		case "metadata":
+			if w.metadata, err = readMetadata(dec, raw); err != nil {
+				return nil, malformed(err)
+			}
+		default:
+			if w.obj != nil {
+				if err := decodeMember(w.obj, name, nil, dec); err != nil {
+					return nil, malformed(err)
+				}
+				continue
+			}
+			value, err := dec.ReadValue()
+			if err != nil {
+				return nil, malformed(err)
+			}
+			early = append(early, member{name, bytes.Clone(value)})
 		}
 	}
-	return metadata, nil
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, malformed(err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, malformed(fmt.Errorf("data after the object: %v", err))
+	}
+	if w.obj == nil {
+		// apiVersion or kind is missing: decide with what there is.
+		if passThrough, err := decide(); passThrough || err != nil {
+			return nil, err
+		}
+	}
+	if w.metadata.err != nil {
+		return nil, failed(fmt.Errorf("decode metadata: %w", w.metadata.err))
+	}
+	// The converter reads the name (the Hybrid lookup) and the annotations
+	// (the lossless round trip); the rest of metadata stays bytes.
+	meta, _, _ := parts(w.obj)
+	meta.Name, meta.Annotations = w.metadata.name, w.metadata.annotations
+	w.apiVersion = apiVersion
+	return w, nil
 }
 
-// decodeString decodes a JSON string, without a decoder when it has no escapes.
-func decodeString(value []byte, into *string) error {
-	if len(value) >= 2 && value[0] == '"' {
-		if s, next, plain := scanString(value, 0); plain && next == len(value) {
-			*into = string(s)
-			return nil
-		}
+func notAnObject(err error) error {
+	if err == nil {
+		err = errors.New("the value is not an object")
 	}
-	return json.Unmarshal(value, into)
+	return fmt.Errorf("is not a JSON object: %w", err)
+}
+
+// decodeMember decodes spec or status into obj strictly, from value or,
+// when value is nil, from dec; any other member is an unknown field.
+func decodeMember(obj runtime.Object, name string, value jsontext.Value, dec *jsontext.Decoder) error {
+	_, spec, status := parts(obj)
+	var into any
+	switch name {
+	case "spec":
+		into = spec
+	case "status":
+		into = status
+	default:
+		return fmt.Errorf("unknown field %q", name)
+	}
+	if value != nil {
+		return jsonv2.Unmarshal(value, into, strict)
+	}
+	return jsonv2.UnmarshalDecode(dec, into, strict)
+}
+
+// nameOf decodes raw's name for an error message. Only a conversion that
+// fails reads an object twice.
+func nameOf(raw []byte) string {
+	var h struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(raw, &h)
+	return h.Metadata.Name
 }
 
 // explainDecodeError decodes raw again with encoding/json, whose messages
-// name the field plainly, to report why the fast decoder failed.
+// name the field plainly, to report why the strict decoding failed.
 func explainDecodeError(raw []byte, into runtime.Object, fast error) error {
 	into = into.DeepCopyObject()
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -85,10 +208,103 @@ func explainDecodeError(raw []byte, into runtime.Object, fast error) error {
 	return fast
 }
 
+// wireMetadata is an object's metadata as it came: the conversion reads its
+// name and annotations, and writes it back unchanged but for its
+// annotations member.
+type wireMetadata struct {
+	raw         []byte
+	name        string
+	annotations map[string]string
+	err         error // why name or annotations do not decode
+
+	// Offsets in raw. The annotations member runs from memberStart (the
+	// end of the member before it, or just after the opening brace) to
+	// valueEnd, its value from valueStart; valueEnd is 0 without one.
+	// lastEnd is the end of the last member, 0 in an empty object.
+	memberStart, valueStart, valueEnd, lastEnd int
+}
+
+// readMetadata walks the metadata object at dec: managed fields and the
+// rest are validated and skipped, never decoded.
+func readMetadata(dec *jsontext.Decoder, raw []byte) (wireMetadata, error) {
+	var m wireMetadata
+	if dec.PeekKind() != '{' {
+		m.err = errors.New("not a well-formed JSON object")
+		return m, dec.SkipValue()
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return m, err
+	}
+	start := dec.InputOffset() - 1
+	for dec.PeekKind() != '}' {
+		memberStart := dec.InputOffset()
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return m, err
+		}
+		switch tok.String() {
+		case "name":
+			// An error leaves a syntax error in place for the next read.
+			if err := jsonv2.UnmarshalDecode(dec, &m.name); err != nil {
+				m.err = err
+			}
+		case "annotations":
+			value, err := dec.ReadValue()
+			if err != nil {
+				return m, err
+			}
+			if err := jsonv2.Unmarshal(value, &m.annotations); err != nil {
+				m.err = err
+			}
+			m.memberStart = int(memberStart - start)
+			m.valueEnd = int(dec.InputOffset() - start)
+			m.valueStart = m.valueEnd - len(value)
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return m, err
+			}
+		}
+		m.lastEnd = int(dec.InputOffset() - start)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return m, err
+	}
+	m.raw = raw[start:dec.InputOffset()]
+	return m, nil
+}
+
+// withAnnotations returns the metadata with its annotations member set to
+// value, or removed when value is nil. Every other byte is kept.
+func (m *wireMetadata) withAnnotations(value []byte) []byte {
+	raw := m.raw
+	member := func() []byte { return append([]byte(`"annotations":`), value...) }
+	switch {
+	case m.valueEnd > 0 && value != nil:
+		return concat(raw[:m.valueStart], value, raw[m.valueEnd:])
+	case m.valueEnd > 0 && m.memberStart > 1:
+		return concat(raw[:m.memberStart], raw[m.valueEnd:]) // with the comma before it
+	case m.valueEnd > 0:
+		// The first member: the comma after it, if any, goes.
+		rest := bytes.TrimLeft(raw[m.valueEnd:], " \t\r\n")
+		if rest[0] == ',' {
+			rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+		}
+		return concat(raw[:m.memberStart], rest)
+	case value == nil:
+		return raw
+	case m.lastEnd == 0:
+		return concat([]byte("{"), member(), []byte("}"))
+	default:
+		return concat(raw[:m.lastEnd], []byte(","), member(), raw[m.lastEnd:])
+	}
+}
+
 // encodeWire writes a converted object: the original metadata with the
 // annotations the conversion left (before are those it started from), and
-// the converted spec and status. An empty status is left out.
-func encodeWire(apiVersion string, metadata []byte, before, after map[string]string, spec, status any) ([]byte, error) {
+// the converted spec and status. An empty status is left out. encoding/json
+// writes them, whose output the API server has always accepted.
+func encodeWire(apiVersion string, metadata *wireMetadata, before, after map[string]string, spec, status any) ([]byte, error) {
+	meta := metadata.raw
 	if !maps.Equal(before, after) {
 		var annotations []byte
 		if len(after) > 0 {
@@ -97,13 +313,7 @@ func encodeWire(apiVersion string, metadata []byte, before, after map[string]str
 				return nil, err
 			}
 		}
-		if len(metadata) == 0 {
-			metadata = []byte("{}")
-		}
-		var err error
-		if metadata, err = setMember(metadata, "annotations", annotations); err != nil {
-			return nil, fmt.Errorf("metadata: %w", err)
-		}
+		meta = metadata.withAnnotations(annotations)
 	}
 	specJSON, err := json.Marshal(spec)
 	if err != nil {
@@ -114,13 +324,13 @@ func encodeWire(apiVersion string, metadata []byte, before, after map[string]str
 		return nil, err
 	}
 	var b bytes.Buffer
-	b.Grow(len(metadata) + len(specJSON) + len(statusJSON) + 96)
+	b.Grow(len(meta) + len(specJSON) + len(statusJSON) + 96)
 	b.WriteString(`{"apiVersion":`)
 	b.WriteString(strconv.Quote(apiVersion))
 	b.WriteString(`,"kind":"NodeGroup"`)
-	if len(metadata) > 0 {
+	if len(meta) > 0 {
 		b.WriteString(`,"metadata":`)
-		b.Write(metadata)
+		b.Write(meta)
 	}
 	b.WriteString(`,"spec":`)
 	b.Write(specJSON)
@@ -132,147 +342,6 @@ func encodeWire(apiVersion string, metadata []byte, before, after map[string]str
 	return b.Bytes(), nil
 }
 
-var errMalformedObject = errors.New("not a well-formed JSON object")
-
-// members calls fn with the key and raw value of each member of the JSON
-// object obj, in order. Values are skipped by structure, not validated:
-// whatever is decoded is validated by its decoder, and what is passed
-// through came from the API server.
-func members(obj []byte, fn func(key, value []byte) error) error {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return errMalformedObject
-	}
-	i = skipSpace(obj, i+1)
-	if i < len(obj) && obj[i] == '}' {
-		return checkTrailing(obj, i+1)
-	}
-	for {
-		if i >= len(obj) || obj[i] != '"' {
-			return errMalformedObject
-		}
-		k, next, plain := scanString(obj, i)
-		if next < 0 {
-			return errMalformedObject
-		}
-		if !plain {
-			var name string
-			if err := json.Unmarshal(obj[i:next], &name); err != nil {
-				return errMalformedObject
-			}
-			k = []byte(name)
-		}
-		i = skipSpace(obj, next)
-		if i >= len(obj) || obj[i] != ':' {
-			return errMalformedObject
-		}
-		valueStart := skipSpace(obj, i+1)
-		valueEnd := skipValue(obj, valueStart)
-		if valueEnd < 0 {
-			return errMalformedObject
-		}
-		if err := fn(k, obj[valueStart:valueEnd]); err != nil {
-			return err
-		}
-		i = skipSpace(obj, valueEnd)
-		switch {
-		case i < len(obj) && obj[i] == ',':
-			i = skipSpace(obj, i+1)
-		case i < len(obj) && obj[i] == '}':
-			return checkTrailing(obj, i+1)
-		default:
-			return errMalformedObject
-		}
-	}
-}
-
-func checkTrailing(obj []byte, i int) error {
-	if skipSpace(obj, i) != len(obj) {
-		return errMalformedObject
-	}
-	return nil
-}
-
-// setMember returns the JSON object obj with member key set to value, or
-// removed when value is nil. Every other byte of obj is kept.
-func setMember(obj []byte, key string, value []byte) ([]byte, error) {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return nil, errMalformedObject
-	}
-	open := i
-	i = skipSpace(obj, i+1)
-	if i < len(obj) && obj[i] == '}' {
-		if value == nil {
-			return obj, nil
-		}
-		return concat(obj[:open+1], memberJSON(key, value), obj[i:]), nil
-	}
-	previousEnd := -1
-	for {
-		memberStart := i
-		if i >= len(obj) || obj[i] != '"' {
-			return nil, errMalformedObject
-		}
-		k, next, plain := scanString(obj, i)
-		if next < 0 {
-			return nil, errMalformedObject
-		}
-		name := string(k)
-		if !plain {
-			if err := json.Unmarshal(obj[i:next], &name); err != nil {
-				return nil, errMalformedObject
-			}
-		}
-		i = skipSpace(obj, next)
-		if i >= len(obj) || obj[i] != ':' {
-			return nil, errMalformedObject
-		}
-		valueStart := skipSpace(obj, i+1)
-		valueEnd := skipValue(obj, valueStart)
-		if valueEnd < 0 {
-			return nil, errMalformedObject
-		}
-		i = skipSpace(obj, valueEnd)
-		if i >= len(obj) || (obj[i] != ',' && obj[i] != '}') {
-			return nil, errMalformedObject
-		}
-		last := obj[i] == '}'
-		if name == key {
-			switch {
-			case value != nil:
-				return concat(obj[:valueStart], value, obj[valueEnd:]), nil
-			case !last:
-				return concat(obj[:memberStart], obj[skipSpace(obj, i+1):]), nil
-			case previousEnd >= 0:
-				return concat(obj[:previousEnd], obj[valueEnd:]), nil
-			default:
-				return concat(obj[:memberStart], obj[i:]), nil
-			}
-		}
-		if last {
-			if value == nil {
-				return obj, nil
-			}
-			return concat(obj[:valueEnd], []byte(","), memberJSON(key, value), obj[valueEnd:]), nil
-		}
-		previousEnd = valueEnd
-		i = skipSpace(obj, i+1)
-	}
-}
-
-func memberJSON(key string, value []byte) []byte {
-	return append(append([]byte(strconv.Quote(key)), ':'), value...)
-}
-
 func concat(parts ...[]byte) []byte {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	out := make([]byte, 0, n)
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
+	return bytes.Join(parts, nil)
 }

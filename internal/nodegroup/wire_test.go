@@ -1,11 +1,16 @@
 package nodegroup
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand"
+	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
@@ -18,76 +23,53 @@ import (
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha2"
 )
 
-func TestPeekTypeMeta(t *testing.T) {
+// The type meta is found wherever it is and however it is escaped; an
+// object already in the desired version passes through unread.
+func TestTypeMetaInAnyOrder(t *testing.T) {
 	cases := []struct {
-		in                string
-		apiVersion, kind  string
-		needsFullDecoding bool
+		in, wantErr string
 	}{
-		{in: `{"apiVersion":"deckhouse.io/v1","kind":"NodeGroup","metadata":{}}`, apiVersion: "deckhouse.io/v1", kind: "NodeGroup"},
-		{in: " {\n \"metadata\" : {\"name\":\"a\\\"}{[\",\"x\":[1,{\"y\":\"]\"}]} ,\t\"kind\":\"NodeGroup\", \"apiVersion\":\"v\"}", apiVersion: "v", kind: "NodeGroup"},
-		{in: `{"spec":{"n":-1.5e3,"b":true,"z":null},"kind":"K","apiVersion":"g/v"}`, apiVersion: "g/v", kind: "K"},
-		{in: `{"apiVers\u0069on":"deckhouse.io/v1","kind":"NodeGroup"}`, needsFullDecoding: true},
-		{in: `{"apiVersion":"deckhouse.io/v\u0031","kind":"NodeGroup"}`, needsFullDecoding: true},
-		{in: `{"apiVersion":"deckhouse.io/v1"}`, needsFullDecoding: true},
-		{in: `{"apiVersion":1,"kind":"NodeGroup"}`, needsFullDecoding: true},
-		{in: `{"metadata":{"name":"unterminated}`, needsFullDecoding: true},
-		{in: `[]`, needsFullDecoding: true},
-		{in: ``, needsFullDecoding: true},
+		{in: `{"apiVersion":"deckhouse.io/v1","kind":"NodeGroup","metadata":{}}`},
+		{in: " {\n \"metadata\" : {\"name\":\"a\\\"}{[\",\"x\":[1,{\"y\":\"]\"}]} ,\t\"kind\":\"NodeGroup\", \"apiVersion\":\"deckhouse.io/v1\"}"},
+		{in: `{"apiVers\u0069on":"deckhouse.io/v1","kind":"NodeGroup"}`},
+		{in: `{"apiVersion":"deckhouse.io/v\u0031","kind":"NodeGroup"}`},
+		{in: `{"apiVersion":"deckhouse.io/v1alpha2","kind":"NodeGroup","spec":{"nodeType":"Static"}} trailing`, wantErr: "decode: data after the object"},
+		{in: `{"spec":{"n":-1.5e3,"b":true,"z":null},"kind":"K","apiVersion":"g/v","metadata":{"name":"k"}}`, wantErr: `(K "k") is not a NodeGroup`},
+		{in: `{"apiVersion":"deckhouse.io/v1"}`, wantErr: `( "") is not a NodeGroup`},
+		{in: `{"kind":"NodeGroup","metadata":{"name":"x"}}`, wantErr: `(NodeGroup "x", ): apiVersion "" is not a served NodeGroup version`},
+		{in: `{"apiVersion":1,"kind":"NodeGroup"}`, wantErr: "is not a JSON object"},
+		{in: `{"metadata":{"name":"unterminated}`, wantErr: "is not a JSON object"},
+		{in: `[]`, wantErr: "is not a JSON object"},
+		{in: ``, wantErr: "is not a JSON object"},
 	}
 	for _, tc := range cases {
-		apiVersion, kind, err := peekTypeMeta([]byte(tc.in))
-		if tc.needsFullDecoding {
-			if !errors.Is(err, errNoFastPeek) {
-				t.Errorf("%s: got %q %q %v, want the full decoding", tc.in, apiVersion, kind, err)
-			}
-			continue
-		}
-		if err != nil || apiVersion != tc.apiVersion || kind != tc.kind {
-			t.Errorf("%s: got %q %q %v, want %q %q", tc.in, apiVersion, kind, err, tc.apiVersion, tc.kind)
+		out, err := convertObject(context.Background(), []byte(tc.in), hubVersion)
+		switch {
+		case tc.wantErr == "" && (err != nil || string(out) != tc.in):
+			t.Errorf("%s: got %s %v, want it passed through", tc.in, out, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: got %s %v, want an error with %q", tc.in, out, err, tc.wantErr)
 		}
 	}
 }
 
-func TestSetMember(t *testing.T) {
-	cases := []struct {
-		name, in, value, want string
-		remove                bool
-	}{
-		{name: "replace", in: `{"name":"a","annotations":{"x":"1"},"uid":"u"}`, value: `{"y":"2"}`, want: `{"name":"a","annotations":{"y":"2"},"uid":"u"}`},
-		{name: "add to an empty object", in: `{ }`, value: `{"y":"2"}`, want: `{"annotations":{"y":"2"}}`},
-		{name: "add after the last member", in: `{"name":"a"}`, value: `{}`, want: `{"name":"a","annotations":{}}`},
-		{name: "remove the first member", in: `{"annotations":{"x":"}"}, "name":"a"}`, remove: true, want: `{"name":"a"}`},
-		{name: "remove a middle member", in: `{"name":"a","annotations":{"x":"1"},"uid":"u"}`, remove: true, want: `{"name":"a","uid":"u"}`},
-		{name: "remove the last member", in: `{"name":"a" , "annotations":{"x":"1"} }`, remove: true, want: `{"name":"a" }`},
-		{name: "remove the only member", in: `{"annotations":{"x":"1"}}`, remove: true, want: `{}`},
-		{name: "remove what is absent", in: `{"name":"a"}`, remove: true, want: `{"name":"a"}`},
-		{name: "escaped key", in: `{"annot\u0061tions":{"x":"1"},"name":"a"}`, value: `{"z":"3"}`, want: `{"annot\u0061tions":{"z":"3"},"name":"a"}`},
-		{name: "nested lookalike", in: `{"labels":{"annotations":"no"},"name":"[\"annotations\""}`, value: `{}`, want: `{"labels":{"annotations":"no"},"name":"[\"annotations\"","annotations":{}}`},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			var value []byte
-			if !tc.remove {
-				value = []byte(tc.value)
-			}
-			got, err := setMember([]byte(tc.in), "annotations", value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != tc.want {
-				t.Fatalf("got  %s\nwant %s", got, tc.want)
-			}
-			if !json.Valid(got) {
-				t.Fatalf("invalid JSON %s", got)
-			}
-		})
-	}
-	for _, broken := range []string{`"x"`, `{"a" 1}`, `{"a":1,}`, `{"a":"1}`, `{"a":1 "b":2}`, `{a:1}`} {
-		if _, err := setMember([]byte(broken), "annotations", []byte(`{}`)); err == nil {
-			t.Errorf("%s: no error", broken)
+// readAndSetAnnotations sets the annotations member of a metadata object
+// as the conversion does: read in the one pass, then rewritten.
+func readAndSetAnnotations(metadata, value []byte) ([]byte, error) {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(metadata))
+	m, err := readMetadata(dec, metadata)
+	if err == nil {
+		_, err = dec.ReadToken()
+		if err == io.EOF {
+			err = m.err
+		} else if err == nil {
+			err = errors.New("data after the object")
 		}
 	}
+	if err != nil {
+		return nil, err
+	}
+	return m.withAnnotations(value), nil
 }
 
 // The webhook path decodes only part of metadata and writes it back as it
