@@ -160,6 +160,10 @@ func (cp *ControlPlane) prepareRealNode(ip string) error {
 	args.Set("bind-address", "0.0.0.0")
 	args.Set("advertise-address", ip)
 	args.Set("enable-aggregator-routing", "true")
+	// envtest turns the ServiceAccount admission plugin off (no
+	// service-account controller there); Pods on a kubelet need the
+	// token volume it adds, and the controller runs in real-node mode.
+	args.Set("disable-admission-plugins", "")
 	args.Set("kubelet-client-certificate", filepath.Join(certDir, "kubelet-client.crt"))
 	args.Set("kubelet-client-key", filepath.Join(certDir, "kubelet-client.key"))
 	// The kubelet's serving certificate is self-signed (no CSR signer
