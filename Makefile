@@ -122,9 +122,13 @@ bench: tools build ## Go benchmarks, then the HTTPS load generator against Gateh
 ##@ Run
 
 .PHONY: run
-run: tools build ## Start etcd, kube-apiserver and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig.
+# REAL_NODE=1 adds a real Node (containerd, the kubelet, CNI) running the
+# images in bin/gatehouse-image.tar and bin/pause-image.tar: docs/real-node.md.
+REAL_NODE ?=
+
+run: tools build ## Start etcd, kube-apiserver and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. REAL_NODE=1 adds a kubelet-run Node.
 	$(GO) build -o $(BIN)/devenv ./hack/devenv
-	exec $(BIN)/devenv
+	REAL_NODE=$(REAL_NODE) exec $(BIN)/devenv
 
 .PHONY: help
 help:
