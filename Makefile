@@ -172,9 +172,9 @@ bench: tools build ## Go benchmarks, then the HTTPS load generator against Gateh
 # images in bin/gatehouse-image.tar and bin/pause-image.tar: docs/real-node.md.
 REAL_NODE ?=
 
-run: tools build ## Start etcd, kube-apiserver and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. REAL_NODE=1 adds a kubelet-run Node.
+run: tools build $(if $(filter 1,$(REAL_NODE)),image) ## Start etcd, kube-apiserver and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. REAL_NODE=1 adds a kubelet-run Node.
 	$(GO) build -o $(BIN)/devenv ./hack/devenv
-	REAL_NODE=$(REAL_NODE) exec $(BIN)/devenv
+	REAL_NODE=$(REAL_NODE) GATEHOUSE_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) PAUSE_IMAGE_ARCHIVE=$(PAUSE_IMAGE_ARCHIVE) exec $(BIN)/devenv
 
 .PHONY: help
 help:

@@ -103,14 +103,20 @@ gatehouse: ready
 }
 
 // realNodeOptions imports the images make image and make pause-image
-// wrote, the pause image as the sandbox image, and returns the Gatehouse
+// wrote (or GATEHOUSE_IMAGE_ARCHIVE and PAUSE_IMAGE_ARCHIVE name), the pause image as the sandbox image, and returns the Gatehouse
 // image's reference.
 func realNodeOptions() (*testenv.RealNodeOptions, string, error) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return nil, "", err
 	}
-	gatehouse, pause := filepath.Join(root, "bin", "gatehouse-image.tar"), filepath.Join(root, "bin", "pause-image.tar")
+	gatehouse, pause := os.Getenv("GATEHOUSE_IMAGE_ARCHIVE"), os.Getenv("PAUSE_IMAGE_ARCHIVE")
+	if gatehouse == "" {
+		gatehouse = filepath.Join(root, "bin", "gatehouse-image.tar")
+	}
+	if pause == "" {
+		pause = filepath.Join(root, "bin", "pause-image.tar")
+	}
 	refs := map[string]string{}
 	for _, archive := range []string{gatehouse, pause} {
 		ref, err := testenv.ImageArchiveRef(archive)
