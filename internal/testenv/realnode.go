@@ -83,11 +83,11 @@ func PlaceOnRealNode(spec *corev1.PodSpec) {
 	})
 }
 
-// realNodeControllers are added to Controllers in real-node mode:
+// RealNodeControllers are added to Controllers in real-node mode:
 // kube-apiserver resolves webhook Services through EndpointSlices
 // (--enable-aggregator-routing), and every Pod's service-account volume
 // projects the kube-root-ca.crt ConfigMap.
-var realNodeControllers = []string{
+var RealNodeControllers = []string{
 	"endpointslice-controller",
 	"endpoints-controller",
 	"root-ca-certificate-publisher-controller",
