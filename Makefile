@@ -36,7 +36,7 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 CONTROLLER_GEN := $(BIN)/controller-gen
 CONVERSION_GEN := $(BIN)/conversion-gen
 HELM           := $(BIN)/helm
-TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM)
+TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubelet $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM)
 
 .PHONY: all
 all: build
@@ -44,7 +44,7 @@ all: build
 ##@ Tools, built once from the pinned module versions in hack/tools/*/go.mod
 
 .PHONY: tools
-tools: $(TOOLS) ## Build kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl, controller-gen, conversion-gen and helm into bin/.
+tools: $(TOOLS) ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd, kubectl, controller-gen, conversion-gen and helm into bin/.
 
 $(BIN)/kube-apiserver: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
@@ -54,6 +54,11 @@ $(BIN)/kube-controller-manager: hack/tools/kube/go.mod hack/tools/kube/go.sum
 
 $(BIN)/kube-scheduler: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+
+# kubelet runs the real node (testenv RealNode, make run REAL_NODE=1) with
+# Debian's containerd, runc and CNI plugins: docs/real-node.md.
+$(BIN)/kubelet: hack/tools/kube/go.mod hack/tools/kube/go.sum
+	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
 
 $(BIN)/kubectl: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
@@ -163,9 +168,13 @@ bench: tools build ## Go benchmarks, then the HTTPS load generator against Gateh
 ##@ Run
 
 .PHONY: run
-run: tools build ## Start etcd, kube-apiserver and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig.
+# REAL_NODE=1 adds a real Node (containerd, the kubelet, CNI) running the
+# images in bin/gatehouse-image.tar and bin/pause-image.tar: docs/real-node.md.
+REAL_NODE ?=
+
+run: tools build $(if $(filter 1,$(REAL_NODE)),image) ## Start etcd, kube-apiserver and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. REAL_NODE=1 adds a kubelet-run Node.
 	$(GO) build -o $(BIN)/devenv ./hack/devenv
-	exec $(BIN)/devenv
+	REAL_NODE=$(REAL_NODE) GATEHOUSE_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) PAUSE_IMAGE_ARCHIVE=$(PAUSE_IMAGE_ARCHIVE) exec $(BIN)/devenv
 
 .PHONY: help
 help:
