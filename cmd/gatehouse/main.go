@@ -44,6 +44,7 @@ func serveFlags() func() error {
 		serviceName   string
 		servicePort   int
 		selfManaged   bool
+		rotationGrace time.Duration
 		catalogueOpts catalogue.Options
 		tlsMinVersion string
 		pvsafeBypass  string
@@ -68,6 +69,7 @@ func serveFlags() func() error {
 	flag.StringVar(&webhookCA, "manage-webhooks-ca-file", "", "PEM CA bundle written into managed webhook configurations (default: the certificate source's CA).")
 	flag.StringVar(&serviceName, "webhook-service", "", "In-cluster managed mode: Gatehouse keeps its webhook configurations pointing at this Service in --namespace.")
 	flag.IntVar(&servicePort, "webhook-service-port", 443, "Port of --webhook-service.")
+	flag.DurationVar(&rotationGrace, "self-managed-certs-rotation-grace", certs.DefaultRotationGrace, "With --self-managed-certs: how long each phase of a CA rotation waits for every replica and kube-apiserver to see the previous one (new CA trusted, then served, then the old CA dropped). Shorter only for tests.")
 	flag.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
 	flag.BoolVar(&catalogueOpts.ConfigCheck.AllowLua, "configcheck-allow-lua", false, "Let configcheck renderings load Lua (lua-load, lua-load-per-thread, lua-prepend-path); haproxy -c runs Lua while parsing, so only for platforms whose HAProxy needs it. The check stays confined.")
 	flag.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Start configcheck on a kernel that cannot confine haproxy -c and the render workers (no Landlock ABI 6 or no seccomp); the check policy and resource limits still hold.")
@@ -152,7 +154,7 @@ func serveFlags() func() error {
 			if opts.CertSecret == "" {
 				return errors.New("--self-managed-certs needs --cert-secret namespace/name")
 			}
-			opts.SelfManagedCerts = &certs.SelfManagedOptions{}
+			opts.SelfManagedCerts = &certs.SelfManagedOptions{Grace: rotationGrace}
 		}
 
 		cfg, err := ctrl.GetConfig()
