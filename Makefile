@@ -12,7 +12,7 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 CONTROLLER_GEN := $(BIN)/controller-gen
 CONVERSION_GEN := $(BIN)/conversion-gen
 HELM           := $(BIN)/helm
-TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM)
+TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubelet $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM)
 
 .PHONY: all
 all: build
@@ -20,7 +20,7 @@ all: build
 ##@ Tools, built once from the pinned module versions in hack/tools/*/go.mod
 
 .PHONY: tools
-tools: $(TOOLS) ## Build kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl, controller-gen, conversion-gen and helm into bin/.
+tools: $(TOOLS) ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd, kubectl, controller-gen, conversion-gen and helm into bin/.
 
 $(BIN)/kube-apiserver: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
@@ -30,6 +30,11 @@ $(BIN)/kube-controller-manager: hack/tools/kube/go.mod hack/tools/kube/go.sum
 
 $(BIN)/kube-scheduler: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+
+# kubelet runs the real node (testenv RealNode, make run REAL_NODE=1) with
+# Debian's containerd, runc and CNI plugins: docs/real-node.md.
+$(BIN)/kubelet: hack/tools/kube/go.mod hack/tools/kube/go.sum
+	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
 
 $(BIN)/kubectl: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl

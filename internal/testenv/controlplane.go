@@ -52,6 +52,9 @@ type ControlPlane struct {
 	Dir string
 	// Nodes are the fake Nodes, kept Ready until Stop.
 	Nodes *fakenode.Nodes
+	// RealNode is the kubelet-run Node, when ControlPlaneOptions.RealNode
+	// asked for one.
+	RealNode *RealNode
 	// WebhookClient is the CA and the client certificate kube-apiserver
 	// presents to admission webhooks (its AdmissionConfiguration's
 	// kubeConfigFile, user "*"), as a cluster that authenticates to
@@ -82,6 +85,9 @@ type ControlPlaneOptions struct {
 	// Nodes configures the fake Nodes. The zero value registers three, in
 	// zone-a, zone-b and zone-c.
 	Nodes fakenode.Options
+	// RealNode, when set, adds a real Node beside the fake ones: containerd
+	// and a kubelet, with the given images imported (docs/real-node.md).
+	RealNode *RealNodeOptions
 }
 
 // Controllers are the kube-controller-manager controllers the control plane
@@ -177,6 +183,17 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	// Presenting a client certificate is harmless to a webhook server that
 	// asks for none, so every test's admission calls carry it.
 	cp.Env.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", admissionConfig)
+	var nodeIP string
+	if opts.RealNode != nil {
+		if nodeIP, err = eth0Address(); err == nil {
+			err = cp.prepareRealNode(nodeIP)
+		}
+		if err != nil {
+			cp.closeLogs()
+			cp.cleanDir()
+			return nil, err
+		}
+	}
 	cfg, err := cp.Env.Start()
 	if err != nil {
 		cp.closeLogs()
@@ -193,7 +210,7 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := cp.startComponents(ctx, assets); err != nil {
+	if err := cp.startComponents(ctx, assets, opts.RealNode != nil); err != nil {
 		return fail(err)
 	}
 	nodeOpts := opts.Nodes
@@ -210,6 +227,11 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	// scheduler would leave a test's first Pods Pending for a while.
 	if err := cp.Nodes.WaitSchedulable(ctx); err != nil {
 		return fail(err)
+	}
+	if opts.RealNode != nil {
+		if cp.RealNode, err = cp.startRealNode(ctx, *opts.RealNode, nodeIP, assets); err != nil {
+			return fail(err)
+		}
 	}
 	return cp, nil
 }
@@ -311,7 +333,7 @@ func (cp *ControlPlane) writeWebhookClientConfig() (string, error) {
 // the envtest API server, each under the identity the API server's
 // bootstrap RBAC policy grants its permissions to, and waits until both are
 // healthy.
-func (cp *ControlPlane) startComponents(ctx context.Context, assets string) error {
+func (cp *ControlPlane) startComponents(ctx context.Context, assets string, realNode bool) error {
 	apiServer := cp.Env.ControlPlane.GetAPIServer()
 	// envtest generates the key kube-apiserver signs service-account tokens
 	// with (--service-account-signing-key-file) next to its serving
@@ -352,6 +374,10 @@ func (cp *ControlPlane) startComponents(ctx context.Context, assets string) erro
 		}
 	}
 
+	controllers := Controllers
+	if realNode {
+		controllers = append(append([]string{}, Controllers...), realNodeControllers...)
+	}
 	kcmConfig, err := kubeconfig("system:kube-controller-manager")
 	if err != nil {
 		return err
@@ -368,7 +394,7 @@ func (cp *ControlPlane) startComponents(ctx context.Context, assets string) erro
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file="+saKey,
 		"--root-ca-file="+caFile,
-		"--controllers="+strings.Join(Controllers, ","),
+		"--controllers="+strings.Join(controllers, ","),
 	), filepath.Join(cp.Dir, "kube-controller-manager.log"))
 	if err != nil {
 		return err
@@ -396,10 +422,17 @@ func (cp *ControlPlane) startComponents(ctx context.Context, assets string) erro
 	return sched.waitHealthy(ctx, schedPort, 2*time.Minute)
 }
 
-// Stop stops the fake nodes, kube-scheduler, kube-controller-manager, then
-// kube-apiserver and etcd. A component that exited early is reported here.
+// Stop stops the real node (its Pods, kubelet and containerd), the fake
+// nodes, kube-scheduler, kube-controller-manager, then kube-apiserver and
+// etcd. A component that exited early is reported here.
 func (cp *ControlPlane) Stop() error {
 	var errs []error
+	if cp.RealNode != nil {
+		if err := cp.RealNode.stop(); err != nil {
+			errs = append(errs, err)
+		}
+		cp.RealNode = nil
+	}
 	if cp.Nodes != nil {
 		cp.Nodes.Stop()
 	}
