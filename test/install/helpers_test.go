@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,31 +23,60 @@ import (
 // releaseNamespace is where the suite installs Gatehouse.
 const releaseNamespace = "gatehouse-system"
 
-// run runs a tool from bin/ (helm, kubectl) against the suite's cluster and
-// returns its combined output.
-func run(t *testing.T, tool string, args ...string) (string, error) {
+// suite holds what the helpers share: the admin kubeconfig for helm and
+// kubectl, and a directory for helm's state and values files.
+var suite struct {
+	once       sync.Once
+	err        error
+	dir        string
+	kubeconfig string
+}
+
+func suiteDir(t *testing.T) string {
 	t.Helper()
+	suite.once.Do(func() {
+		if suite.dir, suite.err = os.MkdirTemp("", "gatehouse-install-"); suite.err != nil {
+			return
+		}
+		var kc []byte
+		if kc, suite.err = controlPlane.AdminKubeconfig(); suite.err != nil {
+			return
+		}
+		suite.kubeconfig = filepath.Join(suite.dir, "kubeconfig")
+		suite.err = os.WriteFile(suite.kubeconfig, kc, 0o600)
+	})
+	if suite.err != nil {
+		t.Fatal(suite.err)
+	}
+	return suite.dir
+}
+
+// tool runs a tool from bin/ (helm, kubectl) as cluster-admin of the
+// suite's cluster and returns its combined output.
+func tool(t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
+	dir := suiteDir(t)
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", tool), args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", name), args...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath, "HELM_CACHE_HOME="+filepath.Join(workDir, "helm-cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(workDir, "helm-config"), "HELM_DATA_HOME="+filepath.Join(workDir, "helm-data"))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.kubeconfig, "HELM_CACHE_HOME="+filepath.Join(dir, "helm-cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(dir, "helm-config"), "HELM_DATA_HOME="+filepath.Join(dir, "helm-data"))
 	out, err := cmd.CombinedOutput()
-	t.Logf("$ %s %s\n%s", tool, strings.Join(args, " "), strings.TrimSpace(string(out)))
+	t.Logf("$ %s %s\n%s", name, strings.Join(args, " "), strings.TrimSpace(string(out)))
 	return string(out), err
 }
 
 // must runs a tool that has to succeed.
-func must(t *testing.T, tool string, args ...string) string {
+func must(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := run(t, tool, args...)
+	out, err := tool(t, name, args...)
 	if err != nil {
-		t.Fatalf("%s %s: %v", tool, strings.Join(args, " "), err)
+		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
 	}
 	return out
 }
@@ -58,7 +88,7 @@ func valuesFile(t *testing.T, values map[string]any) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.CreateTemp(workDir, "values-*.yaml")
+	f, err := os.CreateTemp(suiteDir(t), "values-*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +147,7 @@ func poll(t *testing.T, what string, timeout time.Duration, f func() error) {
 func pods(t *testing.T, release string) []corev1.Pod {
 	t.Helper()
 	var list corev1.PodList
-	if err := cluster.Client.List(context.Background(), &list, client.InNamespace(releaseNamespace),
+	if err := controlPlane.Client.List(context.Background(), &list, client.InNamespace(releaseNamespace),
 		client.MatchingLabels{"app.kubernetes.io/instance": release, "app.kubernetes.io/name": "gatehouse"}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +172,7 @@ func waitRolledOut(t *testing.T, release string, replicas int) {
 	t.Helper()
 	poll(t, "the Deployment rolled out", 5*time.Minute, func() error {
 		var d appsv1.Deployment
-		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: releaseNamespace, Name: deploymentName(release)}, &d); err != nil {
+		if err := controlPlane.Client.Get(context.Background(), client.ObjectKey{Namespace: releaseNamespace, Name: deploymentName(release)}, &d); err != nil {
 			return err
 		}
 		s := d.Status
@@ -176,7 +206,7 @@ func deploymentName(release string) string {
 // webhook Service, as kube-apiserver's endpoint routing sees it.
 func readyEndpoint(t *testing.T, service, ip string) (bool, error) {
 	var slices discoveryv1.EndpointSliceList
-	if err := cluster.Client.List(context.Background(), &slices, client.InNamespace(releaseNamespace),
+	if err := controlPlane.Client.List(context.Background(), &slices, client.InNamespace(releaseNamespace),
 		client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
 		return false, err
 	}

@@ -76,7 +76,7 @@ func installEveryModule(t *testing.T) {
 	// Every webhook and the conversion point at the Service.
 	service := release + "-webhook"
 	var vwcs admissionregistrationv1.ValidatingWebhookConfigurationList
-	if err := cluster.Client.List(ctx, &vwcs); err != nil {
+	if err := controlPlane.Client.List(ctx, &vwcs); err != nil {
 		t.Fatal(err)
 	}
 	hooks := 0
@@ -92,32 +92,32 @@ func installEveryModule(t *testing.T) {
 		t.Fatal("no validating webhook configured")
 	}
 
-	if err := admissionload.Setup(ctx, cluster.Client, allModules...); err != nil {
+	if err := admissionload.Setup(ctx, controlPlane.Client, allModules...); err != nil {
 		t.Fatal(err)
 	}
 	// What a user sees through kubectl, one module at a time.
 	poll(t, "pvsafe refuses deleting a bound claim on a Delete volume", time.Minute, func() error {
-		out, err := run(t, "kubectl", "-n", "load-pvsafe", "delete", "pvc", "risky", "--dry-run=server")
+		out, err := tool(t, "kubectl", "-n", "load-pvsafe", "delete", "pvc", "risky", "--dry-run=server")
 		return wantDenial(out, err, admissionload.PVSafeDenial)
 	})
 	poll(t, "a NodeGroup stored as v1 is read through v1alpha1", time.Minute, func() error {
-		out, err := run(t, "kubectl", "get", "nodegroups.v1alpha1.deckhouse.io", "load-static", "-o", "jsonpath={.apiVersion} {.spec.nodeType}")
+		out, err := tool(t, "kubectl", "get", "nodegroups.v1alpha1.deckhouse.io", "load-static", "-o", "jsonpath={.apiVersion} {.spec.nodeType}")
 		if err != nil || out != "deckhouse.io/v1alpha1 Static" {
 			return fmt.Errorf("%v: %s", err, out)
 		}
 		return nil
 	})
 	poll(t, "placement refuses a release's Pod outside its class", time.Minute, func() error {
-		out, err := run(t, "kubectl", "-n", "load-tenant", "run", "stray", "--image=registry.example/app:1", "--labels=helm.toolkit.fluxcd.io/name=load-db", "--dry-run=server")
+		out, err := tool(t, "kubectl", "-n", "load-tenant", "run", "stray", "--image=registry.example/app:1", "--labels=helm.toolkit.fluxcd.io/name=load-db", "--dry-run=server")
 		return wantDenial(out, err, admissionload.PlacementDenial)
 	})
 	poll(t, "configcheck refuses an Ingress to a missing Service", time.Minute, func() error {
-		out, err := run(t, "kubectl", "-n", "load-app", "create", "ingress", "stray", "--class=haproxy", "--rule=stray.example/*=absent:80", "--dry-run=server")
+		out, err := tool(t, "kubectl", "-n", "load-app", "create", "ingress", "stray", "--class=haproxy", "--rule=stray.example/*=absent:80", "--dry-run=server")
 		return wantDenial(out, err, admissionload.ConfigcheckDenial)
 	})
 	must(t, "kubectl", "-n", "load-app", "create", "ingress", "web", "--class=haproxy", "--rule=web.example/*=web:80")
 	poll(t, "configcheck publishes the rendering with the Ingress's backend", time.Minute, func() error {
-		out, err := run(t, "kubectl", "-n", "load-lb", "get", "configmap", configcheck.RenderedConfigMapName("edge"), "-o", `jsonpath={.data.haproxy\.cfg}`)
+		out, err := tool(t, "kubectl", "-n", "load-lb", "get", "configmap", configcheck.RenderedConfigMapName("edge"), "-o", `jsonpath={.data.haproxy\.cfg}`)
 		if err != nil || !strings.Contains(out, "backend be_load-app_web_80") {
 			return fmt.Errorf("%v: no backend be_load-app_web_80 in the rendering", err)
 		}
@@ -135,7 +135,7 @@ func wantDenial(out string, err error, msg string) error {
 
 func startLoad(t *testing.T) *admissionload.Run {
 	t.Helper()
-	r, err := admissionload.Start(cluster.Config, admissionload.Options{Rate: 60, Modules: allModules})
+	r, err := admissionload.Start(controlPlane.Config, admissionload.Options{Rate: 60, Modules: allModules})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func killOneReplicaUnderLoad(t *testing.T) {
 	killed := time.Now()
 	// SIGKILL to the container's process, through containerd: no preStop,
 	// no drain, the connections reset.
-	if out, err := exec.Command("ctr", "--address", cluster.RealNode.ContainerdAddress, "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", containerID).CombinedOutput(); err != nil {
+	if out, err := exec.Command("ctr", "--address", controlPlane.RealNode.ContainerdAddress, "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", containerID).CombinedOutput(); err != nil {
 		t.Fatalf("kill %s: %v: %s", containerID, err, out)
 	}
 	var endpointsUpdated time.Time
@@ -189,7 +189,7 @@ func killOneReplicaUnderLoad(t *testing.T) {
 	waitForLoad(t, r, 120)
 	poll(t, "the killed replica restarted and Ready", 3*time.Minute, func() error {
 		p := &corev1.Pod{}
-		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(&victim), p); err != nil {
+		if err := controlPlane.Client.Get(context.Background(), client.ObjectKeyFromObject(&victim), p); err != nil {
 			return err
 		}
 		if p.Status.ContainerStatuses[0].RestartCount == restarts || !podReady(p) {
@@ -221,7 +221,7 @@ func evictTwoOfThree(t *testing.T) {
 	waitRolledOut(t, release, 3)
 	poll(t, "the PDB allows one disruption", time.Minute, func() error {
 		var pdb policyv1.PodDisruptionBudget
-		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: release}, &pdb); err != nil {
+		if err := controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: release}, &pdb); err != nil {
 			return err
 		}
 		if pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.CurrentHealthy != 3 || pdb.Status.DisruptionsAllowed != 1 {
@@ -231,7 +231,7 @@ func evictTwoOfThree(t *testing.T) {
 	})
 	all := pods(t, release)
 	evict := func(p corev1.Pod) error {
-		return cluster.Client.SubResource("eviction").Create(ctx, &p, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}})
+		return controlPlane.Client.SubResource("eviction").Create(ctx, &p, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}})
 	}
 	// As kubectl drain does, one after the other; the second before the
 	// first one's replacement is Ready.
@@ -254,7 +254,7 @@ func upgradeUnderLoad(t *testing.T) {
 	}
 	secret := release + "-serving-cert"
 	caBefore := caBundle(t, secret)
-	witnessBefore, err := admissionload.ReadWitness(ctx, cluster.Config)
+	witnessBefore, err := admissionload.ReadWitness(ctx, controlPlane.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func upgradeUnderLoad(t *testing.T) {
 	// The load goes on under the new replicas and the new CA alone.
 	waitForLoad(t, r, 120)
 	rep := r.Stop()
-	witness, err := admissionload.ReadWitness(ctx, cluster.Config)
+	witness, err := admissionload.ReadWitness(ctx, controlPlane.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func upgradeUnderLoad(t *testing.T) {
 func caBundle(t *testing.T, name string) string {
 	t.Helper()
 	var s corev1.Secret
-	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: releaseNamespace, Name: name}, &s); err != nil {
+	if err := controlPlane.Client.Get(context.Background(), client.ObjectKey{Namespace: releaseNamespace, Name: name}, &s); err != nil {
 		t.Fatal(err)
 	}
 	return string(s.Data["ca.crt"])
@@ -312,17 +312,17 @@ func uninstallLeavesAWorkingCluster(t *testing.T) {
 	must(t, "helm", "uninstall", release, "--namespace", releaseNamespace, "--wait", "--timeout", "5m")
 	noWebhookPointsAtAMissingService(t)
 	// A namespace with bound claims is deleted at once: no pvsafe left.
-	if out, err := run(t, "kubectl", "delete", "namespace", "load-pvsafe", "--wait=false"); err != nil {
+	if out, err := tool(t, "kubectl", "delete", "namespace", "load-pvsafe", "--wait=false"); err != nil {
 		t.Fatalf("deleting a namespace with bound claims after uninstall: %v: %s", err, out)
 	}
 	// The kept NodeGroup CRD reads in every version.
 	for _, v := range []string{"v1", "v1alpha2", "v1alpha1"} {
-		if out, err := run(t, "kubectl", "get", "nodegroups."+v+".deckhouse.io", "load-static", "-o", "name"); err != nil {
+		if out, err := tool(t, "kubectl", "get", "nodegroups."+v+".deckhouse.io", "load-static", "-o", "name"); err != nil {
 			t.Fatalf("reading a NodeGroup through %s after uninstall: %v: %s", v, err, out)
 		}
 	}
 	var crd apiextensionsv1.CustomResourceDefinition
-	if err := cluster.Client.Get(ctx, client.ObjectKey{Name: "nodegroups.deckhouse.io"}, &crd); err != nil {
+	if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: "nodegroups.deckhouse.io"}, &crd); err != nil {
 		t.Fatal(err)
 	}
 	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Webhook != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
@@ -336,14 +336,14 @@ func noWebhookPointsAtAMissingService(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	exists := func(ref *admissionregistrationv1.ServiceReference) bool {
-		return cluster.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &corev1.Service{}) == nil
+		return controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &corev1.Service{}) == nil
 	}
 	var vwcs admissionregistrationv1.ValidatingWebhookConfigurationList
 	var mwcs admissionregistrationv1.MutatingWebhookConfigurationList
-	if err := cluster.Client.List(ctx, &vwcs); err != nil {
+	if err := controlPlane.Client.List(ctx, &vwcs); err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.Client.List(ctx, &mwcs); err != nil {
+	if err := controlPlane.Client.List(ctx, &mwcs); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range vwcs.Items {
@@ -361,7 +361,7 @@ func noWebhookPointsAtAMissingService(t *testing.T) {
 		}
 	}
 	var crds apiextensionsv1.CustomResourceDefinitionList
-	if err := cluster.Client.List(ctx, &crds); err != nil {
+	if err := controlPlane.Client.List(ctx, &crds); err != nil {
 		t.Fatal(err)
 	}
 	for _, crd := range crds.Items {
@@ -384,7 +384,7 @@ func TestInstallBesideAForeignNodeGroupCRD(t *testing.T) {
 	ctx := context.Background()
 	const rel = "gatehouse-beside"
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := cluster.Client.Get(ctx, client.ObjectKey{Name: "nodegroups.deckhouse.io"}, crd); apierrors.IsNotFound(err) {
+	if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: "nodegroups.deckhouse.io"}, crd); apierrors.IsNotFound(err) {
 		// Alone (go test -run), the CRD comes from the repository.
 		must(t, "kubectl", "apply", "-f", "config/crd/bases/deckhouse.io_nodegroups.yaml")
 	} else if err != nil {
@@ -394,7 +394,7 @@ func TestInstallBesideAForeignNodeGroupCRD(t *testing.T) {
 	must(t, "kubectl", "annotate", "crd", "nodegroups.deckhouse.io", "--overwrite",
 		"meta.helm.sh/release-name=deckhouse", "meta.helm.sh/release-namespace=d8-system")
 	must(t, "kubectl", "label", "crd", "nodegroups.deckhouse.io", "--overwrite", "app.kubernetes.io/managed-by=Helm", "heritage=deckhouse")
-	if err := cluster.Client.Get(ctx, client.ObjectKey{Name: "nodegroups.deckhouse.io"}, crd); err != nil {
+	if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: "nodegroups.deckhouse.io"}, crd); err != nil {
 		t.Fatal(err)
 	}
 	owned := crd.ResourceVersion
@@ -404,7 +404,7 @@ func TestInstallBesideAForeignNodeGroupCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}); client.IgnoreAlreadyExists(err) != nil {
+	if err := controlPlane.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
 	}
 	tlsSecret := &corev1.Secret{
@@ -412,7 +412,7 @@ func TestInstallBesideAForeignNodeGroupCRD(t *testing.T) {
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{"tls.crt": bundle.ServingCert, "tls.key": bundle.ServingKey, "ca.crt": bundle.CACert},
 	}
-	if err := cluster.Client.Create(ctx, tlsSecret); err != nil {
+	if err := controlPlane.Client.Create(ctx, tlsSecret); err != nil {
 		t.Fatal(err)
 	}
 	values := merge(onRealNode(), map[string]any{
@@ -423,20 +423,20 @@ func TestInstallBesideAForeignNodeGroupCRD(t *testing.T) {
 	must(t, "helm", "install", rel, "charts/gatehouse", "--namespace", releaseNamespace, "-f", valuesFile(t, values), "--wait", "--timeout", "5m")
 	waitRolledOut(t, rel, 2)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "beside-claims"}}
-	if err := cluster.Client.Create(ctx, ns); err != nil {
+	if err := controlPlane.Client.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
 	pv, pvc := testenv.PreBoundVolume(ns.Name, "data", "beside-pv", corev1.PersistentVolumeReclaimDelete)
 	for _, obj := range []client.Object{pv, pvc} {
-		if err := cluster.Client.Create(ctx, obj); err != nil {
+		if err := controlPlane.Client.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
 	}
 	poll(t, "pvsafe, served with the platform's certificate, refuses the claim's deletion", 2*time.Minute, func() error {
-		out, err := run(t, "kubectl", "-n", ns.Name, "delete", "pvc", pvc.Name, "--dry-run=server")
+		out, err := tool(t, "kubectl", "-n", ns.Name, "delete", "pvc", pvc.Name, "--dry-run=server")
 		return wantDenial(out, err, "would lose data permanently")
 	})
-	if err := cluster.Client.Get(ctx, client.ObjectKey{Name: "nodegroups.deckhouse.io"}, crd); err != nil {
+	if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: "nodegroups.deckhouse.io"}, crd); err != nil {
 		t.Fatal(err)
 	}
 	if crd.Annotations["meta.helm.sh/release-name"] != "deckhouse" {
@@ -444,7 +444,7 @@ func TestInstallBesideAForeignNodeGroupCRD(t *testing.T) {
 	}
 	must(t, "helm", "uninstall", rel, "--namespace", releaseNamespace, "--wait", "--timeout", "5m")
 	noWebhookPointsAtAMissingService(t)
-	if err := cluster.Client.Delete(ctx, ns); err != nil {
+	if err := controlPlane.Client.Delete(ctx, ns); err != nil {
 		t.Fatalf("deleting a namespace with a bound claim after uninstall: %v", err)
 	}
 }
