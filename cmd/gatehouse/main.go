@@ -88,6 +88,10 @@ func serveFlags() func() error {
 	flag.BoolVar(&catalogueOpts.Placement.LineageLabels, "placement-lineage-labels", false, "Label Pods with their Cozystack application (apps.cozystack.io/application.{group,kind,name}, internal.cozystack.io/managed-by-cozystack, internal.cozystack.io/tenantresource) from placement's cached lineage walk, through a mutating Pod webhook, so that Cozystack's lineage webhook need not read the API server for Pods (docs/placement.md, \"Lineage labels\").")
 	flag.StringVar(&pvsafeBypass, "pvsafe-bypass", string(pvsafe.BypassAuthorized), "What pvsafe's bypass label pv-safe.io/force-delete=true needs: authorized (the deleting user must also be allowed verb bypass in API group pvsafe.gatehouse.dev, ClusterRole gatehouse-pvsafe-bypass) or label (the label alone, as upstream pv-safe).")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect one replica to write the webhook configurations (every replica serves).")
+	flag.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a leader's lease lasts without renewal; another replica takes over at most this long after the leader dies.")
+	flag.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing its lease before it gives up leading (less than --leader-elect-lease-duration).")
+	flag.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How often replicas try to acquire or renew the lease.")
+	flag.StringVar(&opts.Instance, "instance-name", webhookconfig.DefaultInstance, "Name of this install: its webhook configurations are <name>-validating and <name>-mutating, its lease <name>-leader, and what it writes is labelled gatehouse.dev/instance=<name>, so that installs in one cluster never touch each other's objects (the chart passes its fullname).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	return func() error {

@@ -13,6 +13,8 @@ import (
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -61,6 +63,16 @@ type Options struct {
 	// Namespace is where Gatehouse runs; its webhooks exclude it, and the
 	// leader election lease lives there.
 	Namespace string
+	// Instance names what this install writes, so that two installs in one
+	// cluster never touch each other's objects: the webhook configurations
+	// <Instance>-validating and <Instance>-mutating, the lease
+	// <Instance>-leader, and the label gatehouse.dev/instance=<Instance> on
+	// them and the annotation on the CRDs whose conversion it keeps. The
+	// chart passes its fullname. Default "gatehouse".
+	Instance string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election;
+	// zero keeps controller-runtime's defaults (15 s, 10 s, 2 s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// PprofAddr serves net/http/pprof; "" or "0" disables it.
 	PprofAddr string
 	// LeaderElection elects the one replica that writes the webhook
@@ -94,14 +106,35 @@ func (o *Options) setDefaults() {
 	if o.Namespace == "" {
 		o.Namespace = "gatehouse-system"
 	}
+	if o.Instance == "" {
+		o.Instance = webhookconfig.DefaultInstance
+	}
 	o.Server.Log = o.Log.WithName("server")
 }
 
 // DefaultMetricsAddr is loopback: metrics leave the pod only when asked.
 const DefaultMetricsAddr = "127.0.0.1:8080"
 
-// LeaderElectionID names the lease in Gatehouse's namespace.
-const LeaderElectionID = "gatehouse-leader"
+// LeaderElectionID names the default instance's lease in Gatehouse's
+// namespace (LeaseName).
+const LeaderElectionID = webhookconfig.DefaultInstance + "-leader"
+
+// LeaseName is the leader election lease of an instance.
+func LeaseName(instance string) string {
+	if instance == "" {
+		instance = webhookconfig.DefaultInstance
+	}
+	return instance + "-leader"
+}
+
+// ValidateInstance checks an install's name: it is a label value and the
+// start of object names, so a DNS-1123 label (63 characters at most).
+func ValidateInstance(instance string) error {
+	if msgs := validation.IsDNS1123Label(instance); len(msgs) > 0 {
+		return fmt.Errorf("instance name %q: %s", instance, strings.Join(msgs, "; "))
+	}
+	return nil
+}
 
 // Gatehouse is an assembled, not yet started process.
 type Gatehouse struct {
@@ -122,6 +155,12 @@ type Gatehouse struct {
 func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	opts.setDefaults()
 	log := opts.Log
+	if err := ValidateInstance(opts.Instance); err != nil {
+		return nil, err
+	}
+	if err := (&FileConfig{Modules: opts.Modules}).Validate(); err != nil {
+		return nil, err
+	}
 	enabled, modes, err := resolveModules(opts.Catalogue, opts.Modules)
 	if err != nil {
 		return nil, err
@@ -157,9 +196,12 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		WebhookServer:                 srv,
 		GracefulShutdownTimeout:       &shutdown,
 		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionID:              LeaseName(opts.Instance),
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 durationOrNil(opts.LeaseDuration),
+		RenewDeadline:                 durationOrNil(opts.RenewDeadline),
+		RetryPeriod:                   durationOrNil(opts.RetryPeriod),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -181,7 +223,7 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 
 	platformScope := map[client.Object]cache.ByObject{&apiextensionsv1.CustomResourceDefinition{}: {}}
 	if opts.ManageWebhooks != nil {
-		platformScope = webhookconfig.CacheByObject()
+		platformScope = webhookconfig.CacheByObject(opts.Instance)
 	}
 	platform, err := g.newCache(ctx, "platform", cache.Options{ByObject: platformScope, DefaultTransform: kinds.StripSchemas})
 	if err != nil {
@@ -204,8 +246,11 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		hooks := m.Webhooks()
 		mode := modes[m.Name()]
 		mlog := log.WithName(m.Name())
+		settings := opts.Modules[m.Name()].Webhook
+		settingsPath := field.NewPath("modules").Key(m.Name()).Child("webhook")
 		h := &host{
 			g: g, name: m.Name(), mode: mode, log: mlog, caches: map[string]bool{},
+			settings: settings, settingsPath: settingsPath,
 			ctx:    logf.IntoContext(ctx, mlog),
 			events: mgr.GetEventRecorderFor("gatehouse-" + m.Name()),
 		}
@@ -214,6 +259,9 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		}
 		for _, hook := range hooks {
 			if err := hook.Validate(); err != nil {
+				return nil, fmt.Errorf("module %s: %w", m.Name(), err)
+			}
+			if hook, err = settings.Apply(hook, settingsPath); err != nil {
 				return nil, fmt.Errorf("module %s: %w", m.Name(), err)
 			}
 			if strings.HasPrefix(hook.Path, "/validate/") {
@@ -300,6 +348,7 @@ func (g *Gatehouse) manageWebhooks(ctx context.Context, target webhookconfig.Tar
 		Static:   g.Webhooks,
 		Client:   g.writer,
 		Cache:    platform,
+		Instance: g.opts.Instance,
 	})
 	if err != nil {
 		return err
@@ -318,6 +367,13 @@ func (g *Gatehouse) manageWebhooks(ctx context.Context, target webhookconfig.Tar
 		}
 		return rec.Start(ctx)
 	}), g.opts.Log.WithName("webhookconfig")))
+}
+
+func durationOrNil(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
 }
 
 // Reconciler is the webhook configuration reconciler, nil in static mode.

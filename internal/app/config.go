@@ -6,15 +6,23 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
-// ModuleConfig switches one module on and sets its enforcement mode.
+// ModuleConfig switches one module on, sets its enforcement mode and the
+// operator's changes to its webhooks.
 type ModuleConfig struct {
 	Enabled     bool               `json:"enabled"`
 	Enforcement module.Enforcement `json:"enforcement,omitempty"`
+	// Webhook changes every admission webhook of the module: failurePolicy,
+	// timeoutSeconds, namespaceExclusions, objectSelector (docs/install.md,
+	// "Configuration"). In managed mode the reconciler writes them; the
+	// chart's static mode renders the same values.
+	Webhook *webhookconfig.Settings `json:"webhook,omitempty"`
 }
 
 // FileConfig is the optional configuration file (--config). Flags given on
@@ -34,7 +42,32 @@ func LoadFile(path string) (*FileConfig, error) {
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
 	return &cfg, nil
+}
+
+// Validate checks every module's settings on their own; whether a module's
+// webhooks accept them is checked when the module is set up (New).
+func (c *FileConfig) Validate() error {
+	var errs field.ErrorList
+	names := make([]string, 0, len(c.Modules))
+	for name := range c.Modules {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		mc := c.Modules[name]
+		path := field.NewPath("modules").Key(name)
+		if mc.Enforcement != "" {
+			if _, err := module.ParseEnforcement(string(mc.Enforcement)); err != nil {
+				errs = append(errs, field.Invalid(path.Child("enforcement"), mc.Enforcement, err.Error()))
+			}
+		}
+		errs = append(errs, mc.Webhook.Validate(path.Child("webhook"))...)
+	}
+	return errs.ToAggregate()
 }
 
 // ParseModuleList parses "--modules=pvsafe,nodegroup".

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
 // host is what one module is given; see module.Host.
@@ -30,6 +32,11 @@ type host struct {
 	mode   module.Enforcement
 	log    logr.Logger
 	events record.EventRecorder
+
+	// settings are the operator's changes to the module's webhooks, applied
+	// to the run-time webhooks as to the static ones.
+	settings     *webhookconfig.Settings
+	settingsPath *field.Path
 
 	mu     sync.Mutex
 	caches map[string]bool
@@ -119,6 +126,10 @@ func (h *host) Served(gvk schema.GroupVersionKind) bool { return h.g.kinds.Serve
 func (h *host) SetWebhooks(hooks []module.Webhook) error {
 	served := make([]module.Webhook, len(hooks))
 	for i, hook := range hooks {
+		hook, err := h.settings.Apply(hook, h.settingsPath)
+		if err != nil {
+			return fmt.Errorf("module %s: %w", h.name, err)
+		}
 		if hook.Kinds == nil {
 			hook.Kinds = ruleKinds(h.RESTMapper(), hook, h.log)
 		}
@@ -128,7 +139,7 @@ func (h *host) SetWebhooks(hooks []module.Webhook) error {
 		return fmt.Errorf("module %s: %w", h.name, err)
 	}
 	if h.g.reconciler != nil {
-		h.g.reconciler.SetDynamic(h.name, hooks)
+		h.g.reconciler.SetDynamic(h.name, served)
 	} else if len(hooks) > 0 {
 		h.g.staticModeOnce.Do(func() {
 			h.log.Info("webhooks registered at run time are served, but no webhook configuration names them: Gatehouse does not manage its webhook configurations (static mode)")

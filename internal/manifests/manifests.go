@@ -11,6 +11,9 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -145,7 +148,8 @@ var chartTarget = webhookconfig.Target{
 //	webhooks/<module>/validating.yaml   that module's validating webhook entries
 //	webhooks/<module>/mutating.yaml     that module's mutating webhook entries
 //	webhooks/<module>/conversions/<crd>.yaml  the CRD conversion stanza it serves
-//	crds/<crd>.yaml                     the CRD's spec (controller-gen's base)
+//	webhooks/<module>/locked.yaml       per webhook, the settings it refuses and why
+//	crds/<module>/<crd>.yaml            the CRD's spec (controller-gen's base), under the module serving its kind
 //	rbac/<module>.yaml                  that module's controller-gen rules, by namespace
 //
 // Each module is set up alone, so a file holds exactly what enabling that
@@ -185,6 +189,26 @@ func chartFiles(catalogue []module.Module, root string, crdFiles []string, all *
 			}
 			out[dir+"mutating.yaml"] = b
 		}
+		locked := map[string]map[string]string{}
+		for _, h := range hooks {
+			l := map[string]string{}
+			if h.Locked.FailurePolicy != "" {
+				l["failurePolicy"] = h.Locked.FailurePolicy
+			}
+			if h.Locked.ObjectSelector != "" {
+				l["objectSelector"] = h.Locked.ObjectSelector
+			}
+			if len(l) > 0 {
+				locked[h.Name] = l
+			}
+		}
+		if len(locked) > 0 {
+			b, err := marshal(locked)
+			if err != nil {
+				return err
+			}
+			out[dir+"locked.yaml"] = b
+		}
 		for _, w := range r.Validating.Webhooks {
 			declared["validating/"+w.Name] = true
 		}
@@ -216,6 +240,10 @@ func chartFiles(catalogue []module.Module, root string, crdFiles []string, all *
 		}
 	}
 
+	owners, err := kindOwners(catalogue)
+	if err != nil {
+		return err
+	}
 	for _, f := range crdFiles {
 		data, err := os.ReadFile(filepath.Join(root, "config/crd/bases", f))
 		if err != nil {
@@ -225,6 +253,10 @@ func chartFiles(catalogue []module.Module, root string, crdFiles []string, all *
 		if err := yaml.UnmarshalStrict(data, &crd); err != nil {
 			return fmt.Errorf("config/crd/bases/%s: %w", f, err)
 		}
+		owner := owners[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}]
+		if len(owner) != 1 {
+			return fmt.Errorf("config/crd/bases/%s: kind %s.%s is served by modules %v; the chart renders a CRD for exactly one", f, crd.Spec.Names.Kind, crd.Spec.Group, owner)
+		}
 		crd.Spec.Conversion = nil
 		b, err := marshal(map[string]any{"spec": crd.Spec})
 		if err != nil {
@@ -233,7 +265,7 @@ func chartFiles(catalogue []module.Module, root string, crdFiles []string, all *
 		if bytes.Contains(b, []byte("{{")) {
 			return fmt.Errorf("config/crd/bases/%s contains {{, which the chart would template", f)
 		}
-		out[ChartGeneratedDir+"/crds/"+crd.Name+".yaml"] = b
+		out[ChartGeneratedDir+"/crds/"+owner[0]+"/"+crd.Name+".yaml"] = b
 	}
 
 	sources, err := RBACSources(root)
@@ -255,6 +287,33 @@ func chartFiles(catalogue []module.Module, root string, crdFiles []string, all *
 		out[ChartGeneratedDir+"/rbac/"+name+".yaml"] = b
 	}
 	return nil
+}
+
+// kindOwners maps each kind a module registers, beyond Kubernetes' own, to
+// the modules registering it: the chart renders a CRD only when the module
+// using its kind is enabled.
+func kindOwners(catalogue []module.Module) (map[schema.GroupKind][]string, error) {
+	builtin := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(builtin); err != nil {
+		return nil, err
+	}
+	out := map[schema.GroupKind][]string{}
+	for _, m := range catalogue {
+		s := runtime.NewScheme()
+		if err := m.AddToScheme(s); err != nil {
+			return nil, fmt.Errorf("module %s: %w", m.Name(), err)
+		}
+		seen := map[schema.GroupKind]bool{}
+		for gvk := range s.AllKnownTypes() {
+			gk := gvk.GroupKind()
+			if seen[gk] || builtin.Recognizes(gvk) {
+				continue
+			}
+			seen[gk] = true
+			out[gk] = append(out[gk], m.Name())
+		}
+	}
+	return out, nil
 }
 
 // chartRules are one module's controller-gen RBAC rules as the chart

@@ -85,9 +85,24 @@ type Webhook struct {
 	CRDs    []string
 	Convert ConvertFunc
 
+	// Locked says which of the operator's per-module webhook settings
+	// (webhookconfig.Settings) this webhook refuses, and why.
+	Locked Locked
+
 	// Cost is what one decision of this webhook costs; the server bounds
 	// the load by it. The zero value takes the server's defaults.
 	Cost Cost
+}
+
+// Locked names the per-module webhook settings a webhook refuses, each with
+// the reason the operator is told. Empty fields may be set.
+type Locked struct {
+	// FailurePolicy, when set, keeps the declared failurePolicy: a guard
+	// whose outage must not open the boundary it keeps.
+	FailurePolicy string
+	// ObjectSelector, when set, refuses an objectSelector: whoever sets the
+	// object's labels would choose whether the guard sees it.
+	ObjectSelector string
 }
 
 // Cost declares what a webhook's decision costs, measured on the worst

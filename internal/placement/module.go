@@ -275,6 +275,7 @@ func (m *Module) Webhooks() []module.Webhook {
 			TimeoutSeconds:     5,
 			ReinvocationPolicy: admissionregistrationv1.IfNeededReinvocationPolicy,
 			Admit:              m.admitRelease,
+			Locked:             guardLocked,
 		},
 		{
 			Name: PodWebhookName, Path: PodWebhookPath, Type: module.Validating,
@@ -304,6 +305,7 @@ func (m *Module) Webhooks() []module.Webhook {
 			SideEffects:    admissionregistrationv1.SideEffectClassNone,
 			TimeoutSeconds: 5,
 			Admit:          m.admitClass,
+			Locked:         guardLocked,
 		},
 		{
 			Name: ValuesWebhookName, Path: ValuesWebhookPath, Type: module.Validating,
@@ -323,12 +325,23 @@ func (m *Module) Webhooks() []module.Webhook {
 			SideEffects:    admissionregistrationv1.SideEffectClassNone,
 			TimeoutSeconds: 5,
 			Admit:          m.admitTenantValues,
+			Locked:         guardLocked,
 		},
 	}
 	if m.opts.LineageLabels {
 		hooks = append(hooks, m.labelsWebhook())
 	}
 	return hooks
+}
+
+// guardLocked keeps placement's guards (a HelmRelease's application label,
+// AffinityClasses in use, a tenant's placement settings) closed: each keeps
+// a tenant's boundary, which an outage with Ignore, or a label the tenant
+// sets to leave an objectSelector, would open for good. Their timeouts and
+// namespace exclusions stay the operator's to set.
+var guardLocked = module.Locked{
+	FailurePolicy:  "it keeps a tenant's placement boundary, which a change admitted while Gatehouse is unreachable would open for good (docs/placement.md)",
+	ObjectSelector: "it keeps a tenant's placement boundary, and whoever may label the object would choose whether the guard sees it (docs/placement.md)",
 }
 
 // labelsWebhook labels Pods with their application (Options.LineageLabels).

@@ -30,13 +30,14 @@ import (
 // webhook configurations owned by another manager are never touched.
 const FieldOwner = "gatehouse"
 
-// CacheByObject scopes a cache to what the reconciler reads: Gatehouse's two
-// webhook configurations by name, and CustomResourceDefinitions (the caller
-// strips their schemas).
-func CacheByObject() map[client.Object]cache.ByObject {
+// CacheByObject scopes a cache to what the reconciler of instance reads:
+// its two webhook configurations by name (another install's are never
+// read), and CustomResourceDefinitions (the caller strips their schemas).
+func CacheByObject(instance string) map[client.Object]cache.ByObject {
+	validating, mutating := ConfigurationNames(instance)
 	return map[client.Object]cache.ByObject{
-		&admissionregistrationv1.ValidatingWebhookConfiguration{}: {Field: fields.OneTermEqualSelector("metadata.name", ValidatingName)},
-		&admissionregistrationv1.MutatingWebhookConfiguration{}:   {Field: fields.OneTermEqualSelector("metadata.name", MutatingName)},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{}: {Field: fields.OneTermEqualSelector("metadata.name", validating)},
+		&admissionregistrationv1.MutatingWebhookConfiguration{}:   {Field: fields.OneTermEqualSelector("metadata.name", mutating)},
 		&apiextensionsv1.CustomResourceDefinition{}:               {},
 	}
 }
@@ -55,6 +56,9 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	dynamic map[string][]module.Webhook
+	// foreign are the CRDs whose conversion another owner keeps, logged
+	// once each.
+	foreign map[string]bool
 
 	applied atomic.Int64
 }
@@ -76,6 +80,9 @@ type ReconcilerOptions struct {
 	Cache cache.Cache
 	// Resync re-applies even without a change. Default one minute.
 	Resync time.Duration
+	// Instance names the configurations and labels what is written
+	// (Target.Instance). Default DefaultInstance.
+	Instance string
 }
 
 // NewReconciler registers the reconciler's event handlers on opts.Cache; the
@@ -84,10 +91,13 @@ func NewReconciler(ctx context.Context, opts ReconcilerOptions) (*Reconciler, er
 	if opts.Resync == 0 {
 		opts.Resync = time.Minute
 	}
+	if opts.Instance == "" {
+		opts.Instance = DefaultInstance
+	}
 	if opts.CABundle == nil {
 		opts.CABundle = func() []byte { return opts.Target().CABundle }
 	}
-	r := &Reconciler{opts: opts, trigger: make(chan struct{}, 1), dynamic: map[string][]module.Webhook{}}
+	r := &Reconciler{opts: opts, trigger: make(chan struct{}, 1), dynamic: map[string][]module.Webhook{}, foreign: map[string]bool{}}
 	converted := map[string]bool{}
 	for _, h := range opts.Static {
 		for _, crd := range h.CRDs {
@@ -154,6 +164,7 @@ func (r *Reconciler) Desired() *Rendered {
 	r.mu.Unlock()
 	t := r.opts.Target()
 	t.CABundle = r.opts.CABundle()
+	t.Instance = r.opts.Instance
 	return Render(hooks, t)
 }
 
@@ -164,8 +175,9 @@ func (r *Reconciler) NeedLeaderElection() bool { return true }
 // (controller-runtime's log.FromContext), naming the configurations it
 // keeps.
 func (r *Reconciler) logger(ctx context.Context) logr.Logger {
+	validating, mutating := ConfigurationNames(r.opts.Instance)
 	return logf.FromContext(ctx).WithName("Reconciler").WithValues(
-		"validatingWebhookConfiguration", ValidatingName, "mutatingWebhookConfiguration", MutatingName)
+		"validatingWebhookConfiguration", validating, "mutatingWebhookConfiguration", mutating)
 }
 
 // Start reconciles until ctx ends.
@@ -219,7 +231,7 @@ func (r *Reconciler) reconcile(ctx context.Context) error {
 	}
 	sort.Strings(crds)
 	for _, name := range crds {
-		if err := r.applyConversion(ctx, name, desired.Conversions[name]); err != nil {
+		if err := r.applyConversion(ctx, name, desired.Conversions[name], r.logger(ctx)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -257,9 +269,11 @@ func (r *Reconciler) applyConfiguration(ctx context.Context, desired, existing c
 	return nil
 }
 
-// applyConversion sets a CRD's conversion stanza. A CRD that is not
-// installed is left alone: the next CRD event brings the reconciler back.
-func (r *Reconciler) applyConversion(ctx context.Context, name string, conv *apiextensionsv1.CustomResourceConversion) error {
+// applyConversion sets a CRD's conversion stanza, and the annotation that
+// says this install wrote it. A CRD that is not installed is left alone: the
+// next CRD event brings the reconciler back. So is a CRD whose conversion
+// webhook another owner keeps (Owns).
+func (r *Reconciler) applyConversion(ctx context.Context, name string, conv *apiextensionsv1.CustomResourceConversion, log logr.Logger) error {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -267,6 +281,20 @@ func (r *Reconciler) applyConversion(ctx context.Context, name string, conv *api
 		}
 		return err
 	}
+	if !OwnsConversion(crd, r.opts.Instance, conv) {
+		r.mu.Lock()
+		first := !r.foreign[name]
+		r.foreign[name] = true
+		r.mu.Unlock()
+		if first {
+			log.Info("a CRD's conversion webhook belongs to another owner: left as it is; to hand its conversion to this install, set its spec.conversion.strategy to None (docs/install.md, \"Configuration\")",
+				"crd", name, "owner", crd.Annotations[ConversionOwnerAnnotation], "webhook", describeConversion(crd.Spec.Conversion))
+		}
+		return nil
+	}
+	r.mu.Lock()
+	delete(r.foreign, name)
+	r.mu.Unlock()
 	raw, err := json.Marshal(conv)
 	if err != nil {
 		return err
@@ -278,13 +306,59 @@ func (r *Reconciler) applyConversion(ctx context.Context, name string, conv *api
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": apiextensionsv1.SchemeGroupVersion.String(),
 		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": name},
-		"spec":       map[string]any{"conversion": conversion},
+		"metadata": map[string]any{
+			"name":        name,
+			"annotations": map[string]any{ConversionOwnerAnnotation: r.opts.Instance},
+		},
+		"spec": map[string]any{"conversion": conversion},
 	}}
 	if err := r.opts.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply the conversion stanza of CRD %s: %w", name, err)
 	}
 	return nil
+}
+
+// OwnsConversion says whether instance may write crd's conversion stanza
+// (desired is the stanza it would write): when the CRD converts nothing
+// yet, when instance wrote it (ConversionOwnerAnnotation), or when it is
+// unmarked and already points at instance's own Service or server (an
+// install from before the annotation). A webhook another install or
+// another owner (Deckhouse's own, on a Deckhouse cluster) keeps is never
+// taken over: two converters would fight over every object's
+// conversion.
+func OwnsConversion(crd *apiextensionsv1.CustomResourceDefinition, instance string, desired *apiextensionsv1.CustomResourceConversion) bool {
+	live := crd.Spec.Conversion
+	if live == nil || live.Strategy != apiextensionsv1.WebhookConverter || live.Webhook == nil || live.Webhook.ClientConfig == nil {
+		return true
+	}
+	if owner, ok := crd.Annotations[ConversionOwnerAnnotation]; ok {
+		return owner == instance
+	}
+	if desired == nil || desired.Webhook == nil || desired.Webhook.ClientConfig == nil {
+		return false
+	}
+	have, want := live.Webhook.ClientConfig, desired.Webhook.ClientConfig
+	switch {
+	case have.Service != nil && want.Service != nil:
+		return have.Service.Namespace == want.Service.Namespace && have.Service.Name == want.Service.Name
+	case have.URL != nil && want.URL != nil:
+		return *have.URL == *want.URL
+	}
+	return false
+}
+
+// describeConversion names where a conversion webhook points, for logs.
+func describeConversion(c *apiextensionsv1.CustomResourceConversion) string {
+	if c == nil || c.Webhook == nil || c.Webhook.ClientConfig == nil {
+		return ""
+	}
+	if s := c.Webhook.ClientConfig.Service; s != nil {
+		return "service " + s.Namespace + "/" + s.Name
+	}
+	if u := c.Webhook.ClientConfig.URL; u != nil {
+		return *u
+	}
+	return ""
 }
 
 func toApply(obj client.Object, apiVersion, kind string) (*unstructured.Unstructured, error) {
@@ -309,32 +383,33 @@ func (r *Reconciler) Written() error {
 	ctx := context.Background()
 	// Only the names matter here: the target may not be known yet.
 	desired := Render(r.opts.Static, Target{URL: "https://unknown"})
+	validating, mutating := ConfigurationNames(r.opts.Instance)
 	var missing []string
 	if len(desired.Validating.Webhooks) > 0 {
 		live := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		names := map[string]bool{}
-		if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: ValidatingName}, live); err == nil {
+		if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: validating}, live); err == nil {
 			for _, w := range live.Webhooks {
 				names[w.Name] = true
 			}
 		}
 		for _, w := range desired.Validating.Webhooks {
 			if !names[w.Name] {
-				missing = append(missing, ValidatingName+"/"+w.Name)
+				missing = append(missing, validating+"/"+w.Name)
 			}
 		}
 	}
 	if len(desired.Mutating.Webhooks) > 0 {
 		live := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		names := map[string]bool{}
-		if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: MutatingName}, live); err == nil {
+		if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: mutating}, live); err == nil {
 			for _, w := range live.Webhooks {
 				names[w.Name] = true
 			}
 		}
 		for _, w := range desired.Mutating.Webhooks {
 			if !names[w.Name] {
-				missing = append(missing, MutatingName+"/"+w.Name)
+				missing = append(missing, mutating+"/"+w.Name)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package webhookconfig
 
 import (
+	"slices"
 	"sort"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -11,11 +12,35 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
-// Names of the configurations Gatehouse owns.
+// DefaultInstance names the configurations of an install that chose no
+// name of its own (config/, a process started by hand).
+const DefaultInstance = "gatehouse"
+
+// Names of the configurations of the DefaultInstance.
 const (
-	ValidatingName = "gatehouse-validating"
-	MutatingName   = "gatehouse-mutating"
+	ValidatingName = DefaultInstance + "-validating"
+	MutatingName   = DefaultInstance + "-mutating"
 )
+
+// InstanceLabel carries the install's name on everything Gatehouse writes at
+// run time, so that `gatehouse uninstall` (and a person) finds exactly one
+// install's objects among several installs' in one cluster.
+const InstanceLabel = "gatehouse.dev/instance"
+
+// ConversionOwnerAnnotation names the install whose webhook a CRD's
+// conversion stanza points at. Gatehouse writes it with the stanza; a
+// stanza another install or another owner wrote is never taken over
+// (Reconciler), and `gatehouse uninstall` resets only its own.
+const ConversionOwnerAnnotation = "gatehouse.dev/conversion-owner"
+
+// ConfigurationNames are the names of an install's validating and mutating
+// webhook configurations: <instance>-validating and <instance>-mutating.
+func ConfigurationNames(instance string) (validating, mutating string) {
+	if instance == "" {
+		instance = DefaultInstance
+	}
+	return instance + "-validating", instance + "-mutating"
+}
 
 // AlwaysExcluded are namespaces no Gatehouse webhook ever intercepts, so that
 // an outage can never lock the control plane out.
@@ -31,6 +56,9 @@ type Target struct {
 	CABundle []byte
 	// Namespace is Gatehouse's own namespace; it is excluded too.
 	Namespace string
+	// Instance names the configurations (ConfigurationNames) and labels
+	// them (InstanceLabel). Empty: DefaultInstance.
+	Instance string
 }
 
 func (t Target) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
@@ -74,9 +102,10 @@ type Rendered struct {
 // server would default are set explicitly, so that a rendered entry equals
 // what the API server stores.
 func Render(hooks []module.Webhook, t Target) *Rendered {
+	validating, mutating := ConfigurationNames(t.Instance)
 	out := &Rendered{
-		Validating:  &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ValidatingName, Labels: ownedLabels()}},
-		Mutating:    &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: MutatingName, Labels: ownedLabels()}},
+		Validating:  &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: validating, Labels: ownedLabels(t.Instance)}},
+		Mutating:    &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: mutating, Labels: ownedLabels(t.Instance)}},
 		Conversions: map[string]*apiextensionsv1.CustomResourceConversion{},
 	}
 	for _, h := range hooks {
@@ -163,13 +192,28 @@ func rules(in []admissionregistrationv1.RuleWithOperations) []admissionregistrat
 
 // namespaceSelector adds the exclusion of the always-excluded namespaces and
 // own to what the module declared. Both must match, so a module can narrow
-// its scope but never widen it to the excluded namespaces.
+// its scope but never widen it to the excluded namespaces. Every exclusion
+// by name (kubernetes.io/metadata.name NotIn, the module's own and the
+// operator's namespaceExclusions among them) is folded into one last
+// expression, sorted: NotIn A and NotIn B is NotIn A∪B, and one list is what
+// a person reads, and what the chart's static mode renders alike.
 func namespaceSelector(declared *metav1.LabelSelector, own string) *metav1.LabelSelector {
 	out := &metav1.LabelSelector{}
 	if declared != nil {
 		out = declared.DeepCopy()
 	}
-	out.MatchExpressions = append(out.MatchExpressions, NamespaceSelector(own).MatchExpressions...)
+	excluded := NamespaceSelector(own).MatchExpressions[0]
+	kept := out.MatchExpressions[:0]
+	for _, e := range out.MatchExpressions {
+		if e.Key == excluded.Key && e.Operator == metav1.LabelSelectorOpNotIn {
+			excluded.Values = append(excluded.Values, e.Values...)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	slices.Sort(excluded.Values)
+	excluded.Values = slices.Compact(excluded.Values)
+	out.MatchExpressions = append(kept, excluded)
 	return out
 }
 
@@ -180,6 +224,9 @@ func objectSelector(declared *metav1.LabelSelector) *metav1.LabelSelector {
 	return declared.DeepCopy()
 }
 
-func ownedLabels() map[string]string {
-	return map[string]string{"app.kubernetes.io/managed-by": "gatehouse"}
+func ownedLabels(instance string) map[string]string {
+	if instance == "" {
+		instance = DefaultInstance
+	}
+	return map[string]string{"app.kubernetes.io/managed-by": "gatehouse", InstanceLabel: instance}
 }

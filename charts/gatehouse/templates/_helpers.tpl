@@ -268,3 +268,32 @@ configMap:
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+gatehouse.foreignCRDs: a JSON list of the enabled modules' CRDs that exist in
+the cluster and belong to no Gatehouse release of this name and namespace
+(Helm's meta.helm.sh/release-name and release-namespace annotations): Helm
+would refuse to install over them ("exists and cannot be imported"), so the
+chart renders them not and NOTES.txt says so. helm template and a dry run
+without a cluster see none.
+*/}}
+{{- define "gatehouse.foreignCRDs" -}}
+{{- $foreign := list -}}
+{{- if .Values.crds.install -}}
+{{- range $module, $m := .Values.modules -}}
+{{- if $m.enabled -}}
+{{- range $path, $_ := $.Files.Glob (printf "files/generated/crds/%s/*.yaml" $module) -}}
+{{- $name := base $path | trimSuffix ".yaml" -}}
+{{- $live := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" $name -}}
+{{- if $live -}}
+{{- $annotations := $live.metadata.annotations | default dict -}}
+{{- if not (and (eq (index $annotations "meta.helm.sh/release-name" | default "") $.Release.Name) (eq (index $annotations "meta.helm.sh/release-namespace" | default "") $.Release.Namespace)) -}}
+{{- $foreign = append $foreign $name -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $foreign -}}
+{{- end -}}
