@@ -1,0 +1,253 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// imageConfig is what the image's config says about running it.
+type imageConfig struct {
+	Entrypoint []string
+	Cmd        []string
+	Env        []string
+	User       string
+	WorkingDir string
+	Labels     map[string]string
+	Platform   v1.Platform
+}
+
+// buildImage makes a one-layer OCI image of fs. Every timestamp is
+// created (the layer's files, the config's created and history), and the
+// layer is compressed with Go's gzip at a fixed level, so the same inputs
+// give the same digests (with the same Go release: compress/flate's
+// output is not promised across releases).
+func buildImage(fs *rootfs, cfg imageConfig, created time.Time) (v1.Image, error) {
+	var layerTar bytes.Buffer
+	if err := fs.writeTar(&layerTar, created); err != nil {
+		return nil, fmt.Errorf("writing the layer: %w", err)
+	}
+	layerBytes := layerTar.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerBytes)), nil
+	}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(gzip.BestCompression), tarball.WithCompressedCaching)
+	if err != nil {
+		return nil, err
+	}
+
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	base, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	file := base.DeepCopy()
+	file.Created = v1.Time{Time: created}
+	file.OS = cfg.Platform.OS
+	file.Architecture = cfg.Platform.Architecture
+	file.Variant = cfg.Platform.Variant
+	file.Config = v1.Config{
+		Entrypoint: cfg.Entrypoint,
+		Cmd:        cfg.Cmd,
+		Env:        cfg.Env,
+		User:       cfg.User,
+		WorkingDir: cfg.WorkingDir,
+		Labels:     cfg.Labels,
+	}
+	if img, err = mutate.ConfigFile(img, file); err != nil {
+		return nil, err
+	}
+	return mutate.Append(img, mutate.Addendum{
+		Layer: layer,
+		History: v1.History{
+			Created:   v1.Time{Time: created},
+			CreatedBy: "hack/image (gatehouse)",
+		},
+	})
+}
+
+// Annotations that name the image in an archive's index.json. containerd
+// (ctr images import, and so the CRI) names an imported image after
+// io.containerd.image.name, which holds the whole reference; the OCI
+// image-layout specification's org.opencontainers.image.ref.name is the
+// tag alone, which tools reading OCI layouts (skopeo's oci-archive:,
+// crane) look up.
+const (
+	annotationContainerdName = "io.containerd.image.name"
+	annotationRefName        = "org.opencontainers.image.ref.name"
+)
+
+// dockerManifestEntry is one entry of a `docker save` archive's
+// manifest.json. Written beside the OCI layout (as `docker save` of
+// Docker 25 and later does), it lets `docker load` and crane's tarball
+// reader (crane push) read the same archive; both formats point at the
+// same blobs.
+type dockerManifestEntry struct {
+	Config   string
+	RepoTags []string
+	Layers   []string
+}
+
+// writeArchive writes img as an OCI image layout in a tar archive (with
+// a docker-style manifest.json beside it), named ref.
+func writeArchive(w io.Writer, img v1.Image, ref name.Tag, created time.Time) error {
+	files := map[string][]byte{}
+	blob := func(d v1.Hash) string { return "blobs/" + d.Algorithm + "/" + d.Hex }
+
+	manifest, err := img.RawManifest()
+	if err != nil {
+		return err
+	}
+	manifestDigest, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	files[blob(manifestDigest)] = manifest
+	config, err := img.RawConfigFile()
+	if err != nil {
+		return err
+	}
+	configDigest, err := img.ConfigName()
+	if err != nil {
+		return err
+	}
+	files[blob(configDigest)] = config
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	var layerPaths []string
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			return err
+		}
+		rc, err := l.Compressed()
+		if err != nil {
+			return err
+		}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+		files[blob(d)] = data
+		layerPaths = append(layerPaths, blob(d))
+	}
+
+	mediaType, err := img.MediaType()
+	if err != nil {
+		return err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	platform := cf.Platform()
+	index := v1.IndexManifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIImageIndex,
+		Manifests: []v1.Descriptor{{
+			MediaType: mediaType,
+			Size:      int64(len(manifest)),
+			Digest:    manifestDigest,
+			Platform:  platform,
+			Annotations: map[string]string{
+				annotationContainerdName: ref.Name(),
+				annotationRefName:        ref.TagStr(),
+			},
+		}},
+	}
+	if files["index.json"], err = json.Marshal(index); err != nil {
+		return err
+	}
+	files["oci-layout"] = []byte(`{"imageLayoutVersion":"1.0.0"}`)
+	if files["manifest.json"], err = json.Marshal([]dockerManifestEntry{{
+		Config:   blob(configDigest),
+		RepoTags: []string{ref.Name()},
+		Layers:   layerPaths,
+	}}); err != nil {
+		return err
+	}
+
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	tw := tar.NewWriter(w)
+	dirs := map[string]bool{}
+	for _, n := range names {
+		if dir := filepath.Dir(n); dir != "." {
+			for _, d := range []string{"blobs", dir} {
+				if !dirs[d] {
+					dirs[d] = true
+					if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: created, Format: tar.FormatPAX}); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: 0o644, Size: int64(len(files[n])), ModTime: created, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(files[n]); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// writeFileAtomic writes data through a temporary file beside path, so
+// that an interrupted build never leaves a truncated archive that a later
+// `ctr images import` would take.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// platformOf parses "os/arch[/variant]".
+func platformOf(s string) (v1.Platform, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+		return v1.Platform{}, fmt.Errorf("platform %q: want os/arch[/variant]", s)
+	}
+	p := v1.Platform{OS: parts[0], Architecture: parts[1]}
+	if len(parts) == 3 {
+		p.Variant = parts[2]
+	}
+	return p, nil
+}
