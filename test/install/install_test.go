@@ -67,6 +67,11 @@ func TestInstallUpgradeKillDrainUninstall(t *testing.T) {
 
 func installEveryModule(t *testing.T) {
 	ctx := context.Background()
+	// configcheck's publish namespace holds the chart's Role: the platform
+	// makes it first, as it would for its load balancer.
+	if err := controlPlane.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "load-lb"}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	must(t, "helm", "install", release, "charts/gatehouse", "--namespace", releaseNamespace, "--create-namespace",
 		"-f", valuesFile(t, fullValues()), "--wait", "--timeout", "5m")
