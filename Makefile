@@ -101,6 +101,10 @@ image: pause-image ## Build the Gatehouse image and the pause image as OCI archi
 		--label=org.opencontainers.image.revision=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
 		--ref=$(IMAGE) --platform=$(IMAGE_PLATFORM) --epoch=$(SOURCE_DATE_EPOCH) --output=$(IMAGE_ARCHIVE) --listing=$(IMAGE_LISTING)
 
+.PHONY: print-image
+print-image: ## Print IMAGE, the reference make image tags (the release workflow pushes it).
+	@echo $(IMAGE)
+
 .PHONY: pause-image
 pause-image: ## Build the sandbox (pause) image for the local real node: $(PAUSE_IMAGE_ARCHIVE), named PAUSE_IMAGE.
 	CGO_ENABLED=0 GOOS=linux $(GO) build $(IMAGE_GOFLAGS) -ldflags "-s -w" -o $(IMAGE_BUILD)/pause ./hack/pause
@@ -171,9 +175,13 @@ bench: tools build ## Go benchmarks, then the HTTPS load generator against Gateh
 ##@ Run
 
 .PHONY: run
-run: tools build ## Start etcd, kube-apiserver and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig.
+# REAL_NODE=1 adds a real Node (containerd, the kubelet, CNI) running the
+# images in bin/gatehouse-image.tar and bin/pause-image.tar: docs/real-node.md.
+REAL_NODE ?=
+
+run: tools build $(if $(filter 1,$(REAL_NODE)),image) ## Start etcd, kube-apiserver and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. REAL_NODE=1 adds a kubelet-run Node.
 	$(GO) build -o $(BIN)/devenv ./hack/devenv
-	exec $(BIN)/devenv
+	REAL_NODE=$(REAL_NODE) GATEHOUSE_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) PAUSE_IMAGE_ARCHIVE=$(PAUSE_IMAGE_ARCHIVE) exec $(BIN)/devenv
 
 .PHONY: help
 help:

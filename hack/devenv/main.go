@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -42,8 +43,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gatehouse: configcheck is left out:", missingHAProxy)
 	}
 	extra := strings.Fields(os.Getenv("GATEHOUSE_ARGS"))
+	opts := devenv.Options{Modules: strings.Join(names, ","), ExtraArgs: extra, Log: os.Stderr}
+	var gatehouseImage string
+	if os.Getenv("REAL_NODE") == "1" {
+		var err error
+		if opts.RealNode, gatehouseImage, err = realNodeOptions(); err != nil {
+			fmt.Fprintln(os.Stderr, "gatehouse:", err)
+			os.Exit(1)
+		}
+		fmt.Println("gatehouse: REAL_NODE=1: containerd and a kubelet join as a real Node (docs/real-node.md)")
+	}
 	fmt.Println("gatehouse: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, fake nodes and gatehouse (modules:", strings.Join(names, ", ")+")")
-	env, err := devenv.Start(ctx, devenv.Options{Modules: strings.Join(names, ","), ExtraArgs: extra, Log: os.Stderr})
+	env, err := devenv.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gatehouse:", err)
 		os.Exit(1)
@@ -56,6 +67,16 @@ func main() {
 	fmt.Printf("gatehouse: kube-controller-manager (%s) and kube-scheduler run; their logs are in .gatehouse/\n", strings.Join(controllers, ", "))
 	fmt.Printf("gatehouse: fake nodes %s (zones %s): Pods are scheduled onto them but never started (no kubelet)\n",
 		strings.Join(cp.Nodes.Names(), ", "), strings.Join(cp.Nodes.Zones(), ", "))
+	if node := cp.RealNode; node != nil {
+		fmt.Printf(`gatehouse: real node %s (%s, Pods on the bridge %s, logs in .gatehouse/real-node/), tainted %s:NoSchedule;
+    a Pod runs there with that toleration and nodeSelector %s=true, images with imagePullPolicy Never:
+    bin/kubectl --kubeconfig .gatehouse/kubeconfig run demo --image=%s --image-pull-policy=Never --restart=Never \
+      --overrides='{"spec":{"nodeSelector":{"%s":"true"},"tolerations":[{"key":"%s","operator":"Exists","effect":"NoSchedule"}]}}' -- version
+    bin/kubectl --kubeconfig .gatehouse/kubeconfig logs demo
+    ctr --address %s -n k8s.io images ls   # the imported images
+`, node.Name, node.IP, node.PodCIDR, testenv.RealNodeTaint, testenv.RealNodeLabel, gatehouseImage,
+			testenv.RealNodeLabel, testenv.RealNodeTaint, node.ContainerdAddress)
+	}
 	fmt.Printf(`gatehouse: webhooks at %s, metrics at http://127.0.0.1:8080/metrics
 gatehouse: kubeconfig written to .gatehouse/kubeconfig; try
     bin/kubectl --kubeconfig .gatehouse/kubeconfig get validatingwebhookconfigurations
@@ -79,6 +100,32 @@ gatehouse: ready
 	}
 	fmt.Println("gatehouse: stopped")
 	os.Exit(code)
+}
+
+// realNodeOptions imports the images make image and make pause-image
+// wrote (or GATEHOUSE_IMAGE_ARCHIVE and PAUSE_IMAGE_ARCHIVE name), the pause image as the sandbox image, and returns the Gatehouse
+// image's reference.
+func realNodeOptions() (*testenv.RealNodeOptions, string, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, "", err
+	}
+	gatehouse, pause := os.Getenv("GATEHOUSE_IMAGE_ARCHIVE"), os.Getenv("PAUSE_IMAGE_ARCHIVE")
+	if gatehouse == "" {
+		gatehouse = filepath.Join(root, "bin", "gatehouse-image.tar")
+	}
+	if pause == "" {
+		pause = filepath.Join(root, "bin", "pause-image.tar")
+	}
+	refs := map[string]string{}
+	for _, archive := range []string{gatehouse, pause} {
+		ref, err := testenv.ImageArchiveRef(archive)
+		if err != nil {
+			return nil, "", fmt.Errorf("REAL_NODE=1 imports the images: %w (make image pause-image writes them)", err)
+		}
+		refs[archive] = ref
+	}
+	return &testenv.RealNodeOptions{PauseImage: refs[pause], Images: []string{pause, gatehouse}}, refs[gatehouse], nil
 }
 
 // haproxyInstalled says how to install haproxy when configcheck cannot find

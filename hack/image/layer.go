@@ -149,8 +149,19 @@ func (r *rootfs) sorted() []entry {
 	for _, e := range all {
 		list = append(list, e)
 	}
-	slices.SortFunc(list, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(list, func(a, b entry) int { return strings.Compare(a.tarName(), b.tarName()) })
 	return list
+}
+
+// tarName is the entry's name in the layer: relative, a directory's with
+// a trailing slash. The layer is sorted by it, so that a directory comes
+// before what it holds.
+func (e entry) tarName() string {
+	name := strings.TrimPrefix(e.Path, "/")
+	if e.Type == tar.TypeDir {
+		name += "/"
+	}
+	return name
 }
 
 // writeTar writes the layer: entries in path order, owned by root, every
@@ -160,14 +171,12 @@ func (r *rootfs) writeTar(w io.Writer, modTime time.Time) error {
 	for _, e := range r.sorted() {
 		hdr := &tar.Header{
 			Typeflag: e.Type,
-			Name:     strings.TrimPrefix(e.Path, "/"),
+			Name:     e.tarName(),
 			Mode:     e.Mode,
 			ModTime:  modTime,
 			Format:   tar.FormatPAX,
 		}
 		switch e.Type {
-		case tar.TypeDir:
-			hdr.Name += "/"
 		case tar.TypeSymlink:
 			hdr.Linkname = e.Target
 		case tar.TypeReg:

@@ -6,6 +6,7 @@ import (
 	"debug/buildinfo"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -165,6 +166,12 @@ func packageOwners(rfs *rootfs, origins [][2]string) map[string]string {
 	}
 	for _, e := range rfs.entries {
 		if e.Source == "" || owners[e.Path] != "" {
+			continue
+		}
+		// A link standing for a directory (/lib -> usr/lib of the merged
+		// /usr) is the base system's layout: dpkg would answer with every
+		// package that installs something beneath it.
+		if info, err := os.Stat(e.Source); err == nil && info.IsDir() {
 			continue
 		}
 		candidates := []string{e.Source}

@@ -60,7 +60,7 @@ type options struct {
 func main() {
 	var o options
 	fs := flag.NewFlagSet("image", flag.ExitOnError)
-	fs.StringVar(&o.Ref, "ref", "", "Image reference, with its tag (required): ghcr.io/gatehouse-dev/gatehouse:0.1.0.")
+	fs.StringVar(&o.Ref, "ref", "", "Image reference, with its tag (required with --output): ghcr.io/gatehouse-dev/gatehouse:0.1.0.")
 	fs.StringVar(&o.Output, "output", "", "Write the OCI image archive (tar) here.")
 	fs.StringVar(&o.Rootfs, "rootfs", "", "Write the image's files beneath this (new or empty) directory instead of, or as well as, an archive.")
 	fs.StringVar(&o.Listing, "listing", "", "Write the listing (reference, digest, files, Go modules, Debian packages) here.")
@@ -102,15 +102,15 @@ func envEpoch() int64 {
 }
 
 func run(o options, out io.Writer) error {
-	if o.Ref == "" {
-		return fmt.Errorf("--ref is required")
-	}
 	if o.Output == "" && o.Rootfs == "" {
 		return fmt.Errorf("give --output, --rootfs or both")
 	}
-	ref, err := name.NewTag(o.Ref, name.StrictValidation)
-	if err != nil {
-		return fmt.Errorf("--ref: %w (want registry/repository:tag)", err)
+	var ref name.Tag
+	if o.Output != "" || o.Ref != "" {
+		var err error
+		if ref, err = name.NewTag(o.Ref, name.StrictValidation); err != nil {
+			return fmt.Errorf("--ref: %w (want registry/repository:tag)", err)
+		}
 	}
 	platform, err := platformOf(o.Platform)
 	if err != nil {

@@ -17,13 +17,28 @@ import (
 )
 
 func main() {
+	pause(nil, nil)
+	os.Exit(0)
+}
+
+// pause returns on SIGTERM or SIGINT. Tests see when the signals are
+// caught (ready) and each signal handled (handled).
+func pause(ready func(), handled func(os.Signal)) {
 	signals := make(chan os.Signal, 8)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
+	if ready != nil {
+		ready()
+	}
 	for sig := range signals {
-		if sig != syscall.SIGCHLD {
-			os.Exit(0)
+		if sig == syscall.SIGCHLD {
+			reap()
 		}
-		reap()
+		if handled != nil {
+			handled(sig)
+		}
+		if sig != syscall.SIGCHLD {
+			return
+		}
 	}
 }
 

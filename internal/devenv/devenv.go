@@ -41,6 +41,9 @@ type Options struct {
 	Binary string
 	// Env is added to Gatehouse's environment (GOMEMLIMIT, say).
 	Env []string
+	// RealNode, when set, adds a kubelet-run Node beside the fake ones
+	// (make run REAL_NODE=1; docs/real-node.md).
+	RealNode *testenv.RealNodeOptions
 }
 
 // Env is a running environment.
@@ -88,7 +91,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		return nil, fmt.Errorf("%s not found: run `make build`", binary)
 	}
 
-	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{Dir: opts.Dir})
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{Dir: opts.Dir, RealNode: opts.RealNode})
 	if err != nil {
 		return nil, err
 	}

@@ -160,6 +160,10 @@ func (cp *ControlPlane) prepareRealNode(ip string) error {
 	args.Set("bind-address", "0.0.0.0")
 	args.Set("advertise-address", ip)
 	args.Set("enable-aggregator-routing", "true")
+	// envtest turns the ServiceAccount admission plugin off (no
+	// service-account controller there); Pods on a kubelet need the
+	// token volume it adds, and the controller runs in real-node mode.
+	args.Set("disable-admission-plugins", "")
 	args.Set("kubelet-client-certificate", filepath.Join(certDir, "kubelet-client.crt"))
 	args.Set("kubelet-client-key", filepath.Join(certDir, "kubelet-client.key"))
 	// The kubelet's serving certificate is self-signed (no CSR signer
@@ -224,8 +228,8 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, opts RealNodeOptions,
 		return fail(err)
 	}
 	for _, archive := range opts.Images {
-		if out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdAddress, "-n", "k8s.io", "images", "import", archive).CombinedOutput(); err != nil {
-			return fail(fmt.Errorf("import %s: %w: %s", archive, err, out))
+		if err := n.ImportImage(ctx, archive); err != nil {
+			return fail(err)
 		}
 	}
 	if err := n.startKubelet(cp, assets); err != nil {
@@ -516,6 +520,16 @@ func (n *RealNode) waitReady(ctx context.Context, c client.Client, timeout time.
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// ImportImage imports an image archive (OCI or Docker) into containerd's
+// k8s.io namespace, where the kubelet finds it: e.g. a second Gatehouse
+// image for an upgrade.
+func (n *RealNode) ImportImage(ctx context.Context, archive string) error {
+	if out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdAddress, "-n", "k8s.io", "images", "import", archive).CombinedOutput(); err != nil {
+		return fmt.Errorf("import %s: %w: %s", archive, err, out)
+	}
+	return nil
 }
 
 // Images lists the image references containerd holds for the CRI.

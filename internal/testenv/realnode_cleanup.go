@@ -33,6 +33,8 @@ type cleanupPlan struct {
 	Network    string
 }
 
+const cniResultsDir = "/var/lib/cni/results"
+
 // janitorEnv carries the plan to the janitor process: the harness's own
 // binary started again, recognised in init below.
 const janitorEnv = "GATEHOUSE_TESTENV_JANITOR"
@@ -173,11 +175,15 @@ func (p cleanupPlan) sweep() error {
 		}
 	}
 	// libcni caches each attachment's result under /var/lib/cni/results,
-	// named by network; containerd 1.6 offers no other place.
-	if cached, err := filepath.Glob(filepath.Join("/var/lib/cni/results", p.Network+"-*")); err == nil {
-		for _, f := range cached {
-			_ = os.Remove(f)
-		}
+	// named by network and container (the bridge's and CRI's loopback);
+	// containerd 1.6 offers no other place.
+	cached, _ := filepath.Glob(filepath.Join(cniResultsDir, p.Network+"-*"))
+	sandboxes, _ := os.ReadDir(filepath.Join(p.Dir, "containerd-root", "io.containerd.grpc.v1.cri", "sandboxes"))
+	for _, s := range sandboxes {
+		cached = append(cached, filepath.Join(cniResultsDir, "cni-loopback-"+s.Name()+"-lo"))
+	}
+	for _, f := range cached {
+		_ = os.Remove(f)
 	}
 	if err := os.RemoveAll(p.Dir); err != nil {
 		errs = append(errs, err)

@@ -54,7 +54,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "install:", err)
 		return 1
 	}
-	pauseImage, err := testenv.ImageArchiveRef(pauseArchive)
+	pauseImage, err = testenv.ImageArchiveRef(pauseArchive)
 	if err == nil {
 		gatehouseImage, err = testenv.ImageArchiveRef(gatehouseArchive)
 	}
