@@ -52,7 +52,8 @@ mutating and CRD-conversion webhooks, decided from informer caches.
 
 Without a command it serves, as "gatehouse serve" does; its modules are
 pvsafe, nodegroup, placement and configcheck (--modules). "gatehouse
-configcheck test" runs an HAProxyTemplateConfig's embedded tests offline.`
+configcheck test" runs an HAProxyTemplateConfig's embedded tests offline;
+"gatehouse uninstall" removes what an install wrote at run time.`
 
 func newRootCommand() *cobra.Command {
 	serve := serveFlags()
@@ -86,6 +87,7 @@ Prometheus metrics. "gatehouse" without a command does the same.`,
 	})
 	root.Commands()[0].Flags().AddFlagSet(serverFlags)
 	root.AddCommand(newConfigcheckCommand())
+	root.AddCommand(newUninstallCommand())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print Gatehouse's version, source revision and Go version",
