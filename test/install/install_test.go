@@ -58,6 +58,14 @@ func TestInstallUpgradeKillDrainUninstall(t *testing.T) {
 		{"2 and 7 upgrade under load with a CA rotation: zero failed admissions", upgradeUnderLoad},
 		{"5 uninstall leaves a working cluster", uninstallLeavesAWorkingCluster},
 	}
+	// A failed step leaves the release installed: remove it, so that the
+	// next test's install never runs beside it (the pvsafe bypass
+	// ClusterRole's name is the same for every install).
+	t.Cleanup(func() {
+		if _, err := tool(t, "helm", "status", release, "--namespace", releaseNamespace); err == nil {
+			tool(t, "helm", "uninstall", release, "--namespace", releaseNamespace, "--wait", "--timeout", "5m")
+		}
+	})
 	for _, s := range steps {
 		if !t.Run(s.name, s.f) {
 			t.FailNow()
