@@ -221,3 +221,42 @@ func readyEndpoint(t *testing.T, service, ip string) (bool, error) {
 	}
 	return false, nil
 }
+
+// dumpPods logs what a failure needs: the release's Pods, their restarts
+// and last termination, and the end of each container's previous and
+// current log.
+func dumpPods(t *testing.T, release string) {
+	t.Helper()
+	tool(t, "kubectl", "-n", releaseNamespace, "get", "pods,endpointslices", "-o", "wide")
+	for _, p := range pods(t, release) {
+		for _, c := range p.Status.ContainerStatuses {
+			if term := c.LastTerminationState.Terminated; term != nil {
+				t.Logf("Pod %s container %s restarted %d times; last: exit %d (%s) at %v", p.Name, c.Name, c.RestartCount, term.ExitCode, term.Reason, term.FinishedAt)
+				tool(t, "kubectl", "-n", releaseNamespace, "logs", p.Name, "-c", c.Name, "--previous", "--tail=40")
+			}
+		}
+		tool(t, "kubectl", "-n", releaseNamespace, "logs", p.Name, "--all-containers", "--tail=20")
+	}
+	// The node's logs, kept where GATEHOUSE_INSTALL_LOGS says (CI's
+	// artifacts): the node's directory goes with the control plane.
+	if dir := os.Getenv("GATEHOUSE_INSTALL_LOGS"); dir != "" {
+		for _, name := range []string{"kubelet.log", "containerd.log"} {
+			if b, err := os.ReadFile(filepath.Join(controlPlane.RealNode.Dir, name)); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+			}
+		}
+	}
+	// Why the kubelet stopped a container, in its own words.
+	if b, err := os.ReadFile(filepath.Join(controlPlane.RealNode.Dir, "kubelet.log")); err == nil {
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, release+"-") && (strings.Contains(l, "ill") || strings.Contains(l, "robe") || strings.Contains(l, "xit")) {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		t.Logf("kubelet.log, on the release's Pods:\n%s", strings.Join(lines, "\n"))
+	}
+}
