@@ -276,14 +276,30 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		set  []string
 		want string
 	}{
-		{[]string{"certificates.mode=bogus"}, "want selfManaged, certManager or secret"},
+		{[]string{"certificates.mode=bogus"}, "at '/certificates/mode': value must be one of 'selfManaged', 'certManager', 'secret'"},
 		{[]string{"certificates.mode=selfSigned"}, "use selfManaged"},
 		{[]string{"certificates.mode=secret"}, "certificates.secret.name is required"},
 		{[]string{"certificates.mode=secret", "certificates.secret.name=tls", "webhooks.mode=static"}, "certificates.secret.caBundle"},
 		{[]string{"webhooks.mode=static"}, "selfManaged needs webhooks.mode=managed"},
-		{[]string{"webhooks.mode=bogus"}, "want managed or static"},
-		{[]string{"modules.pvsafe.enforcement=audit"}, "want enforce or warn"},
-		{[]string{"modules.pvsafe.bypass=anyone"}, `modules.pvsafe.bypass "anyone": want authorized or label`},
+		{[]string{"webhooks.mode=bogus"}, "at '/webhooks/mode': value must be one of 'managed', 'static'"},
+		{[]string{"modules.pvsafe.enforcement=audit"}, "at '/modules/pvsafe/enforcement': value must be one of 'enforce', 'warn'"},
+		{[]string{"modules.pvsafe.bypass=anyone"}, "at '/modules/pvsafe/bypass': value must be one of 'authorized', 'label'"},
+		// values.schema.json: a type error or a typo is an error, not a
+		// value silently ignored.
+		{[]string{"replicaCount=abc"}, "at '/replicaCount': got string, want integer"},
+		{[]string{"replicaCoutn=2"}, "additional properties 'replicaCoutn' not allowed"},
+		{[]string{"modules.pvsafe.enabeld=true"}, "at '/modules/pvsafe': additional properties 'enabeld' not allowed"},
+		{[]string{"modules.pvsafe.webhook.timeoutSeconds=31"}, "at '/modules/pvsafe/webhook/timeoutSeconds': maximum: got 31, want 30"},
+		{[]string{"modules.pvsafe.webhook.failurePolicy=Open"}, "at '/modules/pvsafe/webhook/failurePolicy': value must be one of 'Fail', 'Ignore'"},
+		{[]string{"modules.pvsafe.webhook.namespaceExclusions={Bad_Name}"}, "at '/modules/pvsafe/webhook/namespaceExclusions/0'"},
+		{[]string{"logLevel=verbose"}, "at '/logLevel'"},
+		{[]string{"leaderElection.leaseDuration=soon"}, "at '/leaderElection/leaseDuration'"},
+		// A guard's failurePolicy and objectSelector are locked, in static
+		// mode as Gatehouse locks them in managed mode.
+		{[]string{"certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true", "modules.placement.webhook.failurePolicy=Ignore"},
+			"modules.placement.webhook.failurePolicy: webhook placement-affinityclass.gatehouse.dev must stay Fail: it keeps a tenant's placement boundary"},
+		{[]string{"certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true", "modules.placement.webhook.objectSelector.matchLabels.a=b"},
+			"modules.placement.webhook.objectSelector: webhook placement-affinityclass.gatehouse.dev takes no objectSelector"},
 		{[]string{"modules.pvsafe.enabled=false", "modules.nodegroup.enabled=false"}, "enable at least one module"},
 		{[]string{"webhooks.clientAuth.enabled=true"}, "needs caSecret or caConfigMap"},
 		{[]string{"webhooks.clientAuth.enabled=true", "webhooks.clientAuth.caSecret=a", "webhooks.clientAuth.caConfigMap=b"}, "not both"},
@@ -374,8 +390,8 @@ func TestHelmDefaults(t *testing.T) {
 		}
 	}
 	for _, verb := range []string{"get", "update"} {
-		if !allows(role, "coordination.k8s.io", "leases", app.LeaderElectionID, verb) || allows(role, "coordination.k8s.io", "leases", "another-lease", verb) {
-			t.Errorf("core Role does not allow %s on lease %s alone", verb, app.LeaderElectionID)
+		if !allows(role, "coordination.k8s.io", "leases", app.LeaseName(helmRelease+"-gatehouse"), verb) || allows(role, "coordination.k8s.io", "leases", "another-lease", verb) {
+			t.Errorf("core Role does not allow %s on lease %s alone", verb, app.LeaseName(helmRelease+"-gatehouse"))
 		}
 	}
 	if !allows(role, "coordination.k8s.io", "leases", "", "create") {
@@ -440,7 +456,7 @@ func TestHelmCertManagerStatic(t *testing.T) {
 			t.Errorf("Deployment arg %q in static cert-manager mode", a)
 		}
 	}
-	if role := coreRole(t, objs, ns); allows(role, "coordination.k8s.io", "leases", app.LeaderElectionID, "get") ||
+	if role := coreRole(t, objs, ns); allows(role, "coordination.k8s.io", "leases", app.LeaseName(helmRelease+"-gatehouse"), "get") ||
 		allows(role, "", "secrets", secret, "create") || allows(role, "", "secrets", secret, "update") {
 		t.Errorf("core Role %+v: leases or Secret writes without leader election or self-managed certificates", role)
 	}
@@ -458,7 +474,7 @@ func TestHelmCertManagerManaged(t *testing.T) {
 		t.Error("--self-managed-certs with cert-manager")
 	}
 	role := coreRole(t, objs, ns)
-	if !allows(role, "coordination.k8s.io", "leases", app.LeaderElectionID, "update") || allows(role, "", "secrets", helmRelease+"-gatehouse-serving-cert", "create") {
+	if !allows(role, "coordination.k8s.io", "leases", app.LeaseName(helmRelease+"-gatehouse"), "update") || allows(role, "", "secrets", helmRelease+"-gatehouse-serving-cert", "create") {
 		t.Errorf("core Role %+v: want leases, no Secret writes", role)
 	}
 	certManagerObjects(t, dryRunApply(t, objs), ns, helmRelease+"-gatehouse-serving-cert")
@@ -514,8 +530,10 @@ func TestHelmExistingSecretAndDisabledModule(t *testing.T) {
 	if len(findObjects[corev1.Secret](t, objs, "Secret")) != 0 {
 		t.Error("the chart renders a Secret in secret mode")
 	}
-	if _, conv := crdConversion(t, objs); conv != nil && conv.Strategy != apiextensionsv1.NoneConverter {
-		t.Errorf("CRD conversion %+v with nodegroup disabled", conv)
+	// Only the enabled modules' CRDs: on a Deckhouse cluster, nodegroup off,
+	// the chart must not try to own nodegroups.deckhouse.io.
+	for _, crd := range findObjects[apiextensionsv1.CustomResourceDefinition](t, objs, "CustomResourceDefinition") {
+		t.Errorf("CRD %s rendered with nodegroup disabled (pvsafe has none)", crd.Name)
 	}
 	args := deploymentArgs(t, objs)
 	wantArgs(t, args, "--modules=pvsafe", "--enforcement=pvsafe=enforce", "--cert-secret="+ns+"/my-tls")
@@ -563,8 +581,9 @@ func TestHelmRBAC(t *testing.T) {
 		if err := utilyaml.Unmarshal(doc, &r); err != nil {
 			t.Fatal(err)
 		}
-		// Gatehouse's own roles (not those for people, such as pvsafe's bypass).
-		if (r.Kind == "Role" || r.Kind == "ClusterRole") && r.Labels["gatehouse.dev/granted-to"] != "users" {
+		// Gatehouse's own roles (not those for people, such as pvsafe's
+		// bypass, nor the uninstall hook's, which exist only while it runs).
+		if (r.Kind == "Role" || r.Kind == "ClusterRole") && r.Labels["gatehouse.dev/granted-to"] != "users" && r.Labels["gatehouse.dev/rbac-for"] != "uninstall" {
 			source := r.Labels["gatehouse.dev/rbac-for"]
 			got[source] = append(got[source], grants(r.Kind, r.Namespace, r.Rules)...)
 		}
@@ -727,16 +746,16 @@ func TestHelmPlacementModule(t *testing.T) {
 // read-only container a writable /tmp for haproxy -c.
 func TestHelmConfigcheckModule(t *testing.T) {
 	objs := renderChart(t, "gatehouse-system")
-	if mounts := findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].VolumeMounts; len(mounts) != 0 {
-		t.Fatalf("configcheck off, yet volume mounts %+v", mounts)
+	if mounts := findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].VolumeMounts; len(mounts) != 1 || mounts[0].MountPath != "/etc/gatehouse/config" {
+		t.Fatalf("configcheck off, yet volume mounts %+v (want the --config file's alone)", mounts)
 	}
 	objs = renderChart(t, namespace(t, "helm-configcheck"), "modules.configcheck.enabled=true",
 		"modules.configcheck.watchedResources[0].apiGroup=", "modules.configcheck.watchedResources[0].resources={configmaps}")
 	deployment := findObject[appsv1.Deployment](t, objs, "Deployment")
 	container := deployment.Spec.Template.Spec.Containers[0]
 	wantArgs(t, container.Args, "--modules=configcheck,nodegroup,pvsafe")
-	if len(container.VolumeMounts) != 1 || container.VolumeMounts[0].MountPath != "/tmp" ||
-		len(deployment.Spec.Template.Spec.Volumes) != 1 || deployment.Spec.Template.Spec.Volumes[0].EmptyDir == nil {
+	if len(container.VolumeMounts) != 2 || container.VolumeMounts[1].MountPath != "/tmp" ||
+		len(deployment.Spec.Template.Spec.Volumes) != 2 || deployment.Spec.Template.Spec.Volumes[1].EmptyDir == nil {
 		t.Fatalf("want an emptyDir at /tmp: mounts %+v, volumes %+v", container.VolumeMounts, deployment.Spec.Template.Spec.Volumes)
 	}
 	role := namedClusterRole(t, objs, helmRelease+"-gatehouse-configcheck")

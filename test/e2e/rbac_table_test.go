@@ -168,7 +168,7 @@ func renderedAtoms(t *testing.T, ns string, on []string, v chartVariant) []ruleA
 	userRoles := map[string]bool{}
 	add := func(kind, name, namespace string, labels map[string]string, rules []rbacv1.PolicyRule) {
 		source := labels["gatehouse.dev/rbac-for"]
-		if source != "core" && !slices.Contains(on, source) {
+		if source != "core" && source != "uninstall" && !slices.Contains(on, source) {
 			t.Errorf("%s %s/%s: gatehouse.dev/rbac-for %q is neither the core nor an enabled module %v", kind, namespace, name, source, on)
 		}
 		if labels["gatehouse.dev/granted-to"] == "users" {
@@ -195,6 +195,13 @@ func renderedAtoms(t *testing.T, ns string, on []string, v chartVariant) []ruleA
 			for i, n := range names {
 				if n == v.certSecret {
 					names[i] = "<cert-secret>"
+					continue
+				}
+				// The install's names (--instance-name is the fullname).
+				if rest, ok := strings.CutPrefix(n, sa+"-"); ok {
+					names[i] = "<fullname>-" + rest
+				} else if n == sa {
+					names[i] = "<fullname>"
 				}
 			}
 			slices.Sort(names)
@@ -220,8 +227,12 @@ func renderedAtoms(t *testing.T, ns string, on []string, v chartVariant) []ruleA
 		if userRoles[role.Kind+"/"+role.Name] {
 			t.Errorf("%s %s binds %s %s, a role for users", kind, name, role.Kind, role.Name)
 		}
-		if len(subjects) != 1 || subjects[0].Kind != rbacv1.ServiceAccountKind || subjects[0].Name != sa || subjects[0].Namespace != ns {
-			t.Errorf("%s %s binds %+v, want only ServiceAccount %s/%s", kind, name, subjects, ns, sa)
+		want := sa
+		if strings.HasSuffix(role.Name, "-uninstall") {
+			want = sa + "-uninstall" // the pre-delete hook's own
+		}
+		if len(subjects) != 1 || subjects[0].Kind != rbacv1.ServiceAccountKind || subjects[0].Name != want || subjects[0].Namespace != ns {
+			t.Errorf("%s %s binds %+v, want only ServiceAccount %s/%s", kind, name, subjects, ns, want)
 		}
 	}
 	for _, b := range findObjects[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding") {

@@ -141,7 +141,7 @@ Arguments: (list $ text).
 {{- regexReplaceAll "(?m)^#.*\n" $text "" -}}
 {{- end -}}
 
-{{/* The enabled modules' generated webhook entries of one kind. Arguments: (list $ "validating"|"mutating"). */}}
+{{/* The enabled modules' generated webhook entries of one kind, with each module's webhook settings applied. Arguments: (list $ "validating"|"mutating"). */}}
 {{- define "gatehouse.webhooks" -}}
 {{- $ctx := index . 0 -}}
 {{- $kind := index . 1 -}}
@@ -149,10 +149,97 @@ Arguments: (list $ text).
 {{- if $m.enabled -}}
 {{- $file := $ctx.Files.Get (printf "files/generated/webhooks/%s/%s.yaml" $name $kind) -}}
 {{- if $file }}
-{{ include "gatehouse.fill" (list $ctx $file) | trim }}
+{{- $entries := include "gatehouse.fill" (list $ctx $file) | fromYamlArray }}
+{{ include "gatehouse.applySettings" (list $ctx $name $entries) | trim }}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+gatehouse.applySettings applies modules.<module>.webhook (failurePolicy,
+timeoutSeconds, namespaceExclusions, objectSelector) to a module's generated
+entries, as Gatehouse's renderer does in managed mode
+(internal/webhookconfig/settings.go): the exclusions join the one
+kubernetes.io/metadata.name NotIn list, sorted; the object selector is
+AND-ed with the declared one. A setting a webhook locks
+(files/generated/webhooks/<module>/locked.yaml) fails, with its reason.
+Arguments: (list $ module entries); returns the entries as YAML.
+*/}}
+{{- define "gatehouse.applySettings" -}}
+{{- $ctx := index . 0 -}}
+{{- $module := index . 1 -}}
+{{- $entries := index . 2 -}}
+{{- $s := (index $ctx.Values.modules $module).webhook | default dict -}}
+{{- $locked := $ctx.Files.Get (printf "files/generated/webhooks/%s/locked.yaml" $module) | fromYaml | default dict -}}
+{{- range $w := $entries -}}
+{{- $l := index $locked $w.name | default dict -}}
+{{- if and $s.failurePolicy (ne $s.failurePolicy $w.failurePolicy) -}}
+{{- if $l.failurePolicy -}}
+{{- fail (printf "modules.%s.webhook.failurePolicy: webhook %s must stay %s: %s" $module $w.name $w.failurePolicy $l.failurePolicy) -}}
+{{- end -}}
+{{- $_ := set $w "failurePolicy" $s.failurePolicy -}}
+{{- end -}}
+{{- if $s.timeoutSeconds -}}
+{{- $_ := set $w "timeoutSeconds" (int $s.timeoutSeconds) -}}
+{{- end -}}
+{{- with $s.namespaceExclusions -}}
+{{- range $e := $w.namespaceSelector.matchExpressions -}}
+{{- if and (eq $e.key "kubernetes.io/metadata.name") (eq $e.operator "NotIn") -}}
+{{- $_ := set $e "values" (concat $e.values $s.namespaceExclusions | uniq | sortAlpha) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with $s.objectSelector -}}
+{{- if $l.objectSelector -}}
+{{- fail (printf "modules.%s.webhook.objectSelector: webhook %s takes no objectSelector: %s" $module $w.name $l.objectSelector) -}}
+{{- end -}}
+{{- $sel := deepCopy ($w.objectSelector | default dict) -}}
+{{- $labels := $sel.matchLabels | default dict -}}
+{{- range $k, $v := .matchLabels | default dict -}}
+{{- if and (hasKey $labels $k) (ne (index $labels $k) $v) -}}
+{{- fail (printf "modules.%s.webhook.objectSelector: webhook %s: contradicts the webhook's own selector, it would match nothing: %s=%s (declared %s=%s)" $module $w.name $k $v $k (index $labels $k)) -}}
+{{- end -}}
+{{- $_ := set $labels $k $v -}}
+{{- end -}}
+{{- if $labels -}}
+{{- $_ := set $sel "matchLabels" $labels -}}
+{{- end -}}
+{{- with .matchExpressions -}}
+{{- $_ := set $sel "matchExpressions" (concat ($sel.matchExpressions | default list) .) -}}
+{{- end -}}
+{{- $_ := set $w "objectSelector" $sel -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $entries -}}
+{{- end -}}
+
+{{/* The install's name (--instance-name): the webhook configurations are <instance>-validating and <instance>-mutating, the lease <instance>-leader. */}}
+{{- define "gatehouse.instance" -}}
+{{- include "gatehouse.fullname" . -}}
+{{- end -}}
+
+{{/*
+gatehouse.config is the --config file: per enabled module, its enforcement
+and webhook settings (docs/install.md, "Configuration").
+*/}}
+{{- define "gatehouse.config" -}}
+{{- $modules := dict -}}
+{{- range $name, $m := .Values.modules -}}
+{{- if $m.enabled -}}
+{{- $c := dict "enabled" true "enforcement" (default "enforce" $m.enforcement) -}}
+{{- $w := dict -}}
+{{- with $m.webhook -}}
+{{- if .failurePolicy }}{{ $_ := set $w "failurePolicy" .failurePolicy }}{{ end -}}
+{{- if .timeoutSeconds }}{{ $_ := set $w "timeoutSeconds" (int .timeoutSeconds) }}{{ end -}}
+{{- if .namespaceExclusions }}{{ $_ := set $w "namespaceExclusions" .namespaceExclusions }}{{ end -}}
+{{- if .objectSelector }}{{ $_ := set $w "objectSelector" .objectSelector }}{{ end -}}
+{{- end -}}
+{{- if $w }}{{ $_ := set $c "webhook" $w }}{{ end -}}
+{{- $_ := set $modules $name $c -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "modules" $modules) -}}
 {{- end -}}
 
 {{/* The conversion stanza an enabled module serves for a CRD, if any. Arguments: (list $ crdName). */}}

@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
+)
+
+var pvsafeSettings = []string{
+	"modules.pvsafe.webhook.failurePolicy=Ignore",
+	"modules.pvsafe.webhook.timeoutSeconds=4",
+	"modules.pvsafe.webhook.namespaceExclusions={tenant-z,tenant-a}",
+	"modules.pvsafe.webhook.objectSelector.matchLabels.protected=yes",
+}
+
+// The same values reach the --config file (managed mode: Gatehouse renders
+// them) and the static configuration the chart renders, alike: the static
+// entry equals what Gatehouse's renderer makes of the same settings.
+func TestHelmWebhookSettingsReachBothModes(t *testing.T) {
+	ns := namespace(t, "helm-settings")
+	objs := renderChart(t, ns, pvsafeSettings...)
+	dryRunApply(t, objs)
+	args := deploymentArgs(t, objs)
+	wantArgs(t, args, "--config=/etc/gatehouse/config/config.yaml", "--instance-name="+helmRelease+"-gatehouse")
+	var config *corev1.ConfigMap
+	for _, cm := range findObjects[corev1.ConfigMap](t, objs, "ConfigMap") {
+		if cm.Name == helmRelease+"-gatehouse-config" {
+			config = cm
+		}
+	}
+	if config == nil {
+		t.Fatal("no ConfigMap with the --config file")
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(config.Data["config.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := app.LoadFile(path)
+	if err != nil {
+		t.Fatalf("the rendered --config file does not load: %v\n%s", err, config.Data["config.yaml"])
+	}
+	settings := cfg.Modules["pvsafe"].Webhook
+	want := &webhookconfig.Settings{
+		FailurePolicy: ptr.To(admissionregistrationv1.Ignore), TimeoutSeconds: ptr.To[int32](4),
+		NamespaceExclusions: []string{"tenant-z", "tenant-a"},
+	}
+	if settings == nil || !reflect.DeepEqual(settings.FailurePolicy, want.FailurePolicy) || *settings.TimeoutSeconds != 4 ||
+		!slices.Equal(settings.NamespaceExclusions, want.NamespaceExclusions) || settings.ObjectSelector.MatchLabels["protected"] != "yes" {
+		t.Fatalf("pvsafe settings in the --config file: %+v", settings)
+	}
+	if !cfg.Modules["nodegroup"].Enabled || cfg.Modules["nodegroup"].Webhook != nil {
+		t.Errorf("nodegroup in the --config file: %+v", cfg.Modules["nodegroup"])
+	}
+
+	// Static mode renders the same.
+	objs = renderChart(t, ns, append([]string{"certificates.mode=certManager", "webhooks.mode=static"}, pvsafeSettings...)...)
+	dryRunApply(t, objs)
+	vwc := findObject[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs, "ValidatingWebhookConfiguration")
+	if vwc.Name != helmRelease+"-gatehouse-validating" || vwc.Labels[webhookconfig.InstanceLabel] != helmRelease+"-gatehouse" {
+		t.Errorf("configuration %s labels %v: want the install's name and label", vwc.Name, vwc.Labels)
+	}
+	hook := pvsafe.New(pvsafe.Options{}).Webhooks()[0]
+	hook, err = settings.Apply(hook, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered := webhookconfig.Render([]module.Webhook{hook}, webhookconfig.Target{URL: "https://x", Namespace: ns}).Validating.Webhooks[0]
+	for _, w := range vwc.Webhooks {
+		if w.Name != hook.Name {
+			if *w.FailurePolicy != admissionregistrationv1.Fail {
+				t.Errorf("webhook %s: failurePolicy %s, pvsafe's settings changed another module's", w.Name, *w.FailurePolicy)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(w.FailurePolicy, rendered.FailurePolicy) || !reflect.DeepEqual(w.TimeoutSeconds, rendered.TimeoutSeconds) ||
+			!reflect.DeepEqual(w.NamespaceSelector, rendered.NamespaceSelector) || !reflect.DeepEqual(w.ObjectSelector, rendered.ObjectSelector) {
+			t.Errorf("static entry %s:\n failurePolicy %s timeout %d namespaceSelector %v objectSelector %v\nGatehouse renders:\n failurePolicy %s timeout %d namespaceSelector %v objectSelector %v",
+				w.Name, *w.FailurePolicy, *w.TimeoutSeconds, w.NamespaceSelector, w.ObjectSelector,
+				*rendered.FailurePolicy, *rendered.TimeoutSeconds, rendered.NamespaceSelector, rendered.ObjectSelector)
+		}
+		return
+	}
+	t.Fatalf("no static entry %s", hook.Name)
+}
+
+// On a cluster where another owner's CRD exists (the test control plane's
+// nodegroups.deckhouse.io carries no Helm release annotations), the chart
+// does not render it, so Helm does not fail the install, and says why.
+func TestHelmForeignCRDIsNotRendered(t *testing.T) {
+	ns := namespace(t, "helm-foreign")
+	kubeconfig, err := controlPlane.AdminKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := helm(t, "install", helmRelease, "charts/gatehouse", "--namespace", ns, "--kubeconfig", path, "--dry-run=server",
+		"--set", "modules.configcheck.enabled=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test control plane installed every CRD itself, without Helm's
+	// annotations: each is another owner's.
+	if strings.Contains(out, "kind: CustomResourceDefinition") {
+		t.Error("a foreign CRD is rendered: helm install would fail with \"exists and cannot be imported\"")
+	}
+	if !strings.Contains(out, "CRDs not installed by this release, because another owner's already exist:\n  haproxytemplateconfigs.gatehouse.dev\n  nodegroups.deckhouse.io\nGatehouse uses them as they are") {
+		t.Errorf("NOTES do not name the foreign CRD:\n%s", out[max(0, len(out)-2500):])
+	}
+	// helm template has no cluster: every enabled module's CRD is rendered.
+	objs := renderChart(t, ns)
+	if _, conv := crdConversion(t, objs); conv != nil && conv.Strategy != "None" {
+		t.Errorf("conversion %+v in managed mode", conv)
+	}
+}
+
+// topologySpreadConstraints, priorityClassName, startupProbe, leader
+// election timings, the ResourceQuota and the uninstall hook.
+func TestHelmDeploymentPolish(t *testing.T) {
+	ns := namespace(t, "helm-polish")
+	objs := renderChart(t, ns, "resourceQuota.enabled=true", "leaderElection.leaseDuration=30s")
+	dryRunApply(t, objs)
+	d := findObject[appsv1.Deployment](t, objs, "Deployment")
+	spec := d.Spec.Template.Spec
+	if len(spec.TopologySpreadConstraints) != 1 || spec.TopologySpreadConstraints[0].WhenUnsatisfiable != corev1.ScheduleAnyway ||
+		spec.TopologySpreadConstraints[0].TopologyKey != "kubernetes.io/hostname" ||
+		spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels["app.kubernetes.io/instance"] != helmRelease {
+		t.Errorf("topologySpreadConstraints %+v: want the replicas spread over nodes, ScheduleAnyway", spec.TopologySpreadConstraints)
+	}
+	if spec.PriorityClassName != "system-cluster-critical" {
+		t.Errorf("priorityClassName %q", spec.PriorityClassName)
+	}
+	c := spec.Containers[0]
+	if c.StartupProbe == nil || c.StartupProbe.HTTPGet.Path != "/healthz" || c.StartupProbe.FailureThreshold*c.StartupProbe.PeriodSeconds != 300 {
+		t.Errorf("startupProbe %+v", c.StartupProbe)
+	}
+	wantArgs(t, c.Args, "--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s", "--zap-log-level=info")
+	if d.Spec.Template.Annotations["checksum/config"] == "" {
+		t.Error("no checksum/config annotation: a settings change would not roll the replicas")
+	}
+	quota := findObject[corev1.ResourceQuota](t, objs, "ResourceQuota")
+	if quota.Spec.ScopeSelector == nil || !slices.Contains(quota.Spec.ScopeSelector.MatchExpressions[0].Values, "system-cluster-critical") {
+		t.Errorf("ResourceQuota %+v does not admit the priority class", quota.Spec)
+	}
+
+	job := findObject[batchv1.Job](t, objs, "Job")
+	if job.Annotations["helm.sh/hook"] != "pre-delete" || !strings.Contains(job.Annotations["helm.sh/hook-delete-policy"], "hook-succeeded") {
+		t.Errorf("uninstall Job annotations %v", job.Annotations)
+	}
+	jc := job.Spec.Template.Spec.Containers[0]
+	wantArgs(t, jc.Args, "uninstall", "--instance-name="+helmRelease+"-gatehouse", "--namespace="+ns, "--deployment="+helmRelease+"-gatehouse")
+	if jc.Image != c.Image || job.Spec.Template.Spec.ServiceAccountName != helmRelease+"-gatehouse-uninstall" {
+		t.Errorf("uninstall Job image %s service account %s", jc.Image, job.Spec.Template.Spec.ServiceAccountName)
+	}
+	for k, v := range job.Spec.Template.Labels {
+		if d.Spec.Selector.MatchLabels[k] == v && k == "app.kubernetes.io/name" {
+			t.Errorf("the hook's Pod carries the Deployment's selector label %s=%s: it would wait for itself", k, v)
+		}
+	}
+	for _, o := range renderChart(t, ns, "uninstallHook.enabled=false", "priorityClassName=") {
+		if o.GetKind() == "Job" || strings.HasSuffix(o.GetName(), "-uninstall") {
+			t.Errorf("%s %s rendered with uninstallHook.enabled=false", o.GetKind(), o.GetName())
+		}
+		if o.GetKind() == "ResourceQuota" {
+			t.Error("ResourceQuota rendered without resourceQuota.enabled")
+		}
+	}
+}
