@@ -61,7 +61,11 @@ func main() {
 	}
 	cp := env.ControlPlane
 	var controllers []string
-	for _, c := range testenv.Controllers {
+	all := testenv.Controllers
+	if cp.RealNode != nil {
+		all = append(append([]string{}, all...), testenv.RealNodeControllers...)
+	}
+	for _, c := range all {
 		controllers = append(controllers, strings.TrimSuffix(c, "-controller"))
 	}
 	fmt.Printf("gatehouse: kube-controller-manager (%s) and kube-scheduler run; their logs are in .gatehouse/\n", strings.Join(controllers, ", "))

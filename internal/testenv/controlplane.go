@@ -376,7 +376,7 @@ func (cp *ControlPlane) startComponents(ctx context.Context, assets string, real
 
 	controllers := Controllers
 	if realNode {
-		controllers = append(append([]string{}, Controllers...), realNodeControllers...)
+		controllers = append(append([]string{}, Controllers...), RealNodeControllers...)
 	}
 	kcmConfig, err := kubeconfig("system:kube-controller-manager")
 	if err != nil {

@@ -83,11 +83,11 @@ func PlaceOnRealNode(spec *corev1.PodSpec) {
 	})
 }
 
-// realNodeControllers are added to Controllers in real-node mode:
+// RealNodeControllers are added to Controllers in real-node mode:
 // kube-apiserver resolves webhook Services through EndpointSlices
 // (--enable-aggregator-routing), and every Pod's service-account volume
 // projects the kube-root-ca.crt ConfigMap.
-var realNodeControllers = []string{
+var RealNodeControllers = []string{
 	"endpointslice-controller",
 	"endpoints-controller",
 	"root-ca-certificate-publisher-controller",
@@ -218,6 +218,9 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, opts RealNodeOptions,
 		n.stop()
 		return nil, fmt.Errorf("real node: %w (logs in %s)", err, dir)
 	}
+	if err := n.createBridge(); err != nil {
+		return fail(err)
+	}
 	if err := n.writeCNIConfig(); err != nil {
 		return fail(err)
 	}
@@ -257,6 +260,22 @@ func freePodSubnet() (string, error) {
 		}
 	}
 	return "", errors.New("no free /24 in 10.244.0.0/16")
+}
+
+// createBridge makes the bridge with its gateway address now rather than
+// at the first Pod (the CNI plugin adopts it): the route to the /24 exists
+// from the start, so that another harness's freePodSubnet skips it.
+func (n *RealNode) createBridge() error {
+	for _, args := range [][]string{
+		{"link", "add", n.plan.Bridge, "type", "bridge"},
+		{"addr", "add", n.gateway() + "/24", "dev", n.plan.Bridge},
+		{"link", "set", n.plan.Bridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
 }
 
 // gateway is the bridge's address in the Pod subnet.

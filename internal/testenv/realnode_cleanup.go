@@ -1,3 +1,5 @@
+//go:build linux
+
 package testenv
 
 import (
@@ -214,7 +216,11 @@ func (p cleanupPlan) killProcesses() int {
 }
 
 func (p cleanupPlan) owns(pid int) bool {
-	proc := "/proc/" + strconv.Itoa(pid)
+	return p.ownsIn("/proc/" + strconv.Itoa(pid))
+}
+
+// ownsIn reads a process's command line and cgroups from its /proc dir.
+func (p cleanupPlan) ownsIn(proc string) bool {
 	if cmdline, err := os.ReadFile(proc + "/cmdline"); err == nil && strings.Contains(string(cmdline), p.Dir+"/") {
 		return true
 	}
