@@ -74,6 +74,10 @@ func run(m *testing.M) int {
 	}
 	controlPlane = cp
 	code := m.Run()
+	// helm's state, values files and the kubeconfig (helpers_test.go).
+	if suite.dir != "" {
+		_ = os.RemoveAll(suite.dir)
+	}
 	if err := cp.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "install: stop control plane:", err)
 		code = 1
