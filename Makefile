@@ -139,11 +139,18 @@ verify-generated: generate ## Fail when generated files or go.mod are out of dat
 ##@ Test
 
 .PHONY: test
-test: tools build ## Unit tests (race detector) and integration tests against a real kube-apiserver.
+test: tools build ## Unit tests (race detector), integration tests against a real kube-apiserver, then the install suite (test-install).
 	$(GO) vet ./...
 	hack/fuzz_test.sh
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
-	$(GO) test -count=1 -shuffle=on -timeout 30m ./test/...
+	$(GO) test -count=1 -shuffle=on -timeout 30m $$($(GO) list ./test/... | grep -v /test/install)
+	$(MAKE) test-install
+
+.PHONY: test-install
+# The install suite runs alone (not beside the e2e tests): it starts three
+# Gatehouse Pods on the real node and measures admissions under load.
+test-install: tools image ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
+	$(GO) test -count=1 -v -timeout 30m ./test/install/
 
 .PHONY: chaos
 chaos: tools build ## Fault tests alone (Gatehouse killed and restarted under load); make test runs them too.

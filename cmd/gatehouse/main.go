@@ -44,6 +44,7 @@ func serveFlags() func() error {
 		serviceName   string
 		servicePort   int
 		selfManaged   bool
+		rotationGrace time.Duration
 		catalogueOpts catalogue.Options
 		tlsMinVersion string
 		pvsafeBypass  string
@@ -68,11 +69,13 @@ func serveFlags() func() error {
 	flag.StringVar(&webhookCA, "manage-webhooks-ca-file", "", "PEM CA bundle written into managed webhook configurations (default: the certificate source's CA).")
 	flag.StringVar(&serviceName, "webhook-service", "", "In-cluster managed mode: Gatehouse keeps its webhook configurations pointing at this Service in --namespace.")
 	flag.IntVar(&servicePort, "webhook-service-port", 443, "Port of --webhook-service.")
+	flag.DurationVar(&rotationGrace, "self-managed-certs-rotation-grace", certs.DefaultRotationGrace, "With --self-managed-certs: how long each phase of a CA rotation waits for every replica and kube-apiserver to see the previous one (new CA trusted, then served, then the old CA dropped). Shorter only for tests.")
 	flag.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
 	flag.BoolVar(&catalogueOpts.ConfigCheck.AllowLua, "configcheck-allow-lua", false, "Let configcheck renderings load Lua (lua-load, lua-load-per-thread, lua-prepend-path); haproxy -c runs Lua while parsing, so only for platforms whose HAProxy needs it. The check stays confined.")
 	flag.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Start configcheck on a kernel that cannot confine haproxy -c and the render workers (no Landlock ABI 6 or no seccomp); the check policy and resource limits still hold.")
 	flag.Func("max-in-flight-bytes", "Request bodies the webhook server holds at once (a quantity, e.g. 8Mi; reviews up to 256Ki have as much again of their own); beyond it a request waits --in-flight-wait, then gets 429. Default 8Mi.", quantityFlag(&opts.Server.MaxInFlightBytes))
 	flag.Func("max-in-flight-decision-bytes", "Estimated memory of the decisions made at once (a quantity, e.g. 192Mi): a review costs its JSON tokens times what its module measured per token; beyond it 429, a review costing more alone 413. Default 192Mi; raise it with the memory limit.", quantityFlag(&opts.Server.MaxInFlightDecisionBytes))
+	flag.DurationVar(&opts.Server.ShutdownDelay, "shutdown-delay", 0, "On SIGTERM, keep answering this long with /readyz failing and every connection closed after its answer, before the server stops (up to 30 s more for requests in flight): kube-apiserver moves to the other replicas without a failed call. The chart sets 10s; the Pod's terminationGracePeriodSeconds must exceed it by 35s.")
 	flag.DurationVar(&opts.Server.InFlightWait, "in-flight-wait", time.Second, "How long a request waits for room in the in-flight budgets and its module's concurrency before 429 or 503.")
 	flag.Func("placement-platform-users", "Comma-separated users who may change a tenant's placement settings in its cozystack-values Secret and remove a HelmRelease's application label (default "+strings.Join(placement.DefaultPlatformUsers, ",")+"; empty: none).", func(s string) error {
 		catalogueOpts.Placement.PlatformUsers = splitList(s)
@@ -155,7 +158,7 @@ func serveFlags() func() error {
 			if opts.CertSecret == "" {
 				return errors.New("--self-managed-certs needs --cert-secret namespace/name")
 			}
-			opts.SelfManagedCerts = &certs.SelfManagedOptions{}
+			opts.SelfManagedCerts = &certs.SelfManagedOptions{Grace: rotationGrace}
 		}
 
 		cfg, err := ctrl.GetConfig()

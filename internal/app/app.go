@@ -395,9 +395,33 @@ func (g *Gatehouse) addSyncCheck(name string, synced func() bool) {
 	})
 }
 
-// Start runs until ctx ends.
+// Start runs until ctx ends. With a shutdown delay (server.Options) the
+// server drains first, for that long, with every cache and the leader's
+// work still running: only then is the manager told to stop (caches first,
+// the webhook server last, which waits for the requests in flight).
 func (g *Gatehouse) Start(ctx context.Context) error {
-	return g.Manager.Start(ctx)
+	delay := g.Server.ShutdownDelay()
+	if delay <= 0 {
+		return g.Manager.Start(ctx)
+	}
+	mgrCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-mgrCtx.Done():
+			return
+		}
+		g.Server.Drain()
+		timer := time.NewTimer(delay)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-mgrCtx.Done():
+		}
+		stop()
+	}()
+	return g.Manager.Start(mgrCtx)
 }
 
 func newCertSource(ctx context.Context, opts Options) (certs.Source, error) {

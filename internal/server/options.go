@@ -27,6 +27,13 @@ type Options struct {
 	// ShutdownTimeout is how long in-flight requests may finish after the
 	// context ends. Default 30 s.
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long the server keeps answering after it is
+	// told to drain (Drain) before the process stops: /readyz fails and
+	// every answer closes its connection, so that callers move to the other
+	// replicas while this one still answers whoever has not yet seen the
+	// endpoints change. Default 0 (no drain); the chart sets it
+	// (docs/reliability.md, "Hand-over between replicas").
+	ShutdownDelay time.Duration
 	// MaxRequestBytes refuses larger bodies with 413. Default 3 MiB, the API
 	// server's own request limit.
 	MaxRequestBytes int64

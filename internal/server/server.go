@@ -41,7 +41,9 @@ type Server struct {
 	concurrency map[string]concurrencyBound
 	routes      *runtimeRoutes
 	started     atomic.Bool
-	addr        atomic.Pointer[net.Addr]
+	// draining is set by Drain: the process is about to stop.
+	draining atomic.Bool
+	addr     atomic.Pointer[net.Addr]
 	// listening is closed once the listener is bound.
 	listening chan struct{}
 }
@@ -136,6 +138,9 @@ func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	if !s.started.Load() {
 		failed = append([]string{"server: not listening"}, failed...)
 	}
+	if s.draining.Load() {
+		failed = append([]string{"server: shutting down"}, failed...)
+	}
 	if len(failed) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(strings.Join(failed, "\n")))
@@ -154,6 +159,34 @@ func (s *Server) Addr() net.Addr {
 
 // ShutdownTimeout is how long Start waits for in-flight requests.
 func (s *Server) ShutdownTimeout() time.Duration { return s.opts.ShutdownTimeout }
+
+// ShutdownDelay is how long the process should drain (Drain) before it
+// stops the server.
+func (s *Server) ShutdownDelay() time.Duration { return s.opts.ShutdownDelay }
+
+// Drain starts the hand-over to the other replicas, before the listener
+// closes: /readyz fails, and every answer from now on carries
+// "Connection: close", so that kube-apiserver opens its next connections
+// through the Service, which no longer lists this Pod. Closing idle
+// keep-alive connections ourselves would race a request being written on
+// one (a POST that is not retried: a failed admission); letting each
+// connection end after an answer does not.
+func (s *Server) Drain() {
+	if !s.draining.Swap(true) {
+		s.opts.Log.Info("draining: answering with Connection: close until the server stops", "delay", s.opts.ShutdownDelay)
+	}
+}
+
+// closeWhileDraining ends each connection after its answer once Drain has
+// been called.
+func (s *Server) closeWhileDraining(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // Listening is closed once the server has bound its port.
 func (s *Server) Listening() <-chan struct{} { return s.listening }
@@ -182,7 +215,7 @@ func (s *Server) Start(ctx context.Context) error {
 		tlsConfig.ClientAuth = tls.RequestClientCert
 	}
 	srv := &http.Server{
-		Handler:           s.mux,
+		Handler:           s.closeWhileDraining(s.mux),
 		ReadTimeout:       s.opts.ReadTimeout,
 		ReadHeaderTimeout: s.opts.ReadTimeout,
 		WriteTimeout:      s.opts.WriteTimeout,
