@@ -122,19 +122,23 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 
 func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	// The checks run outside the lock: a slow one must not hold every
+	// other probe (and AddReadyCheck) behind it.
 	s.mu.Lock()
 	names := make([]string, 0, len(s.checks))
-	for name := range s.checks {
+	checks := make(map[string]func() error, len(s.checks))
+	for name, check := range s.checks {
 		names = append(names, name)
+		checks[name] = check
 	}
+	s.mu.Unlock()
 	sort.Strings(names)
 	var failed []string
 	for _, name := range names {
-		if err := s.checks[name](); err != nil {
+		if err := checks[name](); err != nil {
 			failed = append(failed, name+": "+err.Error())
 		}
 	}
-	s.mu.Unlock()
 	if !s.started.Load() {
 		failed = append([]string{"server: not listening"}, failed...)
 	}

@@ -379,8 +379,16 @@ func toApply(obj client.Object, apiVersion, kind string) (*unstructured.Unstruct
 // Written is the readiness check: this replica's cache shows every static
 // webhook in its configuration and every converted CRD pointing at a
 // webhook. The leader writes them; the other replicas see them.
+// writtenCheckTimeout bounds Written's reads of the cache; a synced cache
+// answers in microseconds.
+const writtenCheckTimeout = 250 * time.Millisecond
+
 func (r *Reconciler) Written() error {
-	ctx := context.Background()
+	// A readiness check must answer, not wait: a cache that cannot sync
+	// (its list forbidden, the API server away) would otherwise hold
+	// /readyz, and every probe after it, until it does.
+	ctx, cancel := context.WithTimeout(context.Background(), writtenCheckTimeout)
+	defer cancel()
 	// Only the names matter here: the target may not be known yet.
 	desired := Render(r.opts.Static, Target{URL: "https://unknown"})
 	validating, mutating := ConfigurationNames(r.opts.Instance)

@@ -300,11 +300,12 @@ func TestPlacementUnlistableOwnerKindIsAnsweredAtOnce(t *testing.T) {
 	e := newPlacementEnv(t)
 	ctx := context.Background()
 	ns := namespace(t, "gatehouse-rbac")
-	cfg, _ := chartIdentity(t, "pl-"+randSuffix(), ns, moduleValues([]string{"placement"})...)
+	cfg, fullname := chartIdentity(t, "pl-"+randSuffix(), ns, moduleValues([]string{"placement"})...)
 	cp := *controlPlane
 	cp.Config = cfg
 	g, err := testenv.StartGatehouse(ctx, &cp, t.TempDir(), app.Options{
-		Log: testr.New(t), Namespace: ns,
+		// The chart's RBAC names this install's configurations and lease.
+		Log: testr.New(t), Namespace: ns, Instance: fullname,
 		Catalogue: []module.Module{placement.New(placement.Options{})},
 		Modules:   map[string]app.ModuleConfig{"placement": {Enabled: true, Enforcement: module.Enforce}},
 	})
@@ -315,8 +316,9 @@ func TestPlacementUnlistableOwnerKindIsAnsweredAtOnce(t *testing.T) {
 		if err := g.Stop(); err != nil {
 			t.Error(err)
 		}
-		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
-		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.MutatingName}})
+		validating, mutating := webhookconfig.ConfigurationNames(fullname)
+		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: validating}})
+		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: mutating}})
 	})
 
 	pod, _ := e.operatorPod(t, "unlisted.example.org", "pg", e.classes["dc2"])

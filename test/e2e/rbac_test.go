@@ -32,7 +32,8 @@ import (
 // chartIdentity installs the RBAC objects the chart renders (ServiceAccount,
 // roles, bindings; nothing else) for release in namespace ns with set, and
 // returns a rest config acting as that ServiceAccount (impersonated, with
-// the groups the API server gives a ServiceAccount token).
+// the groups the API server gives a ServiceAccount token) and its name, the
+// chart's fullname. The uninstall hook's identity is left out.
 func chartIdentity(t *testing.T, release, ns string, set ...string) (*rest.Config, string) {
 	t.Helper()
 	ctx := context.Background()
@@ -57,11 +58,14 @@ func chartIdentity(t *testing.T, release, ns string, set ...string) (*rest.Confi
 		if obj.GetKind() != "ServiceAccount" && obj.GroupVersionKind().Group != "rbac.authorization.k8s.io" {
 			continue
 		}
-		if obj.GetKind() == "ServiceAccount" {
-			sa = obj.GetName()
-		}
 		if obj.GetLabels()["gatehouse.dev/granted-to"] == "users" {
 			continue // a role for people (pvsafe's bypass), not Gatehouse's
+		}
+		if obj.GetAnnotations()["helm.sh/hook"] != "" {
+			continue // the uninstall hook's identity, not the server's
+		}
+		if obj.GetKind() == "ServiceAccount" {
+			sa = obj.GetName()
 		}
 		if err := controlPlane.Client.Create(ctx, obj); err != nil {
 			t.Fatalf("%s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
@@ -121,7 +125,9 @@ func TestGatehouseRunsOnTheChartsRBAC(t *testing.T) {
 			cp.Config = cfg
 			port := freePort(t)
 			g, err := testenv.StartGatehouse(ctx, &cp, t.TempDir(), app.Options{
-				Log: testr.New(t), Namespace: ns, Catalogue: catalogue.All(), Modules: modules,
+				// The chart's ServiceAccount is named as the install (its
+				// fullname), which names its configurations and lease.
+				Log: testr.New(t), Namespace: ns, Catalogue: catalogue.All(), Modules: modules, Instance: sa,
 				CertSecret:       ns + "/" + sa + "-serving-cert",
 				SelfManagedCerts: &certs.SelfManagedOptions{DNSNames: []string{"localhost"}},
 				LeaderElection:   true,
@@ -136,6 +142,11 @@ func TestGatehouseRunsOnTheChartsRBAC(t *testing.T) {
 				if err := g.Stop(); err != nil {
 					t.Error(err)
 				}
+				// Each install writes its own configurations: a stopped
+				// one's would keep pointing at its closed port.
+				validating, mutating := webhookconfig.ConfigurationNames(sa)
+				_ = admin.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: validating}})
+				_ = admin.Delete(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: mutating}})
 			})
 
 			token, err := client.New(cfg, client.Options{Scheme: admin.Scheme()})
