@@ -9,7 +9,6 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/go-logr/logr/testr"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,7 +23,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
-	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
+	"github.com/gatehouse-dev/gatehouse/internal/uninstall"
 )
 
 // The tests below are issue 17's placement findings, each written as the
@@ -316,9 +315,9 @@ func TestPlacementUnlistableOwnerKindIsAnsweredAtOnce(t *testing.T) {
 		if err := g.Stop(); err != nil {
 			t.Error(err)
 		}
-		validating, mutating := webhookconfig.ConfigurationNames(fullname)
-		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: validating}})
-		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: mutating}})
+		if err := uninstall.Run(context.Background(), uninstall.Options{Client: controlPlane.Client, Instance: fullname}); err != nil {
+			t.Errorf("remove install %s: %v", fullname, err)
+		}
 	})
 
 	pod, _ := e.operatorPod(t, "unlisted.example.org", "pg", e.classes["dc2"])

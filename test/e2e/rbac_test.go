@@ -26,6 +26,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/uninstall"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
@@ -142,11 +143,12 @@ func TestGatehouseRunsOnTheChartsRBAC(t *testing.T) {
 				if err := g.Stop(); err != nil {
 					t.Error(err)
 				}
-				// Each install writes its own configurations: a stopped
-				// one's would keep pointing at its closed port.
-				validating, mutating := webhookconfig.ConfigurationNames(sa)
-				_ = admin.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: validating}})
-				_ = admin.Delete(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: mutating}})
+				// Each install writes its own configurations and owns the
+				// conversions it took: a stopped one's would keep pointing
+				// at its closed port, and no later install takes them over.
+				if err := uninstall.Run(ctx, uninstall.Options{Client: controlPlane.Client, Instance: sa}); err != nil {
+					t.Errorf("remove install %s: %v", sa, err)
+				}
 			})
 
 			token, err := client.New(cfg, client.Options{Scheme: admin.Scheme()})
