@@ -33,8 +33,9 @@
 // when the CRDs exist, snapshots, classes and contents) and the request's
 // oldObject. Before a denial, the decision is taken again from the API
 // server, so a snapshot that became ready a moment ago is honoured and a
-// stale cache never denies. The snapshot CRDs are optional: the module polls
-// discovery and starts their informers when they appear, without a restart.
+// stale cache never denies. The snapshot CRDs are optional: the host's kind
+// tracker (internal/kinds) watches CustomResourceDefinitions and starts or
+// removes their informers as the CRDs appear or go, without a restart.
 //
 // # Bypass
 //
