@@ -115,10 +115,6 @@ func (o *Options) setDefaults() {
 // DefaultMetricsAddr is loopback: metrics leave the pod only when asked.
 const DefaultMetricsAddr = "127.0.0.1:8080"
 
-// LeaderElectionID names the default instance's lease in Gatehouse's
-// namespace (LeaseName).
-const LeaderElectionID = webhookconfig.DefaultInstance + "-leader"
-
 // LeaseName is the leader election lease of an instance.
 func LeaseName(instance string) string {
 	if instance == "" {
