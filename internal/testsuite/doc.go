@@ -1,0 +1,27 @@
+// Package testsuite runs `gatehouse test`: suites of admission and
+// conversion requests, each with the cluster state it is decided against
+// and what the answer must be, decided offline by the code the server runs.
+//
+// A suite (gatehouse.dev/v1alpha1 TestSuite, see [Suite]) is read strictly:
+// an unknown field, a missing required one or a name no module declares is
+// an error that names its file and line. [Run] then, per suite:
+//
+//  1. serves the suite's objects from an in-memory API server (apiserver.go)
+//     that answers list, watch and get as kube-apiserver does, including
+//     label and field selectors and metadata-only reads;
+//  2. builds each module the suite uses with New and Setup against an
+//     offline module.Host (host.go) whose caches are real controller-runtime
+//     caches over that API server, so that scopes, transforms, indexes,
+//     event handlers and optional kinds behave as in a cluster;
+//  3. registers the modules' webhooks on a real internal/server.Server with
+//     each module's enforcement, and posts every request to it as an
+//     AdmissionReview or ConversionReview, without TLS or a port: decoding,
+//     enforcement (warn mode), panic recovery and the answer's encoding are
+//     the server's own;
+//  4. compares the answer with the test's expectation, each difference
+//     reported on a line of its own (expected, got, the field's path).
+//
+// Nothing reaches a cluster: the in-memory API server refuses every write
+// but SubjectAccessReviews (answered from the suite's permissions) and
+// Events (accepted and dropped).
+package testsuite

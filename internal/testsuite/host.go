@@ -1,0 +1,263 @@
+package testsuite
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// This file is the offline module.Host: what internal/app's host gives a
+// module in a cluster, given over the suite's in-memory API server. Its
+// caches are controller-runtime caches built with the options app's host
+// completes them with, so a module reads exactly as it does when serving.
+
+// environment is what every module's host of one suite shares.
+type environment struct {
+	scheme     *runtime.Scheme
+	mapper     meta.RESTMapper
+	config     *rest.Config
+	httpClient *http.Client
+	// client reads and writes through the in-memory API server: reads
+	// answer from the suite's state, writes are refused but for
+	// SubjectAccessReviews and Events.
+	client    client.Client
+	namespace string
+	log       logr.Logger
+
+	mu sync.Mutex
+	// ctx is set by start: caches built later (StartCache) start at once.
+	ctx     context.Context
+	pending []namedCache
+	// followers are FollowKind's onChange calls, made once the kind's
+	// informer has synced.
+	followers []follower
+	// runnables are what modules Add: periodic work (audits, publishers)
+	// that no decision waits for, so a suite does not run it.
+	runnables []manager.Runnable
+}
+
+type namedCache struct {
+	name  string
+	cache cache.Cache
+}
+
+type follower struct {
+	informer cache.Informer
+	onChange func()
+}
+
+// syncTimeout bounds the wait for the caches over the in-memory server,
+// which answer at once: only a bug makes them wait.
+const syncTimeout = 30 * time.Second
+
+func newEnvironment(scheme *runtime.Scheme, mapper meta.RESTMapper, server *apiServer, namespace string, log logr.Logger) (*environment, error) {
+	config := &rest.Config{Host: server.http.URL, QPS: -1}
+	httpClient, err := rest.HTTPClientFor(config)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(config, client.Options{Scheme: scheme, Mapper: mapper, HTTPClient: httpClient})
+	if err != nil {
+		return nil, err
+	}
+	return &environment{scheme: scheme, mapper: mapper, config: config, httpClient: httpClient, client: c, namespace: namespace, log: log}, nil
+}
+
+// cacheOptions completes a module's options as app's host does.
+func (e *environment) cacheOptions(opts cache.Options) cache.Options {
+	opts.Scheme, opts.Mapper, opts.HTTPClient = e.scheme, e.mapper, e.httpClient
+	if opts.DefaultTransform == nil {
+		opts.DefaultTransform = cache.TransformStripManagedFields()
+	}
+	opts.ReaderFailOnMissingInformer = true
+	return opts
+}
+
+// start starts the caches built during Setup, waits for their sync, then
+// tells the followers of optional kinds.
+func (e *environment) start(ctx context.Context) error {
+	e.mu.Lock()
+	e.ctx = ctx
+	pending, followers := e.pending, e.followers
+	e.pending, e.followers = nil, nil
+	e.mu.Unlock()
+	for _, c := range pending {
+		go func() {
+			if err := c.cache.Start(ctx); err != nil {
+				e.log.Error(err, "cache stopped", "cache", c.name)
+			}
+		}()
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	for _, c := range pending {
+		if !c.cache.WaitForCacheSync(syncCtx) {
+			return fmt.Errorf("cache %s did not sync over the suite's state", c.name)
+		}
+	}
+	for _, f := range followers {
+		if !toolscache.WaitForCacheSync(syncCtx.Done(), f.informer.HasSynced) {
+			return fmt.Errorf("an optional kind's informer did not sync over the suite's state")
+		}
+		f.onChange()
+	}
+	return nil
+}
+
+// host is one module's view of the environment.
+type host struct {
+	env  *environment
+	name string
+	mode module.Enforcement
+
+	mu     sync.Mutex
+	caches map[string]bool
+	// webhooks are the run-time webhooks the module asked for; a suite
+	// serves only the static ones.
+	webhooks []module.Webhook
+}
+
+var _ module.Host = (*host)(nil)
+
+func (h *host) Enforcement() module.Enforcement     { return h.mode }
+func (h *host) Namespace() string                   { return h.env.namespace }
+func (h *host) Scheme() *runtime.Scheme             { return h.env.scheme }
+func (h *host) RESTMapper() meta.RESTMapper         { return h.env.mapper }
+func (h *host) Client() client.Client               { return h.env.client }
+func (h *host) APIReader() client.Reader            { return h.env.client }
+func (h *host) EventRecorder() record.EventRecorder { return &record.FakeRecorder{} }
+
+func (h *host) Add(r manager.Runnable) error {
+	h.env.mu.Lock()
+	defer h.env.mu.Unlock()
+	h.env.runnables = append(h.env.runnables, r)
+	return nil
+}
+
+func (h *host) claim(name string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.caches[name] {
+		return fmt.Errorf("module %s: cache %q created twice", h.name, name)
+	}
+	h.caches[name] = true
+	return nil
+}
+
+func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
+	if err := h.claim(name); err != nil {
+		return nil, err
+	}
+	c, err := cache.New(h.env.config, h.env.cacheOptions(opts))
+	if err != nil {
+		return nil, fmt.Errorf("module %s: cache %s: %w", h.name, name, err)
+	}
+	for obj := range opts.ByObject {
+		if _, err := c.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false)); err != nil {
+			return nil, fmt.Errorf("module %s: cache %s: informer for %T: %w", h.name, name, obj, err)
+		}
+	}
+	h.env.mu.Lock()
+	defer h.env.mu.Unlock()
+	h.env.pending = append(h.env.pending, namedCache{name: h.name + "/" + name, cache: c})
+	return c, nil
+}
+
+func (h *host) StartCache(name string, opts cache.Options) (cache.Cache, func(), error) {
+	if err := h.claim(name); err != nil {
+		return nil, nil, err
+	}
+	c, err := cache.New(h.env.config, h.env.cacheOptions(opts))
+	if err != nil {
+		return nil, nil, fmt.Errorf("module %s: cache %s: %w", h.name, name, err)
+	}
+	h.env.mu.Lock()
+	ctx := h.env.ctx
+	if ctx == nil {
+		// Asked for during Setup: it starts with the others.
+		h.env.pending = append(h.env.pending, namedCache{name: h.name + "/" + name, cache: c})
+		h.env.mu.Unlock()
+		return c, func() {}, nil
+	}
+	h.env.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	go func() { _ = c.Start(ctx) }()
+	return c, cancel, nil
+}
+
+// FollowKind runs obj's informer in c when the suite's API server serves
+// the kind (the scheme or the suite's objects know it); otherwise the kind
+// is never readable, as an absent CRD.
+func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (module.Kind, error) {
+	gvk, err := apiutil.GVKForObject(obj, h.env.scheme)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: follow %T: %w", h.name, obj, err)
+	}
+	if !h.Served(gvk) {
+		return absentKind{}, nil
+	}
+	inf, err := c.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("module %s: follow %s: %w", h.name, module.GVKString(gvk), err)
+	}
+	if onChange != nil {
+		h.env.mu.Lock()
+		started := h.env.ctx != nil
+		if !started {
+			h.env.followers = append(h.env.followers, follower{informer: inf, onChange: onChange})
+		}
+		ctx := h.env.ctx
+		h.env.mu.Unlock()
+		if started {
+			go func() {
+				if toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+					onChange()
+				}
+			}()
+		}
+	}
+	return followedKind{inf}, nil
+}
+
+func (h *host) Served(gvk schema.GroupVersionKind) bool {
+	_, err := h.env.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	return err == nil
+}
+
+func (h *host) SetWebhooks(hooks []module.Webhook) error {
+	for _, w := range hooks {
+		if err := w.Validate(); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.webhooks = hooks
+	return nil
+}
+
+type followedKind struct{ informer cache.Informer }
+
+func (k followedKind) Readable() bool { return k.informer.HasSynced() }
+func (followedKind) Release()         {}
+
+type absentKind struct{}
+
+func (absentKind) Readable() bool { return false }
+func (absentKind) Release()       {}

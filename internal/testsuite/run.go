@@ -1,0 +1,690 @@
+package testsuite
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	configsuite "github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/server"
+)
+
+// Options are what a run needs from the binary.
+type Options struct {
+	// Modules returns a fresh instance of every module Gatehouse ships
+	// (catalogue.Build), configured as the server's flags would.
+	Modules func() []module.Module
+	// ConfigCheck runs the embedded tests of the HAProxyTemplateConfig in
+	// configYAML (`gatehouse configcheck test`); nil refuses configChecks.
+	ConfigCheck func(ctx context.Context, configYAML []byte, test string, allowLua bool) (configsuite.Report, error)
+	// Log receives the server's and the modules' logs (the decisions among
+	// them); discarded when unset.
+	Log logr.Logger
+}
+
+// SuiteResult is one suite's outcome. Err is set when the suite could not
+// run (exit status 2); Results then hold what ran before.
+type SuiteResult struct {
+	Name, File string
+	Results    []Result
+	Err        error
+}
+
+// Result is one test's outcome.
+type Result struct {
+	Name   string
+	Passed bool
+	// Failures say, one per line, how the answer differs from the
+	// expectation.
+	Failures []string
+	// Got sums up the answer.
+	Got      string
+	Duration time.Duration
+}
+
+// Run runs one suite.
+func Run(ctx context.Context, s *Suite, opts Options) SuiteResult {
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	out := SuiteResult{Name: s.Name, File: s.file}
+	for i, c := range s.ConfigChecks {
+		results, err := runConfigCheck(ctx, s, c, opts)
+		out.Results = append(out.Results, results...)
+		if err != nil {
+			out.Err = fmt.Errorf("line %d: configChecks[%d] %s: %w", s.line("configChecks", i), i, c.File, err)
+			return out
+		}
+	}
+	if len(s.Tests) == 0 {
+		return out
+	}
+	r, err := newRun(ctx, s, opts)
+	if err != nil {
+		out.Err = err
+		return out
+	}
+	defer r.close()
+	for i := range s.Tests {
+		res, err := r.test(ctx, i)
+		if err != nil {
+			out.Err = fmt.Errorf("line %d: tests[%d] (%s): %w", s.line("tests", i), i, s.Tests[i].Name, err)
+			return out
+		}
+		out.Results = append(out.Results, res)
+	}
+	return out
+}
+
+// served is one webhook as the suite's server serves it.
+type served struct {
+	module string
+	hook   module.Webhook
+}
+
+// run is a suite's modules set up over its state, behind a real server.
+type run struct {
+	suite  *Suite
+	api    *apiServer
+	env    *environment
+	server *server.Server
+	mapper meta.RESTMapper
+	hooks  []served
+	cancel context.CancelFunc
+}
+
+func newRun(ctx context.Context, s *Suite, opts Options) (*run, error) {
+	all := opts.Modules()
+	byName := map[string]module.Module{}
+	var names []string
+	for _, m := range all {
+		byName[m.Name()] = m
+		names = append(names, m.Name())
+	}
+	used, err := s.usedModules(all)
+	if err != nil {
+		return nil, err
+	}
+	var mods []module.Module
+	for _, m := range all {
+		if used[m.Name()] {
+			mods = append(mods, m)
+		}
+	}
+	scheme, err := newScheme(mods)
+	if err != nil {
+		return nil, err
+	}
+	mapper := newMapper(scheme, s.objects)
+	api, err := newAPIServer(mapper, s.objects, s.Permissions)
+	if err != nil {
+		return nil, fmt.Errorf("cluster state: %w", err)
+	}
+	r := &run{suite: s, api: api, mapper: mapper}
+	ctx, r.cancel = context.WithCancel(ctx)
+	fail := func(err error) (*run, error) {
+		r.close()
+		return nil, err
+	}
+	namespace := s.Namespace
+	if namespace == "" {
+		namespace = "gatehouse-system"
+	}
+	if r.env, err = newEnvironment(scheme, mapper, api, namespace, opts.Log); err != nil {
+		return fail(err)
+	}
+	if r.server, err = server.New(server.Options{Certificates: noCertificates{}, Log: opts.Log.WithName("server")}); err != nil {
+		return fail(err)
+	}
+	for _, m := range mods {
+		mode := module.Enforcement(s.Modules[m.Name()].Enforcement)
+		if mode == "" {
+			mode = module.Enforce
+		}
+		hooks := m.Webhooks()
+		h := &host{env: r.env, name: m.Name(), mode: mode, caches: map[string]bool{}}
+		if err := m.Setup(logf.IntoContext(ctx, opts.Log.WithName(m.Name())), h); err != nil {
+			return fail(fmt.Errorf("module %s: %w", m.Name(), err))
+		}
+		for _, hook := range hooks {
+			if err := hook.Validate(); err != nil {
+				return fail(fmt.Errorf("module %s: %w", m.Name(), err))
+			}
+			if hook.Type == module.Conversion {
+				r.server.Conversion(m.Name(), hook)
+			} else {
+				r.server.Admission(m.Name(), hook, mode)
+			}
+			r.hooks = append(r.hooks, served{module: m.Name(), hook: hook})
+		}
+	}
+	if err := r.env.start(ctx); err != nil {
+		return fail(err)
+	}
+	return r, nil
+}
+
+func (r *run) close() {
+	r.cancel()
+	r.api.Close()
+}
+
+// usedModules are the modules the suite names, else those its tests name,
+// else every module with webhooks. An unknown name is an error.
+func (s *Suite) usedModules(all []module.Module) (map[string]bool, error) {
+	known := map[string]bool{}
+	hookModule := map[string]string{}
+	var names []string
+	for _, m := range all {
+		known[m.Name()] = true
+		names = append(names, m.Name())
+		for _, h := range m.Webhooks() {
+			hookModule[h.Name] = m.Name()
+		}
+	}
+	used := map[string]bool{}
+	for name := range s.Modules {
+		if !known[name] {
+			return nil, fmt.Errorf("line %d: modules: no module %q; Gatehouse has %s", s.line("modules", name), name, strings.Join(names, ", "))
+		}
+		used[name] = true
+	}
+	explicit := len(used) > 0
+	inferred := false
+	for i, t := range s.Tests {
+		if t.Module != "" && !known[t.Module] {
+			return nil, fmt.Errorf("line %d: tests[%d] (%s): no module %q; Gatehouse has %s", s.line("tests", i, "module"), i, t.Name, t.Module, strings.Join(names, ", "))
+		}
+		if t.Webhook != "" && hookModule[t.Webhook] == "" {
+			hooks := make([]string, 0, len(hookModule))
+			for h := range hookModule {
+				hooks = append(hooks, h)
+			}
+			sort.Strings(hooks)
+			return nil, fmt.Errorf("line %d: tests[%d] (%s): no webhook %q; Gatehouse declares %s", s.line("tests", i, "webhook"), i, t.Name, t.Webhook, strings.Join(hooks, ", "))
+		}
+		m := t.Module
+		if m == "" {
+			m = hookModule[t.Webhook]
+		}
+		if explicit && m != "" && !used[m] {
+			return nil, fmt.Errorf("line %d: tests[%d] (%s): module %s is not among the suite's modules", s.line("tests", i), i, t.Name, m)
+		}
+		if m == "" {
+			inferred = true
+		} else if !explicit {
+			used[m] = true
+		}
+	}
+	if inferred && !explicit {
+		for _, m := range all {
+			if len(m.Webhooks()) > 0 {
+				used[m.Name()] = true
+			}
+		}
+	}
+	return used, nil
+}
+
+// answer is what the server answered, across the webhooks called.
+type answer struct {
+	allowed   bool
+	code      int32
+	message   string
+	warnings  []string
+	patched   map[string]any
+	converted []map[string]any
+	// webhook names the webhook that denied, or the last one called.
+	webhook string
+}
+
+func (a answer) String() string {
+	verdict := "allowed"
+	if !a.allowed {
+		verdict = fmt.Sprintf("denied (code %d) by %s", a.code, a.webhook)
+	}
+	var b strings.Builder
+	b.WriteString(verdict)
+	if a.message != "" {
+		fmt.Fprintf(&b, ": %s", oneLine(a.message))
+	}
+	if len(a.warnings) > 0 {
+		fmt.Fprintf(&b, "; warnings: %q", a.warnings)
+	}
+	return b.String()
+}
+
+func (r *run) test(ctx context.Context, i int) (Result, error) {
+	t := r.suite.Tests[i]
+	start := time.Now()
+	var (
+		got answer
+		err error
+	)
+	if t.Request != nil {
+		got, err = r.admit(ctx, i, t)
+	} else {
+		got, err = r.convert(ctx, i, t)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Name: t.Name, Got: got.String(), Duration: time.Since(start)}
+	res.Failures = t.Expect.compare(got)
+	res.Passed = len(res.Failures) == 0
+	return res, nil
+}
+
+// admit sends the request to every webhook it would reach: the mutating
+// ones first, in declaration order, each seeing the object as the previous
+// one patched it, then the validating ones, as kube-apiserver calls them.
+func (r *run) admit(ctx context.Context, i int, t Test) (answer, error) {
+	req, object, err := r.admissionRequest(i, t.Request)
+	if err != nil {
+		return answer{}, err
+	}
+	var hooks []served
+	for _, phase := range []module.Type{module.Mutating, module.Validating} {
+		for _, h := range r.hooks {
+			if h.hook.Type != phase || (t.Module != "" && h.module != t.Module) || (t.Webhook != "" && h.hook.Name != t.Webhook) {
+				continue
+			}
+			if ruleMatches(h.hook.Rules, req) {
+				hooks = append(hooks, h)
+			}
+		}
+	}
+	if len(hooks) == 0 {
+		what := t.Webhook
+		if what == "" {
+			what = "the suite's modules"
+		}
+		return answer{}, fmt.Errorf("no webhook of %s matches %s %s (%s): kube-apiserver would not call Gatehouse", what, req.Operation, req.Resource.Resource, module.GVKString(schema.GroupVersionKind(req.Kind)))
+	}
+	got := answer{allowed: true, patched: object}
+	for n, h := range hooks {
+		review := admissionv1.AdmissionReview{Request: req.DeepCopy()}
+		review.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"))
+		review.Request.UID = types.UID(fmt.Sprintf("suite-test-%d-%d", i, n))
+		if got.patched != nil && len(review.Request.Object.Raw) > 0 {
+			raw, err := json.Marshal(got.patched)
+			if err != nil {
+				return answer{}, err
+			}
+			review.Request.Object.Raw = raw
+		}
+		code, body := r.post(ctx, h.hook.Path, &review)
+		one, err := readAdmission(code, body)
+		if err != nil {
+			return answer{}, fmt.Errorf("webhook %s: %w", h.hook.Name, err)
+		}
+		got.warnings = append(got.warnings, one.warnings...)
+		got.webhook = h.hook.Name
+		if !one.allowed {
+			got.allowed, got.code, got.message = false, one.code, one.message
+			return got, nil
+		}
+		if len(one.patch) > 0 && got.patched != nil {
+			if got.patched, err = applyPatch(got.patched, one.patch); err != nil {
+				return answer{}, fmt.Errorf("webhook %s: its patch does not apply: %w", h.hook.Name, err)
+			}
+		}
+	}
+	return got, nil
+}
+
+// post sends a review to the server's handler, as kube-apiserver does but
+// without TLS: the guard, decoding, enforcement and encoding are the
+// server's.
+func (r *run) post(ctx context.Context, path string, review any) (int, []byte) {
+	body, _ := json.Marshal(review)
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	r.server.WebhookMux().ServeHTTP(rec, req)
+	return rec.Code, rec.Body.Bytes()
+}
+
+type admissionAnswer struct {
+	allowed  bool
+	code     int32
+	message  string
+	warnings []string
+	patch    []byte
+}
+
+// readAdmission reads the server's answer: an AdmissionReview (200, or
+// 500 after a panic), or a Status (503: undecided; what the API server
+// would show under the webhook's failurePolicy).
+func readAdmission(code int, body []byte) (admissionAnswer, error) {
+	switch code {
+	case http.StatusOK, http.StatusInternalServerError:
+		var review admissionv1.AdmissionReview
+		if err := json.Unmarshal(body, &review); err != nil || review.Response == nil {
+			return admissionAnswer{}, fmt.Errorf("the server answered %d without a review: %s", code, bytes.TrimSpace(body))
+		}
+		resp := review.Response
+		a := admissionAnswer{allowed: resp.Allowed, warnings: resp.Warnings, patch: resp.Patch}
+		if resp.Result != nil {
+			a.code, a.message = resp.Result.Code, resp.Result.Message
+		}
+		if !a.allowed && a.code == 0 {
+			a.code = http.StatusForbidden
+		}
+		return a, nil
+	case http.StatusServiceUnavailable:
+		var status metav1.Status
+		if err := json.Unmarshal(body, &status); err != nil {
+			return admissionAnswer{}, fmt.Errorf("the server answered 503: %s", bytes.TrimSpace(body))
+		}
+		return admissionAnswer{code: http.StatusServiceUnavailable, message: status.Message}, nil
+	}
+	// The server refused the review itself (400, 413): the suite built a
+	// review it cannot read.
+	return admissionAnswer{}, fmt.Errorf("the server refused the review with %d: %s", code, bytes.TrimSpace(body))
+}
+
+func applyPatch(object map[string]any, patch []byte) (map[string]any, error) {
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(object)
+	if err != nil {
+		return nil, err
+	}
+	if raw, err = p.Apply(raw); err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	return out, json.Unmarshal(raw, &out)
+}
+
+// admissionRequest builds the request kube-apiserver would send, and the
+// object a mutation patches.
+func (r *run) admissionRequest(i int, in *Request) (*admissionv1.AdmissionRequest, map[string]any, error) {
+	var object, old *unstructured.Unstructured
+	var err error
+	if in.Object != nil {
+		if object, err = toObject(in.Object); err != nil {
+			return nil, nil, fmt.Errorf("request.object: %w", err)
+		}
+	}
+	if in.OldObject != nil {
+		if old, err = toObject(in.OldObject); err != nil {
+			return nil, nil, fmt.Errorf("request.oldObject: %w", err)
+		}
+	}
+	named := object
+	if named == nil {
+		named = old
+	}
+	apiVersion, kind, name, namespace := in.APIVersion, in.Kind, in.Name, in.Namespace
+	if named != nil {
+		apiVersion, kind = or(apiVersion, named.GetAPIVersion()), or(kind, named.GetKind())
+		name, namespace = or(name, named.GetName()), or(namespace, named.GetNamespace())
+	}
+	if apiVersion == "" {
+		apiVersion = "v1"
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, nil, fmt.Errorf("request apiVersion: %w", err)
+	}
+	gvk := gv.WithKind(kind)
+	mapping, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, nil, fmt.Errorf("request kind %s: %w", module.GVKString(gvk), err)
+	}
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		namespace = or(namespace, metav1.NamespaceDefault)
+	} else {
+		namespace = ""
+	}
+	if old == nil && (in.Operation == "UPDATE" || in.Operation == "DELETE") {
+		// kube-apiserver sends the stored object.
+		for _, o := range r.api.objects[mapping.Resource] {
+			if o.GetName() == name && o.GetNamespace() == namespace {
+				old = o.DeepCopy()
+			}
+		}
+		if old == nil {
+			return nil, nil, fmt.Errorf("%s of %s %s: the cluster state holds no such object to send as oldObject; give request.oldObject", in.Operation, kind, join(namespace, name))
+		}
+	}
+	if object != nil && mapping.Scope.Name() == meta.RESTScopeNameNamespace && object.GetNamespace() == "" {
+		object.SetNamespace(namespace)
+	}
+	user := authenticationv1.UserInfo{Username: or(in.UserInfo.Username, "suite-user"), UID: in.UserInfo.UID, Groups: in.UserInfo.Groups}
+	if !slices.Contains(user.Groups, "system:authenticated") {
+		user.Groups = append(slices.Clone(user.Groups), "system:authenticated")
+	}
+	for k, v := range in.UserInfo.Extra {
+		if user.Extra == nil {
+			user.Extra = map[string]authenticationv1.ExtraValue{}
+		}
+		user.Extra[k] = v
+	}
+	dryRun := in.DryRun
+	req := &admissionv1.AdmissionRequest{
+		Kind:        metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+		Resource:    metav1.GroupVersionResource{Group: mapping.Resource.Group, Version: mapping.Resource.Version, Resource: mapping.Resource.Resource},
+		SubResource: in.SubResource,
+		Name:        name, Namespace: namespace,
+		Operation: admissionv1.Operation(in.Operation),
+		UserInfo:  user,
+		DryRun:    &dryRun,
+	}
+	req.RequestKind, req.RequestResource, req.RequestSubResource = &req.Kind, &req.Resource, req.SubResource
+	var patched map[string]any
+	if object != nil {
+		if req.Object.Raw, err = json.Marshal(object.Object); err != nil {
+			return nil, nil, err
+		}
+		patched = object.Object
+	}
+	if old != nil {
+		if req.OldObject.Raw, err = json.Marshal(old.Object); err != nil {
+			return nil, nil, err
+		}
+	}
+	options := map[admissionv1.Operation]string{admissionv1.Create: "CreateOptions", admissionv1.Update: "UpdateOptions", admissionv1.Delete: "DeleteOptions"}
+	if kind := options[req.Operation]; kind != "" {
+		req.Options.Raw = []byte(`{"apiVersion":"meta.k8s.io/v1","kind":"` + kind + `"}`)
+	}
+	return req, patched, nil
+}
+
+// ruleMatches says whether kube-apiserver would send req to a webhook with
+// these rules (operations, group, version, resource and subresource,
+// scope). Its selectors and matchConditions are not applied: they only
+// spare Gatehouse requests it would allow.
+func ruleMatches(rules []admissionregistrationv1.RuleWithOperations, req *admissionv1.AdmissionRequest) bool {
+	resource := req.Resource.Resource
+	if req.SubResource != "" {
+		resource += "/" + req.SubResource
+	}
+	for _, rule := range rules {
+		opOK := false
+		for _, op := range rule.Operations {
+			if op == admissionregistrationv1.OperationAll || string(op) == string(req.Operation) {
+				opOK = true
+			}
+		}
+		if !opOK || !matches(rule.APIGroups, req.Resource.Group) || !matches(rule.APIVersions, req.Resource.Version) {
+			continue
+		}
+		resOK := false
+		for _, res := range rule.Resources {
+			main, sub, _ := strings.Cut(res, "/")
+			wantMain, wantSub, _ := strings.Cut(resource, "/")
+			if (main == "*" || main == wantMain) && (sub == wantSub || (sub == "*" && wantSub != "")) {
+				resOK = true
+			}
+		}
+		if !resOK {
+			continue
+		}
+		if rule.Scope != nil {
+			switch *rule.Scope {
+			case admissionregistrationv1.ClusterScope:
+				if req.Namespace != "" {
+					continue
+				}
+			case admissionregistrationv1.NamespacedScope:
+				if req.Namespace == "" {
+					continue
+				}
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// convert sends a ConversionReview to the conversion webhook serving the
+// objects' CRD.
+func (r *run) convert(ctx context.Context, i int, t Test) (answer, error) {
+	c := t.Conversion
+	review := apiextensionsv1.ConversionReview{Request: &apiextensionsv1.ConversionRequest{
+		UID: types.UID(fmt.Sprintf("suite-test-%d", i)), DesiredAPIVersion: c.DesiredAPIVersion,
+	}}
+	review.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview"))
+	var crd string
+	for n, o := range c.Objects {
+		u, err := toObject(o)
+		if err != nil {
+			return answer{}, fmt.Errorf("conversion.objects[%d]: %w", n, err)
+		}
+		gvk := u.GroupVersionKind()
+		mapping, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return answer{}, fmt.Errorf("conversion.objects[%d]: %w", n, err)
+		}
+		crd = mapping.Resource.GroupResource().String()
+		raw, err := json.Marshal(u.Object)
+		if err != nil {
+			return answer{}, err
+		}
+		review.Request.Objects = append(review.Request.Objects, runtime.RawExtension{Raw: raw})
+	}
+	var hook *served
+	for n, h := range r.hooks {
+		if h.hook.Type == module.Conversion && slices.Contains(h.hook.CRDs, crd) &&
+			(t.Module == "" || h.module == t.Module) && (t.Webhook == "" || h.hook.Name == t.Webhook) {
+			hook = &r.hooks[n]
+		}
+	}
+	if hook == nil {
+		return answer{}, fmt.Errorf("no conversion webhook of the suite's modules converts %s", crd)
+	}
+	code, body := r.post(ctx, hook.hook.Path, &review)
+	var out apiextensionsv1.ConversionReview
+	if err := json.Unmarshal(body, &out); err != nil || out.Response == nil {
+		return answer{}, fmt.Errorf("webhook %s answered %d without a review: %s", hook.hook.Name, code, bytes.TrimSpace(body))
+	}
+	got := answer{webhook: hook.hook.Name, allowed: out.Response.Result.Status == metav1.StatusSuccess,
+		code: out.Response.Result.Code, message: out.Response.Result.Message}
+	if code != http.StatusOK && got.code == 0 {
+		got.code = int32(code)
+	}
+	for _, raw := range out.Response.ConvertedObjects {
+		var obj map[string]any
+		if err := json.Unmarshal(raw.Raw, &obj); err != nil {
+			return answer{}, fmt.Errorf("webhook %s: a converted object is not JSON: %w", hook.hook.Name, err)
+		}
+		got.converted = append(got.converted, obj)
+	}
+	return got, nil
+}
+
+// runConfigCheck runs one config's embedded tests; each is a result.
+func runConfigCheck(ctx context.Context, s *Suite, c ConfigCheck, opts Options) ([]Result, error) {
+	if opts.ConfigCheck == nil {
+		return nil, errors.New("this binary runs no configcheck tests")
+	}
+	data, err := readRelative(s.dir, c.File)
+	if err != nil {
+		return nil, err
+	}
+	report, err := opts.ConfigCheck(ctx, data, c.Test, c.AllowLua)
+	if err != nil {
+		return nil, err
+	}
+	return ConfigCheckResults(c.File, report), nil
+}
+
+// ConfigCheckResults turns an HAProxyTemplateConfig's test report into
+// results named "<file>: <test>".
+func ConfigCheckResults(file string, report configsuite.Report) []Result {
+	var out []Result
+	for _, r := range report.Results {
+		res := Result{Name: file + ": " + r.Name, Passed: r.Passed, Duration: r.Duration, Got: "passed"}
+		if r.RenderError != "" {
+			res.Failures = append(res.Failures, "rendering failed: "+r.RenderError)
+		}
+		for _, f := range r.Failures {
+			res.Failures = append(res.Failures, f.Assertion+": "+f.Message)
+		}
+		if !r.Passed {
+			res.Got = "failed"
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// noCertificates stands for the serving certificate: the suite's server
+// never listens.
+type noCertificates struct{}
+
+func (noCertificates) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return nil, errors.New("gatehouse test serves no TLS")
+}
+func (noCertificates) Start(ctx context.Context) error { <-ctx.Done(); return nil }
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func join(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:197] + "..."
+	}
+	return s
+}

@@ -1,0 +1,101 @@
+package testsuite
+
+import (
+	"fmt"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// newScheme is the scheme app builds: client-go's kinds, CRDs and the
+// modules' own.
+func newScheme(mods []module.Module) (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range mods {
+		if err := m.AddToScheme(scheme); err != nil {
+			return nil, fmt.Errorf("module %s: add types: %w", m.Name(), err)
+		}
+	}
+	return scheme, nil
+}
+
+// clusterScoped are the cluster-scoped kinds among those Gatehouse's
+// scheme knows: the built-in ones and the CRDs the modules read. Offline
+// there is no discovery to ask; every other kind of the scheme is
+// namespaced, and a kind only the suite's objects name is namespaced when
+// its objects have a namespace.
+var clusterScoped = map[schema.GroupKind]bool{}
+
+func init() {
+	for _, gk := range []string{
+		"Namespace", "Node", "PersistentVolume", "ComponentStatus",
+		"ClusterRole.rbac.authorization.k8s.io", "ClusterRoleBinding.rbac.authorization.k8s.io",
+		"StorageClass.storage.k8s.io", "CSIDriver.storage.k8s.io", "CSINode.storage.k8s.io", "VolumeAttachment.storage.k8s.io",
+		"VolumeAttributesClass.storage.k8s.io",
+		"PriorityClass.scheduling.k8s.io", "RuntimeClass.node.k8s.io", "IngressClass.networking.k8s.io",
+		"IPAddress.networking.k8s.io", "ServiceCIDR.networking.k8s.io",
+		"CustomResourceDefinition.apiextensions.k8s.io", "APIService.apiregistration.k8s.io",
+		"MutatingWebhookConfiguration.admissionregistration.k8s.io", "ValidatingWebhookConfiguration.admissionregistration.k8s.io",
+		"ValidatingAdmissionPolicy.admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io",
+		"MutatingAdmissionPolicy.admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding.admissionregistration.k8s.io",
+		"CertificateSigningRequest.certificates.k8s.io", "ClusterTrustBundle.certificates.k8s.io",
+		"FlowSchema.flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration.flowcontrol.apiserver.k8s.io",
+		"TokenReview.authentication.k8s.io", "SelfSubjectReview.authentication.k8s.io",
+		"SubjectAccessReview.authorization.k8s.io", "SelfSubjectAccessReview.authorization.k8s.io", "SelfSubjectRulesReview.authorization.k8s.io",
+		"DeviceClass.resource.k8s.io", "ResourceSlice.resource.k8s.io",
+		"VolumeSnapshotClass.snapshot.storage.k8s.io", "VolumeSnapshotContent.snapshot.storage.k8s.io",
+		"NodeGroup.deckhouse.io", "ModuleConfig.deckhouse.io", "AffinityClass.cozystack.io",
+		"HAProxyTemplateConfig.gatehouse.dev",
+	} {
+		clusterScoped[schema.ParseGroupKind(gk)] = true
+	}
+}
+
+// irregularPlurals are the resources whose names the mapper's guess gets
+// wrong.
+var irregularPlurals = map[schema.GroupKind]string{
+	{Kind: "Endpoints"}: "endpoints",
+}
+
+// newMapper maps every kind of the scheme and of the suite's objects to its
+// resource and scope.
+func newMapper(scheme *runtime.Scheme, objs []*unstructured.Unstructured) meta.RESTMapper {
+	mapper := meta.NewDefaultRESTMapper(scheme.PrioritizedVersionsAllGroups())
+	add := func(gvk schema.GroupVersionKind, namespaced bool) {
+		scope := meta.RESTScopeNamespace
+		if !namespaced {
+			scope = meta.RESTScopeRoot
+		}
+		if plural, ok := irregularPlurals[gvk.GroupKind()]; ok {
+			mapper.AddSpecific(gvk, gvk.GroupVersion().WithResource(plural), gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind)), scope)
+			return
+		}
+		mapper.Add(gvk, scope)
+	}
+	for gvk := range scheme.AllKnownTypes() {
+		if gvk.Version == runtime.APIVersionInternal || strings.HasSuffix(gvk.Kind, "List") || strings.HasSuffix(gvk.Kind, "Options") || gvk.Kind == "WatchEvent" {
+			continue
+		}
+		add(gvk, !clusterScoped[gvk.GroupKind()])
+	}
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		if _, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			continue
+		}
+		add(gvk, !clusterScoped[gvk.GroupKind()] && o.GetNamespace() != "")
+	}
+	return mapper
+}
