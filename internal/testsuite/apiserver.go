@@ -80,6 +80,12 @@ func normalize(o *unstructured.Unstructured) {
 	if o.GetUID() == "" {
 		o.SetUID(types.UID("suite-" + strings.ToLower(o.GetKind()) + "-" + o.GetNamespace() + "-" + o.GetName()))
 	}
+	mergeStringData(o)
+}
+
+// mergeStringData merges a Secret's stringData into its data, as
+// kube-apiserver does on decoding, before any webhook sees the Secret.
+func mergeStringData(o *unstructured.Unstructured) {
 	if o.GetAPIVersion() == "v1" && o.GetKind() == "Secret" {
 		if sd, ok, _ := unstructured.NestedStringMap(o.Object, "stringData"); ok {
 			data, _, _ := unstructured.NestedMap(o.Object, "data")

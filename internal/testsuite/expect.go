@@ -64,7 +64,7 @@ func (e Expect) compare(got answer) []string {
 	}
 	if e.ConvertedObjects != nil {
 		if len(e.ConvertedObjects) != len(got.converted) {
-			out = append(out, fmt.Sprintf("convertedObjects: expected %d objects, got %d", len(e.ConvertedObjects), len(got.converted)))
+			out = append(out, fmt.Sprintf("convertedObjects: expected %d objects, got %d: %s", len(e.ConvertedObjects), len(got.converted), renderLong(got.converted)))
 		}
 		for i := 0; i < len(e.ConvertedObjects) && i < len(got.converted); i++ {
 			for _, d := range diff("", jsonValue(e.ConvertedObjects[i]), jsonValue(got.converted[i])) {
@@ -157,6 +157,19 @@ func render(v any) string {
 		s = s[:297] + "..."
 	}
 	return s
+}
+
+// renderLong is render for a whole answer (the objects a conversion
+// returned, when their number is not the expected one), bounded to 8 KB.
+func renderLong(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	if len(raw) > 8192 {
+		return string(raw[:8189]) + "..."
+	}
+	return string(raw)
 }
 
 func quoteMessage(m string) string {

@@ -307,14 +307,22 @@ func (r *run) admit(ctx context.Context, i int, t Test) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	var hooks []served
+	var (
+		hooks    []served
+		requests []*admissionv1.AdmissionRequest
+	)
 	for _, phase := range []module.Type{module.Mutating, module.Validating} {
 		for _, h := range r.hooks {
 			if h.hook.Type != phase || (t.Module != "" && h.module != t.Module) || (t.Webhook != "" && h.hook.Name != t.Webhook) {
 				continue
 			}
-			if ruleMatches(h.hook.Rules, req) {
+			hookReq, err := r.requestFor(ctx, h.hook, req)
+			if err != nil {
+				return answer{}, fmt.Errorf("webhook %s: %w", h.hook.Name, err)
+			}
+			if hookReq != nil {
 				hooks = append(hooks, h)
+				requests = append(requests, hookReq)
 			}
 		}
 	}
@@ -327,10 +335,10 @@ func (r *run) admit(ctx context.Context, i int, t Test) (answer, error) {
 	}
 	got := answer{allowed: true, patched: object}
 	for n, h := range hooks {
-		review := admissionv1.AdmissionReview{Request: req.DeepCopy()}
+		review := admissionv1.AdmissionReview{Request: requests[n].DeepCopy()}
 		review.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"))
 		review.Request.UID = types.UID(fmt.Sprintf("suite-test-%d-%d", i, n))
-		if got.patched != nil && len(review.Request.Object.Raw) > 0 {
+		if h.hook.Type == module.Mutating && got.patched != nil && len(review.Request.Object.Raw) > 0 {
 			raw, err := json.Marshal(got.patched)
 			if err != nil {
 				return answer{}, err
@@ -479,6 +487,11 @@ func (r *run) admissionRequest(i int, in *Request) (*admissionv1.AdmissionReques
 	if object != nil && mapping.Scope.Name() == meta.RESTScopeNameNamespace && object.GetNamespace() == "" {
 		object.SetNamespace(namespace)
 	}
+	for _, o := range []*unstructured.Unstructured{object, old} {
+		if o != nil {
+			mergeStringData(o)
+		}
+	}
 	user := authenticationv1.UserInfo{Username: or(in.UserInfo.Username, "suite-user"), UID: in.UserInfo.UID, Groups: in.UserInfo.Groups}
 	if !slices.Contains(user.Groups, "system:authenticated") {
 		user.Groups = append(slices.Clone(user.Groups), "system:authenticated")
@@ -517,6 +530,60 @@ func (r *run) admissionRequest(i int, in *Request) (*admissionv1.AdmissionReques
 		req.Options.Raw = []byte(`{"apiVersion":"meta.k8s.io/v1","kind":"` + kind + `"}`)
 	}
 	return req, patched, nil
+}
+
+// requestFor is req as kube-apiserver sends it to hook: as it is when the
+// rules match it; converted to a version the rules name, with requestKind
+// and requestResource left as the client's, when they match only an
+// equivalent version (matchPolicy Equivalent, the default) and a suite
+// module converts the kind; nil when hook is not called. A mutating
+// webhook is called on the request's own version only: a suite checks
+// patches of the version it sends.
+func (r *run) requestFor(ctx context.Context, hook module.Webhook, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionRequest, error) {
+	if ruleMatches(hook.Rules, req) {
+		return req, nil
+	}
+	if hook.MatchPolicy == admissionregistrationv1.Exact || hook.Type != module.Validating {
+		return nil, nil
+	}
+	for _, rule := range hook.Rules {
+		for _, version := range rule.APIVersions {
+			if version == "*" || version == req.Resource.Version || !matches(rule.APIGroups, req.Resource.Group) {
+				continue
+			}
+			other := req.DeepCopy()
+			other.Kind.Version, other.Resource.Version = version, version
+			if !ruleMatches([]admissionregistrationv1.RuleWithOperations{rule}, other) {
+				continue
+			}
+			desired := schema.GroupVersion{Group: req.Kind.Group, Version: version}.String()
+			for _, raw := range []*runtime.RawExtension{&other.Object, &other.OldObject} {
+				if len(raw.Raw) == 0 {
+					continue
+				}
+				converted, err := r.convertRaw(ctx, desired, raw.Raw)
+				if err != nil {
+					return nil, fmt.Errorf("convert the request's object to %s as kube-apiserver would: %w", desired, err)
+				}
+				raw.Raw = converted
+			}
+			return other, nil
+		}
+	}
+	return nil, nil
+}
+
+// convertRaw converts one object through the conversion webhook serving its
+// CRD; an object no suite module converts is an error.
+func (r *run) convertRaw(ctx context.Context, desired string, raw []byte) ([]byte, error) {
+	got, err := r.convert(ctx, -1, Test{Conversion: &Conversion{DesiredAPIVersion: desired, Objects: []map[string]any{nil}}}, raw)
+	if err != nil {
+		return nil, err
+	}
+	if !got.allowed || len(got.converted) != 1 {
+		return nil, fmt.Errorf("the conversion failed: %s", got.message)
+	}
+	return json.Marshal(got.converted[0])
 }
 
 // ruleMatches says whether kube-apiserver would send req to a webhook with
@@ -568,7 +635,7 @@ func ruleMatches(rules []admissionregistrationv1.RuleWithOperations, req *admiss
 
 // convert sends a ConversionReview to the conversion webhook serving the
 // objects' CRD.
-func (r *run) convert(ctx context.Context, i int, t Test) (answer, error) {
+func (r *run) convert(ctx context.Context, i int, t Test, raws ...[]byte) (answer, error) {
 	c := t.Conversion
 	review := apiextensionsv1.ConversionReview{Request: &apiextensionsv1.ConversionRequest{
 		UID: types.UID(fmt.Sprintf("suite-test-%d", i)), DesiredAPIVersion: c.DesiredAPIVersion,
@@ -576,6 +643,12 @@ func (r *run) convert(ctx context.Context, i int, t Test) (answer, error) {
 	review.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview"))
 	var crd string
 	for n, o := range c.Objects {
+		if n < len(raws) {
+			o = map[string]any{}
+			if err := json.Unmarshal(raws[n], &o); err != nil {
+				return answer{}, err
+			}
+		}
 		u, err := toObject(o)
 		if err != nil {
 			return answer{}, fmt.Errorf("conversion.objects[%d]: %w", n, err)
