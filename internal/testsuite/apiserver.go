@@ -18,8 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
 // apiServer serves a suite's cluster state over HTTP as kube-apiserver
@@ -295,7 +297,7 @@ func (a *apiServer) serveCreate(w http.ResponseWriter, r *http.Request, rp resou
 	switch {
 	case rp.gvr.Group == authorizationv1.GroupName && rp.gvr.Resource == "subjectaccessreviews":
 		var sar authorizationv1.SubjectAccessReview
-		if err := json.Unmarshal(body, &sar); err != nil {
+		if err := decodeBody(body, &sar); err != nil {
 			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
 			return
 		}
@@ -304,7 +306,7 @@ func (a *apiServer) serveCreate(w http.ResponseWriter, r *http.Request, rp resou
 	case rp.gvr.Group == authorizationv1.GroupName && rp.gvr.Resource == "selfsubjectaccessreviews":
 		// Gatehouse itself: offline it holds the rights its chart grants.
 		var review authorizationv1.SelfSubjectAccessReview
-		if err := json.Unmarshal(body, &review); err != nil {
+		if err := decodeBody(body, &review); err != nil {
 			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
 			return
 		}
@@ -347,6 +349,13 @@ func (a *apiServer) authorize(spec authorizationv1.SubjectAccessReviewSpec) (boo
 		}
 	}
 	return false, "no permission of the suite grants it"
+}
+
+// decodeBody reads a request body as kube-apiserver does: JSON, or
+// protobuf, which controller-runtime's client sends for built-in kinds.
+func decodeBody(body []byte, into runtime.Object) error {
+	_, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, into)
+	return err
 }
 
 func matches(list []string, v string) bool {
