@@ -87,6 +87,7 @@ Prometheus metrics. "gatehouse" without a command does the same.`,
 	})
 	root.Commands()[0].Flags().AddFlagSet(serverFlags)
 	root.AddCommand(newConfigcheckCommand())
+	root.AddCommand(newTestCommand())
 	root.AddCommand(newUninstallCommand())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",

@@ -35,33 +35,10 @@ type OfflineOptions struct {
 // cluster, and writes the report to w. It reports whether every test passed;
 // an error means the tests could not run (the config does not compile, say).
 func TestOffline(ctx context.Context, configYAML []byte, opts OfflineOptions, w io.Writer) (bool, error) {
-	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
-		return false, fmt.Errorf("reading the config: %w", err)
+	if opts.Output != "" && opts.Output != "summary" && opts.Output != "json" {
+		return false, fmt.Errorf("--output %q: want summary or json", opts.Output)
 	}
-	renders, err := newRenderPool(Options{}.withDefaults())
-	if err != nil {
-		return false, err
-	}
-	defer renders.Close()
-	checker, err := newChecker(opts.HAProxyBinary, opts.AllowLua, 0)
-	if err != nil {
-		return false, err
-	}
-	m := &Module{checker: checker, renders: renders}
-	c, errs := m.compile(&cfg.Spec)
-	if len(errs) > 0 {
-		return false, fmt.Errorf("the config is invalid: %w", errs.ToAggregate())
-	}
-	runner := m.testRunner(c)
-	if opts.DumpRendered != "" {
-		runner.OnRendered = func(test string, out render.Output) {
-			if err := dumpRendering(filepath.Join(opts.DumpRendered, test), out); err != nil {
-				fmt.Fprintf(os.Stderr, "dump of test %s: %v\n", test, err)
-			}
-		}
-	}
-	report, err := runner.Run(ctx, c.tests, opts.Test)
+	report, err := RunOffline(ctx, configYAML, opts)
 	if err != nil {
 		return false, err
 	}
@@ -74,10 +51,42 @@ func TestOffline(ctx context.Context, configYAML []byte, opts OfflineOptions, w 
 		}
 	case "", "summary":
 		writeSummary(w, report)
-	default:
-		return false, fmt.Errorf("--output %q: want summary or json", opts.Output)
 	}
 	return report.Failed == 0, nil
+}
+
+// RunOffline runs the embedded tests of the HAProxyTemplateConfig in
+// configYAML as TestOffline does and returns their report (Output is not
+// read): `gatehouse test` reports them beside its suites. An error means
+// the tests could not run.
+func RunOffline(ctx context.Context, configYAML []byte, opts OfflineOptions) (suite.Report, error) {
+	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
+	if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
+		return suite.Report{}, fmt.Errorf("reading the config: %w", err)
+	}
+	renders, err := newRenderPool(Options{}.withDefaults())
+	if err != nil {
+		return suite.Report{}, err
+	}
+	defer renders.Close()
+	checker, err := newChecker(opts.HAProxyBinary, opts.AllowLua, 0)
+	if err != nil {
+		return suite.Report{}, err
+	}
+	m := &Module{checker: checker, renders: renders}
+	c, errs := m.compile(&cfg.Spec)
+	if len(errs) > 0 {
+		return suite.Report{}, fmt.Errorf("the config is invalid: %w", errs.ToAggregate())
+	}
+	runner := m.testRunner(c)
+	if opts.DumpRendered != "" {
+		runner.OnRendered = func(test string, out render.Output) {
+			if err := dumpRendering(filepath.Join(opts.DumpRendered, test), out); err != nil {
+				fmt.Fprintf(os.Stderr, "dump of test %s: %v\n", test, err)
+			}
+		}
+	}
+	return runner.Run(ctx, c.tests, opts.Test)
 }
 
 // offlineReport is the report --output json prints: lowerCamelCase names,

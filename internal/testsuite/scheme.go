@@ -57,7 +57,6 @@ func init() {
 		"DeviceClass.resource.k8s.io", "ResourceSlice.resource.k8s.io",
 		"VolumeSnapshotClass.snapshot.storage.k8s.io", "VolumeSnapshotContent.snapshot.storage.k8s.io",
 		"NodeGroup.deckhouse.io", "ModuleConfig.deckhouse.io", "AffinityClass.cozystack.io",
-		"HAProxyTemplateConfig.gatehouse.dev",
 	} {
 		clusterScoped[schema.ParseGroupKind(gk)] = true
 	}

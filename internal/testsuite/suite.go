@@ -117,8 +117,11 @@ type Request struct {
 	// stored one.
 	Object    map[string]any `yaml:"object"`
 	OldObject map[string]any `yaml:"oldObject"`
-	UserInfo  UserInfo       `yaml:"userInfo"`
-	DryRun    bool           `yaml:"dryRun"`
+	// ObjectFile reads Object from a file of one object, relative to the
+	// suite's directory.
+	ObjectFile string   `yaml:"objectFile"`
+	UserInfo   UserInfo `yaml:"userInfo"`
+	DryRun     bool     `yaml:"dryRun"`
 }
 
 // UserInfo is the requesting user. Default: "suite-user", in no group but
@@ -272,6 +275,17 @@ func (s *Suite) validate() []string {
 			default:
 				at("request.operation %q: want CREATE, UPDATE, DELETE or CONNECT", r.Operation)
 			}
+			if r.ObjectFile != "" {
+				if r.Object != nil {
+					at("give request.object or request.objectFile, not both")
+				} else if objs, err := readObjectFile(s.dir, r.ObjectFile); err != nil {
+					at("request.objectFile: %v", err)
+				} else if len(objs) != 1 {
+					at("request.objectFile %s holds %d objects, not one", r.ObjectFile, len(objs))
+				} else {
+					r.Object = objs[0].Object
+				}
+			}
 			if r.Object == nil && r.OldObject == nil && (r.Kind == "" || r.Name == "") {
 				at("request needs an object, an oldObject, or a kind and name to take from the cluster state")
 			}
@@ -297,18 +311,10 @@ func (s *Suite) validate() []string {
 // loadObjects reads the cluster state: the object files, then the inline
 // objects.
 func (s *Suite) loadObjects() error {
-	for i, f := range s.ObjectFiles {
-		path := f
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(s.dir, f)
-		}
-		data, err := os.ReadFile(path)
+	for i, path := range s.ObjectFiles {
+		objs, err := readObjectFile(s.dir, path)
 		if err != nil {
 			return fmt.Errorf("line %d: objectFiles[%d]: %w", s.line("objectFiles", i), i, err)
-		}
-		objs, err := decodeObjects(data)
-		if err != nil {
-			return fmt.Errorf("objectFiles[%d] %s: %w", i, f, err)
 		}
 		s.objects = append(s.objects, objs...)
 	}
@@ -441,4 +447,17 @@ func readRelative(dir, name string) ([]byte, error) {
 		name = filepath.Join(dir, name)
 	}
 	return os.ReadFile(name)
+}
+
+// readObjectFile reads the objects of a file named relative to dir.
+func readObjectFile(dir, name string) ([]*unstructured.Unstructured, error) {
+	data, err := readRelative(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := decodeObjects(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return objs, nil
 }

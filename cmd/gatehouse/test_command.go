@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
+	configsuite "github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/testsuite"
+)
+
+// newTestCommand is `gatehouse test`: suites of requests decided offline by
+// the code the server runs, for a GitOps repository's CI before a change is
+// merged (docs/testing-policies.md). Exit status: 0 every test passed, 1 a
+// test failed, 2 a suite could not run.
+func newTestCommand() *cobra.Command {
+	var (
+		files    []string
+		output   string
+		haproxy  string
+		verbose  bool
+		allowLua bool
+	)
+	cmd := &cobra.Command{
+		Use:   "test -f FILE [-f FILE ...]",
+		Short: "Run test suites of admission and conversion requests without a cluster",
+		Long: `Run test suites (gatehouse.dev/v1alpha1 TestSuite): each declares a cluster
+state, requests (admission or conversion) and what their answers must be.
+Every module a suite uses is set up over its state and decides each request
+through the webhook server's own handlers, as in a cluster
+(docs/testing-policies.md).
+
+A file may also be an HAProxyTemplateConfig: its embedded validation tests
+run, as "gatehouse configcheck test" runs them.
+
+Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
+(invalid, or an error while running it).`,
+		Example: `  gatehouse test -f examples/pvsafe/suite.yaml
+  gatehouse test -f suites/a.yaml -f suites/b.yaml --output junit > report.xml
+  gatehouse test -f lb/config.yaml`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return usageError{errors.New("-f is required")}
+			}
+			if !slices.Contains(testsuite.Outputs, output) {
+				return usageError{fmt.Errorf("--output %q: want %s", output, strings.Join(testsuite.Outputs, ", "))}
+			}
+			log := logr.Discard()
+			if verbose {
+				log = zap.New(zap.WriteTo(cmd.ErrOrStderr()), zap.UseDevMode(true))
+			}
+			// Caches and clients log through controller-runtime's global
+			// logger; unset, it complains after 30 s.
+			logf.SetLogger(log)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts := testsuite.Options{
+				// Modules take the server's defaults, but for
+				// confinement: the offline checks run as
+				// `gatehouse configcheck test` runs them, confined as far
+				// as the kernel allows, on CI runners whose kernel has no
+				// Landlock ABI 6.
+				Modules: func() []module.Module {
+					return catalogue.Build(catalogue.Options{ConfigCheck: configcheck.Options{AllowUnconfined: true, AllowLua: allowLua, HAProxyBinary: haproxy}})
+				},
+				ConfigCheck: func(ctx context.Context, data []byte, test string, suiteAllowsLua bool) (configsuite.Report, error) {
+					return configcheck.RunOffline(ctx, data, configcheck.OfflineOptions{Test: test, AllowLua: allowLua || suiteAllowsLua, HAProxyBinary: haproxy})
+				},
+				Log: log,
+			}
+			results := runTestFiles(ctx, cmd.InOrStdin(), files, opts)
+			if err := testsuite.Write(cmd.OutOrStdout(), output, results); err != nil {
+				return err
+			}
+			if output != testsuite.OutputSummary {
+				// Machine-readable output stays parseable; errors go to
+				// standard error too.
+				for _, r := range results {
+					if r.Err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", cmd.CommandPath(), r.Err)
+					}
+				}
+			}
+			if status := testsuite.Status(results); status != 0 {
+				return exitStatus(status)
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringArrayVarP(&files, "filename", "f", nil, "Suite file, or HAProxyTemplateConfig, to run (- for standard input); repeat for more.")
+	fs.StringVar(&output, "output", testsuite.OutputSummary, "Report format: summary, json or junit.")
+	fs.StringVar(&haproxy, "haproxy-binary", "", "haproxy executable for configcheck tests (default: from PATH, else /usr/sbin/haproxy).")
+	fs.BoolVar(&allowLua, "allow-lua", false, "Check HAProxyTemplateConfigs as a cluster running with --configcheck-allow-lua does.")
+	fs.BoolVarP(&verbose, "verbose", "v", false, "Log the server's and the modules' work (each decision among it) to standard error.")
+	return cmd
+}
+
+// runTestFiles runs each file: a TestSuite, or an HAProxyTemplateConfig
+// whose embedded tests make a suite of their own.
+func runTestFiles(ctx context.Context, stdin io.Reader, files []string, opts testsuite.Options) []testsuite.SuiteResult {
+	var results []testsuite.SuiteResult
+	for _, file := range files {
+		var (
+			data []byte
+			err  error
+		)
+		if file == "-" {
+			data, err = io.ReadAll(stdin)
+		} else {
+			data, err = os.ReadFile(file)
+		}
+		if err != nil {
+			results = append(results, testsuite.SuiteResult{Name: file, File: file, Err: err})
+			continue
+		}
+		if !testsuite.IsSuite(data) {
+			result := testsuite.SuiteResult{Name: file, File: file}
+			report, err := opts.ConfigCheck(ctx, data, "", false)
+			if err != nil {
+				result.Err = fmt.Errorf("%s: not a %s %s, and as an HAProxyTemplateConfig: %w", file, testsuite.APIVersion, testsuite.Kind, err)
+			} else {
+				result.Results = testsuite.ConfigCheckResults(file, report)
+			}
+			results = append(results, result)
+			continue
+		}
+		s, err := testsuite.LoadBytes(file, data)
+		if err != nil {
+			results = append(results, testsuite.SuiteResult{Name: file, File: file, Err: err})
+			continue
+		}
+		results = append(results, testsuite.Run(ctx, s, opts))
+	}
+	return results
+}
