@@ -144,7 +144,15 @@ test: tools build ## Unit tests (race detector), integration tests against a rea
 	hack/fuzz_test.sh
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
 	$(GO) test -count=1 -shuffle=on -timeout 30m $$($(GO) list ./test/... | grep -v /test/install)
+	$(MAKE) test-examples
 	$(MAKE) test-install
+
+# GATEHOUSE is the binary test-examples runs.
+GATEHOUSE ?= $(BIN)/gatehouse
+
+.PHONY: test-examples
+test-examples: build ## Run the example suites, examples/*/suite.yaml, with gatehouse test (docs/testing-policies.md).
+	$(GATEHOUSE) test $(addprefix -f ,$(wildcard examples/*/suite.yaml))
 
 .PHONY: test-install
 # The install suite runs alone (not beside the e2e tests): it starts three
