@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTestCommandRunsTheExampleSuites: every module's example suite passes
+// with the built binary, and an HAProxyTemplateConfig is a suite of its
+// own (what `gatehouse configcheck test` runs).
+func TestTestCommandRunsTheExampleSuites(t *testing.T) {
+	suites, err := filepath.Glob("../../examples/*/suite.yaml")
+	if err != nil || len(suites) < 4 {
+		t.Fatalf("example suites: %v %v; want one per module", suites, err)
+	}
+	args := []string{"test"}
+	for _, s := range suites {
+		args = append(args, "-f", s)
+	}
+	code, stdout, stderr := gatehouse(t, append(args, "-f", "../../examples/configcheck/config.yaml")...)
+	if code != 0 || strings.Contains(stdout, "FAIL") {
+		t.Fatalf("gatehouse test of the examples: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, module := range []string{"nodegroup", "pvsafe", "placement", "configcheck"} {
+		if !strings.Contains(stdout, module+" (") {
+			t.Errorf("no suite of %s in the report:\n%s", module, stdout)
+		}
+	}
+}
+
+// wrongSuite expects pvsafe to allow the deletion of a namespace holding a
+// claim on a Delete volume, with a message it does not give.
+const wrongSuite = `apiVersion: gatehouse.dev/v1alpha1
+kind: TestSuite
+name: wrong
+objects:
+- {apiVersion: v1, kind: Namespace, metadata: {name: demo}}
+- apiVersion: v1
+  kind: PersistentVolume
+  metadata: {name: demo-data}
+  spec:
+    capacity: {storage: 1Gi}
+    accessModes: ["ReadWriteOnce"]
+    persistentVolumeReclaimPolicy: Delete
+    csi: {driver: hostpath.csi.k8s.io, volumeHandle: demo-data}
+    claimRef: {namespace: demo, name: data}
+  status: {phase: Bound}
+- apiVersion: v1
+  kind: PersistentVolumeClaim
+  metadata: {namespace: demo, name: data}
+  spec: {accessModes: ["ReadWriteOnce"], volumeName: demo-data, resources: {requests: {storage: 1Gi}}}
+  status: {phase: Bound}
+tests:
+- name: right
+  request: {operation: DELETE, kind: Namespace, name: demo}
+  expect: {allowed: false, messageContains: ["DELETION BLOCKED"]}
+- name: wrong
+  request: {operation: DELETE, kind: Namespace, name: demo}
+  expect:
+    allowed: true
+    messageContains: ["a text no denial has"]
+`
+
+// TestTestCommandWrongExpectation: a wrong expectation exits 1 and says,
+// in each output format, what was expected and what came.
+func TestTestCommandWrongExpectation(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "suite.yaml")
+	if err := os.WriteFile(file, []byte(wrongSuite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := gatehouse(t, "test", "-f", file)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"  PASS  right\n",
+		"  FAIL  wrong\n",
+		"allowed: expected true (allowed), got false (denied) by pvsafe.gatehouse.dev with code 403: ",
+		"| DELETION BLOCKED: Namespace 'demo' would lose data permanently.",
+		`message: expected to contain "a text no denial has", got `,
+		"1/2 tests passed",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, stdout)
+		}
+	}
+
+	code, stdout, _ = gatehouse(t, "test", "-f", file, "--output", "json")
+	var report struct {
+		Total, Passed, Failed int
+		Suites                []struct {
+			Results []struct {
+				Name     string
+				Passed   bool
+				Failures []string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &report); err != nil || code != 1 {
+		t.Fatalf("--output json: exit %d, %v:\n%s", code, err, stdout)
+	}
+	if report.Total != 2 || report.Passed != 1 || report.Failed != 1 || len(report.Suites) != 1 ||
+		len(report.Suites[0].Results) != 2 || report.Suites[0].Results[1].Passed || len(report.Suites[0].Results[1].Failures) != 2 {
+		t.Errorf("--output json: %+v; want 2 tests, the second failed on two expectations", report)
+	}
+
+	code, stdout, _ = gatehouse(t, "test", "-f", file, "--output", "junit")
+	var junit struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Suites   []struct {
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Text string `xml:",chardata"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal([]byte(stdout), &junit); err != nil || code != 1 {
+		t.Fatalf("--output junit: exit %d, %v:\n%s", code, err, stdout)
+	}
+	if junit.Tests != 2 || junit.Failures != 1 || len(junit.Suites) != 1 || len(junit.Suites[0].Cases) != 2 ||
+		junit.Suites[0].Cases[1].Failure == nil || !strings.Contains(junit.Suites[0].Cases[1].Failure.Text, "allowed: expected true") {
+		t.Errorf("--output junit: %+v; want 2 cases, the second failed with its diff", junit)
+	}
+}
+
+// TestTestCommandInvalidSuite: a suite that cannot run exits 2 and names
+// the line at fault.
+func TestTestCommandInvalidSuite(t *testing.T) {
+	for name, tc := range map[string]struct{ suite, want string }{
+		"unknown field": {
+			suite: "apiVersion: gatehouse.dev/v1alpha1\nkind: TestSuite\ntests:\n- name: x\n  request: {operation: DELETE, kind: Namespace, name: x}\n  expect: {allowed: true, denied: false}\n",
+			want:  "line 6: field denied not found",
+		},
+		"wrong version": {
+			suite: "apiVersion: gatehouse.dev/v9\nkind: TestSuite\ntests:\n- name: x\n  request: {operation: DELETE, kind: Namespace, name: x}\n  expect: {allowed: true}\n",
+			want:  `line 2: apiVersion "gatehouse.dev/v9", kind "TestSuite": want apiVersion gatehouse.dev/v1alpha1, kind TestSuite`,
+		},
+		"no expectation": {
+			suite: "apiVersion: gatehouse.dev/v1alpha1\nkind: TestSuite\ntests:\n- name: x\n  request: {operation: DELETE, kind: Namespace, name: x}\n",
+			want:  "line 4: tests[0] (x): expect.allowed is required",
+		},
+		"unknown module": {
+			suite: "apiVersion: gatehouse.dev/v1alpha1\nkind: TestSuite\ntests:\n- name: x\n  module: pvsafety\n  request: {operation: DELETE, kind: Namespace, name: x}\n  expect: {allowed: true}\n",
+			want:  `line 5: tests[0] (x): no module "pvsafety"; Gatehouse has pvsafe, nodegroup, placement, configcheck`,
+		},
+		"no webhook called": {
+			suite: "apiVersion: gatehouse.dev/v1alpha1\nkind: TestSuite\nobjects:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}\ntests:\n- name: x\n  module: pvsafe\n  request: {operation: DELETE, kind: ConfigMap, name: x}\n  expect: {allowed: true}\n",
+			want:  "line 6: tests[0] (x): no webhook of the suite's modules matches DELETE configmaps",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "suite.yaml")
+			if err := os.WriteFile(file, []byte(tc.suite), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := gatehouse(t, "test", "-f", file)
+			if code != 2 || !strings.Contains(stdout, tc.want) {
+				t.Errorf("exit %d, want 2, and a report saying %q:\n%s\n%s", code, tc.want, stdout, stderr)
+			}
+		})
+	}
+	if code, _, stderr := gatehouse(t, "test"); code != 2 || !strings.Contains(stderr, "-f is required") {
+		t.Errorf("gatehouse test without -f: exit %d, stderr %q; want 2 and the usage error", code, stderr)
+	}
+}
