@@ -338,7 +338,10 @@ func (r *run) admit(ctx context.Context, i int, t Test) (answer, error) {
 		review := admissionv1.AdmissionReview{Request: requests[n].DeepCopy()}
 		review.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"))
 		review.Request.UID = types.UID(fmt.Sprintf("suite-test-%d-%d", i, n))
-		if h.hook.Type == module.Mutating && got.patched != nil && len(review.Request.Object.Raw) > 0 {
+		// Each webhook sees the object as the mutating ones before it left
+		// it (a request converted for an equivalent version carries its
+		// own conversion of the object as sent).
+		if requests[n] == req && got.patched != nil && len(review.Request.Object.Raw) > 0 {
 			raw, err := json.Marshal(got.patched)
 			if err != nil {
 				return answer{}, err
