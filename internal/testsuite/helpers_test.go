@@ -2,10 +2,10 @@ package testsuite
 
 import (
 	"github.com/go-logr/logr"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	"gomodules.xyz/jsonpatch/v2"
 )
 
 type jsonPatchOp = jsonpatch.JsonPatchOperation

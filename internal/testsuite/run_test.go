@@ -200,8 +200,8 @@ func TestExpectDiff(t *testing.T) {
 		converted: []map[string]any{{"spec": map[string]any{"nodeType": "CloudStatic"}}}}
 	failures := Expect{
 		Allowed: &yes, MessageContains: []string{"line three"}, MessageNotContains: []string{"line two"},
-		WarningsContain: []string{"careful"},
-		PatchedObject:   map[string]any{"metadata": map[string]any{"name": "b", "annotations": map[string]any{"k": "v"}}, "spec": []any{1, 3}},
+		WarningsContain:  []string{"careful"},
+		PatchedObject:    map[string]any{"metadata": map[string]any{"name": "b", "annotations": map[string]any{"k": "v"}}, "spec": []any{1, 3}},
 		ConvertedObjects: []map[string]any{{"spec": map[string]any{"nodeType": "CloudPermanent"}}},
 	}.compare(got)
 	want := []string{
