@@ -51,9 +51,10 @@ const rootLong = `Gatehouse serves a Kubernetes platform's admission control: va
 mutating and CRD-conversion webhooks, decided from informer caches.
 
 Without a command it serves, as "gatehouse serve" does; its modules are
-pvsafe, nodegroup, placement and configcheck (--modules). "gatehouse
-configcheck test" runs an HAProxyTemplateConfig's embedded tests offline;
-"gatehouse uninstall" removes what an install wrote at run time.`
+pvsafe, nodegroup, placement and configcheck (--modules). "gatehouse test"
+runs suites of requests offline, decided by the modules' own code;
+"gatehouse configcheck test" runs an HAProxyTemplateConfig's embedded tests
+offline; "gatehouse uninstall" removes what an install wrote at run time.`
 
 func newRootCommand() *cobra.Command {
 	serve := serveFlags()
