@@ -111,8 +111,9 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 	return cmd
 }
 
-// runTestFiles runs each file: a TestSuite, or an HAProxyTemplateConfig
-// whose embedded tests make a suite of their own.
+// runTestFiles runs each file: an HAProxyTemplateConfig, whose embedded
+// tests make a suite of their own, or else a TestSuite (whose loading
+// reports what else the file is).
 func runTestFiles(ctx context.Context, stdin io.Reader, files []string, opts testsuite.Options) []testsuite.SuiteResult {
 	var results []testsuite.SuiteResult
 	for _, file := range files {
@@ -129,11 +130,11 @@ func runTestFiles(ctx context.Context, stdin io.Reader, files []string, opts tes
 			results = append(results, testsuite.SuiteResult{Name: file, File: file, Err: err})
 			continue
 		}
-		if !testsuite.IsSuite(data) {
+		if testsuite.KindOf(data) == "HAProxyTemplateConfig" {
 			result := testsuite.SuiteResult{Name: file, File: file}
 			report, err := opts.ConfigCheck(ctx, data, "", false)
 			if err != nil {
-				result.Err = fmt.Errorf("%s: not a %s %s, and as an HAProxyTemplateConfig: %w", file, testsuite.APIVersion, testsuite.Kind, err)
+				result.Err = fmt.Errorf("%s: %w", file, err)
 			} else {
 				result.Results = testsuite.ConfigCheckResults(file, report)
 			}

@@ -176,14 +176,14 @@ func Load(path string) (*Suite, error) {
 	return LoadBytes(path, data)
 }
 
-// IsSuite reports whether data is a TestSuite (by its kind), as opposed to
-// another file `gatehouse test` accepts.
-func IsSuite(data []byte) bool {
+// KindOf is the kind a YAML document names, "" when it cannot be read:
+// `gatehouse test` tells a suite from an HAProxyTemplateConfig by it.
+func KindOf(data []byte) string {
 	var head struct {
 		Kind string `yaml:"kind"`
 	}
 	_ = yaml.Unmarshal(data, &head)
-	return head.Kind == Kind
+	return head.Kind
 }
 
 // LoadBytes decodes and checks a suite read from path: unknown fields, a
