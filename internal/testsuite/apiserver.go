@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +23,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
-// apiServer serves a suite's cluster state over HTTP as kube-apiserver
+// apiServer serves a suite's cluster state (over HTTP, in process:
+// transport.go) as kube-apiserver
 // serves it to Gatehouse's clients: lists and gets (typed, unstructured and
 // metadata-only, with label and field selectors) and watches, which send
 // the initial objects when asked (watch-list) and then nothing, the state
@@ -35,7 +35,6 @@ type apiServer struct {
 	mapper      meta.RESTMapper
 	objects     map[schema.GroupVersionResource][]*unstructured.Unstructured
 	permissions []Permission
-	http        *httptest.Server
 	// stop ends the watches when the suite is done.
 	stop chan struct{}
 }
@@ -68,7 +67,6 @@ func newAPIServer(mapper meta.RESTMapper, objs []*unstructured.Unstructured, per
 		})
 		a.objects[mapping.Resource] = append(list, o)
 	}
-	a.http = httptest.NewServer(a)
 	return a, nil
 }
 
@@ -103,10 +101,8 @@ func mergeStringData(o *unstructured.Unstructured) {
 	}
 }
 
-func (a *apiServer) Close() {
-	close(a.stop)
-	a.http.Close()
-}
+// Close ends the watches.
+func (a *apiServer) Close() { close(a.stop) }
 
 type resourcePath struct {
 	gvr                      schema.GroupVersionResource

@@ -67,7 +67,9 @@ type follower struct {
 const syncTimeout = 30 * time.Second
 
 func newEnvironment(scheme *runtime.Scheme, mapper meta.RESTMapper, server *apiServer, namespace string, log logr.Logger) (*environment, error) {
-	config := &rest.Config{Host: server.http.URL, QPS: -1}
+	// The host name is never resolved: the transport hands each request
+	// to the in-memory server.
+	config := &rest.Config{Host: "http://suite.gatehouse-test.invalid", QPS: -1, Transport: inProcess{server}}
 	httpClient, err := rest.HTTPClientFor(config)
 	if err != nil {
 		return nil, err
