@@ -241,13 +241,69 @@ func (s *Suite) usedModules(all []module.Module) (map[string]bool, error) {
 		}
 	}
 	if inferred && !explicit {
-		for _, m := range all {
-			if len(m.Webhooks()) > 0 {
-				used[m.Name()] = true
+		// The modules whose webhooks kube-apiserver would call for a test
+		// naming neither module nor webhook: building every module would
+		// make a pvsafe suite need configcheck's haproxy.
+		scheme, err := newScheme(all)
+		if err != nil {
+			return nil, err
+		}
+		mapper := newMapper(scheme, s.objects)
+		for _, t := range s.Tests {
+			if t.Module != "" || t.Webhook != "" {
+				continue
+			}
+			for _, m := range all {
+				for _, h := range m.Webhooks() {
+					if mayCall(mapper, h, t) {
+						used[m.Name()] = true
+					}
+				}
 			}
 		}
 	}
 	return used, nil
+}
+
+// mayCall says whether hook may be sent test's request or conversion: its
+// rules name the resource in some version, or it converts the objects'
+// CRD. It errs toward yes (any operation and version): what it includes
+// is only built, and run answers on exact matches.
+func mayCall(mapper meta.RESTMapper, hook module.Webhook, t Test) bool {
+	var objs []map[string]any
+	apiVersion, kind := "", ""
+	if t.Conversion != nil {
+		objs = t.Conversion.Objects
+	} else if r := t.Request; r != nil {
+		apiVersion, kind = r.APIVersion, r.Kind
+		objs = []map[string]any{r.Object, r.OldObject}
+	}
+	for _, o := range objs {
+		if o != nil {
+			u := unstructured.Unstructured{Object: o}
+			apiVersion, kind = or(apiVersion, u.GetAPIVersion()), or(kind, u.GetKind())
+		}
+	}
+	gv, err := schema.ParseGroupVersion(or(apiVersion, "v1"))
+	if err != nil {
+		return false
+	}
+	mapping, err := mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version)
+	if err != nil {
+		return false
+	}
+	if t.Conversion != nil {
+		return hook.Type == module.Conversion && slices.Contains(hook.CRDs, mapping.Resource.GroupResource().String())
+	}
+	for _, rule := range hook.Rules {
+		for _, res := range rule.Resources {
+			main, _, _ := strings.Cut(res, "/")
+			if matches(rule.APIGroups, gv.Group) && (main == "*" || main == mapping.Resource.Resource) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // answer is what the server answered, across the webhooks called.

@@ -328,3 +328,37 @@ func TestAPIServerAnswersAsKubeAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// TestUsedModulesInferred: a suite naming no module builds only the
+// modules whose webhooks its requests would reach.
+func TestUsedModulesInferred(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "suite.yaml")
+	suite := "apiVersion: gatehouse.dev/v1alpha1\nkind: TestSuite\ntests:\n- name: x\n  request: {operation: CREATE, object: " + pod("p", "a") + "}\n  expect: {allowed: true}\n"
+	if err := os.WriteFile(file, []byte(suite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, err := s.usedModules([]module.Module{&probe{}, &bystander{}})
+	if err != nil || !used["probe"] || used["bystander"] {
+		t.Errorf("used %v, %v; want probe alone", used, err)
+	}
+}
+
+// bystander judges Secrets only, and fails to set up.
+type bystander struct{}
+
+func (bystander) Name() string                      { return "bystander" }
+func (bystander) AddToScheme(*runtime.Scheme) error { return nil }
+func (bystander) Setup(context.Context, module.Host) error {
+	return fmt.Errorf("bystander built")
+}
+func (bystander) Webhooks() []module.Webhook {
+	return []module.Webhook{{Name: "bystander.test", Path: "/b", Type: module.Validating,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}},
+		}}}}
+}

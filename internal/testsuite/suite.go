@@ -28,8 +28,8 @@ type Suite struct {
 	// Name names the suite in reports; default: the file's name.
 	Name string `yaml:"name"`
 	// Modules are the modules the suite builds, each with its enforcement
-	// (enforce, the default, or warn). Default: the modules the tests name,
-	// else every module that declares admission or conversion webhooks.
+	// (enforce, the default, or warn). Default: the modules the tests name
+	// and, for a test naming none, those whose webhooks it may reach.
 	Modules map[string]ModuleConfig `yaml:"modules"`
 	// Namespace is the namespace Gatehouse runs in (its own namespace,
 	// which placement's audit leaves out). Default gatehouse-system.
