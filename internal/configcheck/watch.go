@@ -44,11 +44,11 @@ func newWatchSet(ctx context.Context, host module.Host) *watchSet {
 // selector, followed through the host so that a CRD installed later (or
 // removed) starts (or stops) it.
 type sharedWatch struct {
-	set   *watchSet
-	key   watchKey
-	stop  func()
-	kind  module.Kind
-	refs  int
+	set  *watchSet
+	key  watchKey
+	stop func()
+	kind module.Kind
+	refs int
 
 	mu       sync.Mutex
 	informer cache.Informer // nil while the kind is not readable
