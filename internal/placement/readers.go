@@ -451,7 +451,7 @@ func (o *ownerCache) startFollowing(ctx context.Context, gvk schema.GroupVersion
 		return nil, fmt.Errorf("%w: kind %s not followed, %d owner kinds are followed already", errOwnerKindsExhausted, gvk, o.opts.MaxOwnerKinds)
 	}
 	onChange := func() {
-		// Readable again (or no longer): a later timeout is news.
+		// Served again (or no longer): a later timeout is news.
 		o.mu.Lock()
 		delete(o.timedOut, gvk)
 		o.mu.Unlock()
