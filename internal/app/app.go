@@ -225,7 +225,9 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.kinds, err = kinds.New(ctx, platform, scheme); err != nil {
+	if g.kinds, err = kinds.New(ctx, platform, kinds.Options{
+		Scheme: scheme, Mapper: mgr.GetRESTMapper(), MayListWatch: kinds.SelfAccess(writer),
+	}); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(withLogger(g.kinds, log.WithName("kinds"))); err != nil {

@@ -44,12 +44,11 @@ func newWatchSet(ctx context.Context, host module.Host) *watchSet {
 // selector, followed through the host so that a CRD installed later (or
 // removed) starts (or stops) it.
 type sharedWatch struct {
-	set   *watchSet
-	key   watchKey
-	cache cache.Cache
-	stop  func()
-	kind  module.Kind
-	refs  int
+	set  *watchSet
+	key  watchKey
+	stop func()
+	kind module.Kind
+	refs int
 
 	mu       sync.Mutex
 	informer cache.Informer // nil while the kind is not readable
@@ -108,7 +107,7 @@ func (s *watchSet) start(key watchKey, spec *watchedSpec) (*sharedWatch, error) 
 	if err != nil {
 		return nil, err
 	}
-	w := &sharedWatch{set: s, key: key, cache: c, stop: stop, feeds: map[*feed]bool{}}
+	w := &sharedWatch{set: s, key: key, stop: stop, feeds: map[*feed]bool{}}
 	kind, err := s.host.FollowKind(c, w.object(), w.kindChanged)
 	if err != nil {
 		stop()
@@ -128,12 +127,8 @@ func (w *sharedWatch) object() *unstructured.Unstructured {
 // empties them when the kind went away.
 func (w *sharedWatch) kindChanged() {
 	var informer cache.Informer
-	if w.kind != nil && w.kind.Readable() {
-		var err error
-		if informer, err = w.cache.GetInformer(w.set.ctx, w.object()); err != nil {
-			logf.FromContext(w.set.ctx).Error(err, "informer of a watched resource", "kind", module.GVKString(w.key.gvk))
-			informer = nil
-		}
+	if w.kind != nil {
+		informer = w.kind.Informer()
 	}
 	w.mu.Lock()
 	w.informer = informer
@@ -253,7 +248,7 @@ func (f *feed) namespaceChanged(ctx context.Context, namespace string) {
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(f.watch.key.gvk.GroupVersion().WithKind(f.watch.key.gvk.Kind + "List"))
-	if err := f.watch.cache.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	if err := f.watch.kind.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		logf.FromContext(ctx).Error(err, "re-judging a namespace's watched objects", "namespace", namespace)
 		return
 	}

@@ -9,30 +9,71 @@ import (
 
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
+// Options configures a Tracker; zero values take the defaults in
+// setDefaults.
+type Options struct {
+	// Scheme resolves followed objects' kinds. Required.
+	Scheme *runtime.Scheme
+	// Mapper resolves a kind's resource for the access check. Required
+	// when MayListWatch is set.
+	Mapper meta.RESTMapper
+	// MayListWatch says whether Gatehouse may list and watch a resource
+	// cluster-wide (see SelfAccess). nil: every kind is permitted.
+	MayListWatch func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error)
+	// Retry is how long after a failed start (an informer that could not
+	// start, an access check that failed) or a refusal the kind is tried
+	// again. Default 30 s.
+	Retry time.Duration
+	// AccessTimeout bounds one access check. Default 10 s.
+	AccessTimeout time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.Retry == 0 {
+		o.Retry = 30 * time.Second
+	}
+	if o.AccessTimeout == 0 {
+		o.AccessTimeout = 10 * time.Second
+	}
+}
+
+// evaluation is the tracker's only work item: look at every followed kind
+// against the CRDs. Every event collapses into it, as a controller's
+// events for one object collapse into one reconciliation.
+type evaluation struct{}
+
 // Tracker starts and stops the informers of optional kinds as their CRDs
-// come and go. It is a manager.Runnable that runs on every replica.
+// come and go. It is a manager.Runnable that runs on every replica: a
+// controller-runtime controller whose sources are the CRD informer and the
+// tracker's own followers.
 type Tracker struct {
-	crds   cache.Cache
-	scheme *runtime.Scheme
-	// log is taken from Start's context (see logger); it is set under mu
+	crds cache.Cache
+	opts Options
+	// log is taken from Start's context (see Start); it is set under mu
 	// with ctx, before any informer starts.
 	log logr.Logger
 
-	crdHandler toolscache.ResourceEventHandlerRegistration
-	changed    chan struct{}
-
 	mu      sync.Mutex
 	ctx     context.Context // set by Start
+	queue   workqueue.TypedRateLimitingInterface[evaluation]
 	entries map[entryKey]*entry
 	// initial are the kinds followed before Start; Ready waits for them.
 	initial []*entry
@@ -53,12 +94,22 @@ type entry struct {
 	followers map[int]func()
 	nextID    int
 
-	// running is true from the moment the informer is asked for until it
-	// is removed; stopStart cancels a start still waiting for its sync.
+	// running is true from the moment the kind is being started (its
+	// access asked, its informer asked for) until it is removed or the
+	// start failed; stopStart cancels a start still under way.
 	running   bool
 	stopStart context.CancelFunc
-	readable  atomic.Bool
-	decided   atomic.Bool
+	// retryAt holds a refused or failed kind back until then.
+	retryAt time.Time
+	// decided is set once the state was first known (readiness).
+	decided atomic.Bool
+
+	stateMu  sync.Mutex
+	state    module.KindState
+	informer cache.Informer
+	// changed is closed, and replaced, on every change of state: Wait's
+	// broadcast.
+	changed chan struct{}
 }
 
 // New returns a Tracker reading CRDs from crds, a cache that holds
@@ -66,21 +117,12 @@ type entry struct {
 // StripSchemas). It registers the CRD informer at once, so that it starts
 // and syncs with crds. The Tracker logs through the logger in Start's
 // context.
-func New(ctx context.Context, crds cache.Cache, scheme *runtime.Scheme) (*Tracker, error) {
-	t := &Tracker{crds: crds, scheme: scheme, log: logr.Discard(), changed: make(chan struct{}, 1), entries: map[entryKey]*entry{}}
-	inf, err := crds.GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{})
-	if err != nil {
+func New(ctx context.Context, crds cache.Cache, opts Options) (*Tracker, error) {
+	opts.setDefaults()
+	if _, err := crds.GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
 		return nil, fmt.Errorf("CustomResourceDefinition informer: %w", err)
 	}
-	t.crdHandler, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { t.poke() },
-		UpdateFunc: func(any, any) { t.poke() },
-		DeleteFunc: func(any) { t.poke() },
-	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
+	return &Tracker{crds: crds, opts: opts, log: logr.Discard(), entries: map[entryKey]*entry{}}, nil
 }
 
 // StripSchemas is a cache transform for CRDs that keeps what deciding
@@ -97,17 +139,23 @@ func StripSchemas(obj any) (any, error) {
 	return obj, nil
 }
 
-func (t *Tracker) poke() {
-	select {
-	case t.changed <- struct{}{}:
-	default:
+// enqueue asks for an evaluation. Called with t.mu held; before Start the
+// first evaluation covers it.
+func (t *Tracker) enqueue(after time.Duration) {
+	if t.queue == nil {
+		return
 	}
+	if after > 0 {
+		t.queue.AddAfter(evaluation{}, after)
+		return
+	}
+	t.queue.Add(evaluation{})
 }
 
 // Follow follows obj's kind in c. onChange, if not nil, is called after the
 // kind became readable or stopped being readable.
 func (t *Tracker) Follow(c cache.Cache, obj client.Object, onChange func()) (*Handle, error) {
-	gvk, err := apiutil.GVKForObject(obj, t.scheme)
+	gvk, err := apiutil.GVKForObject(obj, t.opts.Scheme)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +164,7 @@ func (t *Tracker) Follow(c cache.Cache, obj client.Object, onChange func()) (*Ha
 	key := entryKey{cache: c, gvk: gvk}
 	e, ok := t.entries[key]
 	if !ok {
-		e = &entry{key: key, obj: obj, builtin: clientgoscheme.Scheme.Recognizes(gvk), followers: map[int]func(){}}
+		e = &entry{key: key, obj: obj, builtin: clientgoscheme.Scheme.Recognizes(gvk), followers: map[int]func(){}, changed: make(chan struct{})}
 		t.entries[key] = e
 		if t.ctx == nil {
 			t.initial = append(t.initial, e)
@@ -125,43 +173,8 @@ func (t *Tracker) Follow(c cache.Cache, obj client.Object, onChange func()) (*Ha
 	id := e.nextID
 	e.nextID++
 	e.followers[id] = onChange
-	t.poke()
+	t.enqueue(0)
 	return &Handle{t: t, e: e, id: id}, nil
-}
-
-// Handle is one follower's hold on a kind.
-type Handle struct {
-	t    *Tracker
-	e    *entry
-	id   int
-	once sync.Once
-}
-
-// Readable says whether the kind's informer runs and has synced.
-func (h *Handle) Readable() bool { return h.e.readable.Load() }
-
-// Decided says whether the kind's state is known: its CRD has been looked
-// at and, when it is served, its informer has synced.
-func (h *Handle) Decided() bool { return h.e.decided.Load() }
-
-// GVK is the followed kind.
-func (h *Handle) GVK() schema.GroupVersionKind { return h.e.key.gvk }
-
-// Release drops this follower; the last one stops the informer.
-func (h *Handle) Release() {
-	h.once.Do(func() {
-		t := h.t
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		delete(h.e.followers, h.id)
-		if len(h.e.followers) > 0 {
-			return
-		}
-		delete(t.entries, h.e.key)
-		if h.e.running {
-			t.stopInformer(h.e, "no follower left")
-		}
-	})
 }
 
 // Ready passes once every kind followed before Start is decided. Kinds
@@ -188,64 +201,82 @@ func (t *Tracker) Ready() bool {
 // NeedLeaderElection is false: every replica reads its caches.
 func (t *Tracker) NeedLeaderElection() bool { return false }
 
-// logger is the tracker's logger, from the context its runnable is started
-// with (controller-runtime's log.FromContext).
-func (t *Tracker) logger(ctx context.Context) logr.Logger {
-	return logf.FromContext(ctx).WithName("Tracker")
-}
-
-// Start evaluates the followed kinds whenever a CRD changes, until ctx ends.
+// Start runs the tracker's controller until ctx ends: every CRD event and
+// every new follower enqueues one evaluation of the followed kinds; a
+// failed or refused start is enqueued again after Options.Retry. The
+// controller starts its workers once the CRD informer has synced, so that
+// nothing is decided from a partial list of CRDs. The tracker logs through
+// the logger in ctx (controller-runtime's log.FromContext).
 func (t *Tracker) Start(ctx context.Context) error {
-	t.mu.Lock()
-	t.ctx = ctx
-	t.log = t.logger(ctx)
-	t.mu.Unlock()
-	// Nothing can be decided before the CRDs have been listed once; the
-	// first evaluation must not wait for a CRD event that may never come.
-	if !toolscache.WaitForCacheSync(ctx.Done(), t.crdHandler.HasSynced) {
+	log := logf.FromContext(ctx).WithName("Tracker")
+	c, err := controller.NewTypedUnmanaged("optional-kinds", controller.TypedOptions[evaluation]{
+		Reconciler: reconcile.TypedFunc[evaluation](t.reconcile),
+		Logger:     log,
+		// One tracker per Gatehouse, and several Gatehouses in one test
+		// process: the name is not a registry key here.
+		SkipNameValidation: ptr.To(true),
+		NeedLeaderElection: ptr.To(false),
+	})
+	if err != nil {
+		return err
+	}
+	everyCRD := handler.TypedEnqueueRequestsFromMapFunc(func(context.Context, *apiextensionsv1.CustomResourceDefinition) []evaluation {
+		return []evaluation{{}}
+	})
+	if err := c.Watch(source.TypedKind[*apiextensionsv1.CustomResourceDefinition, evaluation](t.crds, &apiextensionsv1.CustomResourceDefinition{}, everyCRD)); err != nil {
+		return err
+	}
+	if err := c.Watch(source.TypedFunc[evaluation](func(_ context.Context, q workqueue.TypedRateLimitingInterface[evaluation]) error {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.queue = q
+		// The first evaluation must not wait for a CRD event that may
+		// never come (no CRD at all).
+		q.Add(evaluation{})
 		return nil
+	})); err != nil {
+		return err
 	}
-	// A start that failed (an informer that could not sync) is retried.
-	retry := time.NewTicker(30 * time.Second)
-	defer retry.Stop()
-	t.poke()
-	for {
-		select {
-		case <-ctx.Done():
-			t.mu.Lock()
-			for _, e := range t.entries {
-				if e.stopStart != nil {
-					e.stopStart()
-				}
-			}
-			t.mu.Unlock()
-			return nil
-		case <-t.changed:
-		case <-retry.C:
+	t.mu.Lock()
+	t.ctx, t.log = ctx, log
+	t.mu.Unlock()
+	err = c.Start(ctx)
+	t.mu.Lock()
+	for _, e := range t.entries {
+		if e.stopStart != nil {
+			e.stopStart()
 		}
-		t.evaluate()
 	}
+	t.mu.Unlock()
+	return err
 }
 
-func (t *Tracker) evaluate() {
+func (t *Tracker) reconcile(_ context.Context, _ evaluation) (reconcile.Result, error) {
 	served, err := t.servedKinds()
 	if err != nil {
-		t.log.Error(err, "listing CustomResourceDefinitions")
-		return
+		return reconcile.Result{}, fmt.Errorf("listing CustomResourceDefinitions: %w", err)
 	}
+	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var retry time.Duration
 	for _, e := range t.entries {
 		want := e.builtin || served[e.key.gvk]
 		switch {
+		case want && !e.running && now.Before(e.retryAt):
+			if wait := e.retryAt.Sub(now); retry == 0 || wait < retry {
+				retry = wait
+			}
 		case want && !e.running:
 			t.startInformer(e)
 		case !want && e.running:
 			t.stopInformer(e, "its CustomResourceDefinition no longer serves it")
 		case !want:
-			e.decided.Store(true)
+			e.retryAt = time.Time{}
+			t.setState(e, module.KindNotServed, nil)
 		}
 	}
+	return reconcile.Result{RequeueAfter: retry}, nil
 }
 
 // servedKinds lists the kinds the CRDs serve now: an established CRD not
@@ -304,24 +335,48 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	return false
 }
 
-// startInformer asks the cache for the informer and waits for its sync in
-// the background. Called with t.mu held.
+// startInformer asks whether Gatehouse may list and watch the kind, then
+// asks the cache for the informer and waits for its sync, in the
+// background. Called with t.mu held.
 func (t *Tracker) startInformer(e *entry) {
 	ctx, cancel := context.WithCancel(t.ctx)
 	e.running, e.stopStart = true, cancel
+	t.setState(e, module.KindPending, nil)
 	gvk := e.key.gvk
 	go func() {
+		// failed ends a start that did not get through, unless it was
+		// cancelled; the kind is tried again after Options.Retry.
+		failed := func(state module.KindState) {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if !e.running || ctx.Err() != nil {
+				return
+			}
+			e.running, e.stopStart = false, nil
+			e.retryAt = time.Now().Add(t.opts.Retry)
+			t.setState(e, state, nil)
+			t.enqueue(t.opts.Retry)
+		}
+		allowed, err := t.mayListWatch(ctx, gvk)
+		if err != nil {
+			if ctx.Err() == nil {
+				t.log.Error(err, "asking whether Gatehouse may list and watch an optional kind; will retry", "kind", gvk.String())
+				failed(module.KindPending)
+			}
+			return
+		}
+		if !allowed {
+			t.log.Info("optional kind served, but Gatehouse may not list and watch it: read as empty", "kind", gvk.String(), "retry", t.opts.Retry.String())
+			failed(module.KindForbidden)
+			return
+		}
 		// On a started cache GetInformer starts the informer and blocks
 		// until it has synced; on one not started yet it only registers it.
-		if _, err := e.key.cache.GetInformer(ctx, e.obj); err != nil {
+		informer, err := e.key.cache.GetInformer(ctx, e.obj)
+		if err != nil {
 			if ctx.Err() == nil {
 				t.log.Error(err, "starting the informer of an optional kind; will retry", "kind", gvk.String())
-				t.mu.Lock()
-				if e.running && e.stopStart != nil {
-					e.running = false
-					e.stopStart = nil
-				}
-				t.mu.Unlock()
+				failed(module.KindPending)
 			}
 			return
 		}
@@ -330,15 +385,30 @@ func (t *Tracker) startInformer(e *entry) {
 		}
 		t.mu.Lock()
 		ok := e.running && ctx.Err() == nil
+		if ok {
+			e.retryAt = time.Time{}
+			t.setState(e, module.KindServed, informer)
+		}
 		t.mu.Unlock()
 		if !ok {
 			return
 		}
-		e.readable.Store(true)
-		e.decided.Store(true)
 		t.log.Info("optional kind served; following it", "kind", gvk.String())
 		t.notify(e)
 	}()
+}
+
+func (t *Tracker) mayListWatch(ctx context.Context, gvk schema.GroupVersionKind) (bool, error) {
+	if t.opts.MayListWatch == nil {
+		return true, nil
+	}
+	mapping, err := t.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.opts.AccessTimeout)
+	defer cancel()
+	return t.opts.MayListWatch(ctx, mapping.Resource)
 }
 
 // stopInformer removes the informer. Called with t.mu held.
@@ -347,8 +417,8 @@ func (t *Tracker) stopInformer(e *entry, why string) {
 		e.stopStart()
 	}
 	e.running, e.stopStart = false, nil
-	wasReadable := e.readable.Swap(false)
-	e.decided.Store(true)
+	wasReadable := e.stateNow() == module.KindServed
+	t.setState(e, module.KindNotServed, nil)
 	if err := e.key.cache.RemoveInformer(context.Background(), e.obj); err != nil {
 		t.log.Error(err, "removing the informer of an optional kind", "kind", e.key.gvk.String())
 	}
@@ -356,6 +426,27 @@ func (t *Tracker) stopInformer(e *entry, why string) {
 	if wasReadable {
 		go t.notify(e)
 	}
+}
+
+// setState records e's state and wakes its waiters.
+func (t *Tracker) setState(e *entry, s module.KindState, informer cache.Informer) {
+	e.stateMu.Lock()
+	defer e.stateMu.Unlock()
+	if s != module.KindPending {
+		e.decided.Store(true)
+	}
+	if e.state == s && e.informer == informer {
+		return
+	}
+	e.state, e.informer = s, informer
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+func (e *entry) stateNow() module.KindState {
+	e.stateMu.Lock()
+	defer e.stateMu.Unlock()
+	return e.state
 }
 
 func (t *Tracker) notify(e *entry) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +21,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gatehouse-dev/gatehouse/internal/kinds"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 	"github.com/gatehouse-dev/gatehouse/internal/testlog"
 )
@@ -88,7 +91,7 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	}
 	crds := newCache(cache.Options{DefaultTransform: kinds.StripSchemas})
 	widgets := newCache(cache.Options{})
-	tracker, err := kinds.New(ctx, crds, cp.Scheme)
+	tracker, err := kinds.New(ctx, crds, kinds.Options{Scheme: cp.Scheme, Mapper: mapper, MayListWatch: kinds.SelfAccess(cp.Client)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +116,12 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	if first.Readable() {
 		t.Fatal("a kind without a CRD is readable")
 	}
+	if state := first.Wait(ctx); state != module.KindNotServed {
+		t.Fatalf("a kind without a CRD: state %s", state)
+	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind("WidgetList"))
+	assertUnreadable(ctx, t, "a kind without a CRD", first, gvk)
 	var notCached *cache.ErrResourceNotCached
 	if err := widgets.List(ctx, list); !errors.As(err, &notCached) {
 		t.Fatalf("reading an unfollowed kind: %v, want ErrResourceNotCached (no informer started by accident)", err)
@@ -124,7 +131,15 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	if err := cp.Client.Create(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the kind becomes readable once its CRD is served", first.Readable)
+	// Wait is event-driven: it returns once the CRD is served and the
+	// informer synced, with no polling by the caller.
+	waitCtx, cancelWait := context.WithTimeout(ctx, time.Minute)
+	waitFor(t, "the CRD is established", func() bool { return tracker.Served(gvk) })
+	state := first.Wait(waitCtx)
+	cancelWait()
+	if state != module.KindServed || !first.Readable() || first.Informer() == nil {
+		t.Fatalf("after Wait with its CRD served: state %s, readable %v", state, first.Readable())
+	}
 	<-changes
 	if !logs.Has(`kinds/Tracker`, `"msg"="optional kind served; following it"`, `"kind"="`+gvk.String()+`"`) {
 		t.Error("the tracker did not log through the logger in its context, named, with the kind")
@@ -138,6 +153,15 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	waitFor(t, "the informer sees the object", func() bool {
 		return widgets.Get(ctx, client.ObjectKeyFromObject(obj), widget()) == nil
 	})
+	if err := first.Get(ctx, client.ObjectKeyFromObject(obj), widget()); err != nil {
+		t.Fatalf("reading a served kind through its reader: %v", err)
+	}
+	if err := first.List(ctx, list); err != nil || len(list.Items) != 1 {
+		t.Fatalf("listing a served kind through its reader: %v, %d items", err, len(list.Items))
+	}
+	if err := first.Get(ctx, client.ObjectKey{Name: "default"}, &corev1.Namespace{}); err == nil {
+		t.Fatal("the reader of one kind read another")
+	}
 
 	// One follower leaving keeps the shared informer.
 	second.Release()
@@ -154,6 +178,7 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 		err := widgets.List(ctx, list)
 		return errors.As(err, &notCached)
 	})
+	assertUnreadable(ctx, t, "a kind whose CRD was removed", first, gvk)
 	waitFor(t, "the CRD is gone", func() bool {
 		return apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}))
 	})
@@ -168,4 +193,95 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	waitFor(t, "the last follower's release removes the informer", func() bool {
 		return errors.As(widgets.List(ctx, list), &notCached)
 	})
+}
+
+// assertUnreadable checks that k reads as a kind without objects.
+func assertUnreadable(ctx context.Context, t *testing.T, what string, k *kinds.Handle, gvk schema.GroupVersionKind) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	if err := k.Get(ctx, client.ObjectKey{Namespace: "default", Name: "w1"}, u); !apierrors.IsNotFound(err) {
+		t.Fatalf("%s: Get answered %v, want NotFound", what, err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	list.Items = []unstructured.Unstructured{{}}
+	if err := k.List(ctx, list); err != nil || len(list.Items) != 0 {
+		t.Fatalf("%s: List answered %v with %d items, want an empty list", what, err, len(list.Items))
+	}
+}
+
+// A served kind Gatehouse may not list and watch is decided as forbidden
+// at once and read as empty, without an informer that would never sync.
+func TestForbiddenKindReadsAsEmpty(t *testing.T) {
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDPaths: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	group := "f" + rand.String(5) + ".example.com"
+	gvk := schema.GroupVersionKind{Group: group, Version: "v1", Kind: "Widget"}
+	if err := cp.Client.Create(ctx, widgetCRD(group)); err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	obj.SetNamespace("default")
+	obj.SetName("w1")
+	waitFor(t, "the CRD serves its kind", func() bool { return cp.Client.Create(ctx, obj.DeepCopy()) == nil })
+
+	httpClient, err := rest.HTTPClientFor(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cp.Config, httpClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCache := func(opts cache.Options) cache.Cache {
+		opts.Scheme, opts.Mapper, opts.HTTPClient, opts.ReaderFailOnMissingInformer = cp.Scheme, mapper, httpClient, true
+		c, err := cache.New(cp.Config, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// The access is asked as an identity with no rights but those of
+	// every authenticated user.
+	nobody := rest.CopyConfig(cp.Config)
+	nobody.Impersonate = rest.ImpersonationConfig{UserName: "kinds-test-nobody", Groups: []string{"system:authenticated"}}
+	asNobody, err := client.New(nobody, client.Options{Scheme: cp.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := newCache(cache.Options{DefaultTransform: kinds.StripSchemas})
+	widgets := newCache(cache.Options{})
+	tracker, err := kinds.New(ctx, crds, kinds.Options{Scheme: cp.Scheme, Mapper: mapper, MayListWatch: kinds.SelfAccess(asNobody)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := tracker.Follow(widgets, obj.DeepCopy(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []cache.Cache{crds, widgets} {
+		go func() { _ = c.Start(ctx) }()
+	}
+	go func() { _ = tracker.Start(logf.IntoContext(ctx, testr.New(t))) }()
+
+	waitCtx, cancelWait := context.WithTimeout(ctx, time.Minute)
+	defer cancelWait()
+	if state := k.Wait(waitCtx); state != module.KindForbidden {
+		t.Fatalf("a served kind Gatehouse may not list: state %s", state)
+	}
+	waitFor(t, "readiness passes with a forbidden kind", tracker.Ready)
+	assertUnreadable(ctx, t, "a forbidden kind", k, gvk)
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind("WidgetList"))
+	var notCached *cache.ErrResourceNotCached
+	if err := widgets.List(ctx, list); !errors.As(err, &notCached) {
+		t.Fatalf("a forbidden kind got an informer: %v", err)
+	}
 }

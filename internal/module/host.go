@@ -1,6 +1,8 @@
 package module
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -43,17 +45,20 @@ type Host interface {
 	// StartCache returns a cache of the module's own, scoped by opts like
 	// NewCache's, for what configuration objects ask for at run time: it
 	// starts at once, runs until stop is called or the host stops, and does
-	// not gate /readyz (the module checks its kinds' Readable and its
-	// handlers' sync before reading). Its gatehouse_cache_synced series
+	// not gate /readyz (the module reads its kinds through FollowKind and
+	// checks its handlers' sync before reading). Its gatehouse_cache_synced series
 	// ("<module>/<name>") is removed by stop. The name must be unique among
 	// the module's running caches.
 	StartCache(name string, opts cache.Options) (c cache.Cache, stop func(), err error)
 	// FollowKind follows a kind whose CRD may be installed or removed at any
-	// time: obj's informer runs in c while the CRD is served and is removed
-	// when it goes. Built-in kinds are always served. onChange, if not nil,
-	// is called after the kind became readable or stopped being readable.
-	// /readyz waits until the kind's state is known (and, when served, its
-	// informer has synced).
+	// time: obj's informer runs in c while the CRD is served and Gatehouse
+	// may list and watch the kind cluster-wide, and is removed when either
+	// stops. Built-in kinds are always served. The Kind returned reads the
+	// kind (NotFound, empty lists while it cannot be read; read it with
+	// objects shaped as obj: typed, unstructured or metadata). onChange, if
+	// not nil, is called after the kind became readable or stopped being
+	// readable. /readyz waits until the state of the kinds followed during
+	// Setup is known (and, when served, their informers have synced).
 	FollowKind(c cache.Cache, obj client.Object, onChange func()) (Kind, error)
 	// Served says whether the API server serves a kind as FollowKind
 	// judges it (built-in, or served by an established CRD), from the
@@ -69,14 +74,59 @@ type Host interface {
 	Add(r manager.Runnable) error
 }
 
-// Kind is an optional kind a module follows.
+// Kind is an optional kind a module follows, and the reader of it: the
+// host owns "the kind may not be served yet", so that a module reads an
+// optional kind as it reads any other.
 type Kind interface {
-	// Readable says whether the kind's informer runs and has synced; the
-	// cache may be read for it only then.
-	Readable() bool
+	// Get and List read the kind from the cache it is followed in. While
+	// the kind is not served, Gatehouse may not list and watch it, or its
+	// informer has not synced, Get answers NotFound and List an empty list:
+	// a kind that cannot be read holds no objects. Reading another kind
+	// through it is an error.
+	client.Reader
+	// GVK is the followed kind.
+	GVK() schema.GroupVersionKind
+	// Wait returns the kind's state once it is known: its CRD looked at
+	// and, when served and permitted, its informer synced. It waits for
+	// the tracker's events, never polls, and returns KindPending when ctx
+	// ends first.
+	Wait(ctx context.Context) KindState
+	// State is the kind's state now.
+	State() KindState
+	// Informer is the kind's informer while the kind is served and synced,
+	// nil otherwise; onChange says when that changes. For event handlers.
+	Informer() cache.Informer
 	// Release stops following the kind for this caller. The informer stops
 	// when its last follower released it.
 	Release()
+}
+
+// KindState is what the host knows of a followed kind.
+type KindState int32
+
+const (
+	// KindPending: not known yet (the CRDs not looked at, the access not
+	// asked, or the informer starting).
+	KindPending KindState = iota
+	// KindNotServed: no established CRD serves the kind's version.
+	KindNotServed
+	// KindForbidden: served, but Gatehouse may not list and watch it
+	// (asked again periodically: RBAC may be granted later).
+	KindForbidden
+	// KindServed: served, and its informer has synced.
+	KindServed
+)
+
+func (s KindState) String() string {
+	switch s {
+	case KindNotServed:
+		return "not-served"
+	case KindForbidden:
+		return "forbidden"
+	case KindServed:
+		return "served"
+	}
+	return "pending"
 }
 
 // RuntimePath is the path prefix of module's run-time webhooks.

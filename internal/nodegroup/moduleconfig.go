@@ -2,7 +2,6 @@ package nodegroup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/go-logr/logr"
@@ -21,12 +20,12 @@ var moduleConfigGVK = schema.GroupVersionKind{Group: "deckhouse.io", Version: "v
 const globalModuleName = "global"
 
 // moduleConfigReader reads ModuleConfig global, whose CRD may be installed
-// or removed while Gatehouse runs: the host's optional-kind helper runs its
-// informer only while the CRD serves it, so a missing CRD means no custom
-// toleration keys, and a CRD installed later is picked up without a restart.
+// or removed while Gatehouse runs. The host follows the kind: its informer
+// runs only while the CRD serves it, and its reader answers NotFound
+// meanwhile, so a missing CRD means no custom toleration keys, and a CRD
+// installed later is picked up without a restart.
 type moduleConfigReader struct {
-	cache cache.Cache
-	kind  module.Kind
+	kind module.Kind
 }
 
 func moduleConfigObject() *unstructured.Unstructured {
@@ -48,20 +47,16 @@ func newModuleConfigReader(_ context.Context, host module.Host, log logr.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return &moduleConfigReader{cache: c, kind: k}, nil
+	return &moduleConfigReader{kind: k}, nil
 }
 
-// get returns the custom toleration keys: none while the CRD is not served.
+// get returns the custom toleration keys: none without a ModuleConfig
+// global (or while its CRD is not served).
 func (m *moduleConfigReader) get() ([]string, error) {
-	if !m.kind.Readable() {
-		return nil, nil
-	}
 	u := moduleConfigObject()
-	err := m.cache.Get(context.Background(), client.ObjectKey{Name: globalModuleName}, u)
-	var notCached *cache.ErrResourceNotCached
+	err := m.kind.Get(context.Background(), client.ObjectKey{Name: globalModuleName}, u)
 	switch {
-	case apierrors.IsNotFound(err), errors.As(err, &notCached):
-		// No ModuleConfig global, or its CRD removed since the check.
+	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("ModuleConfig %s: %w", globalModuleName, err)

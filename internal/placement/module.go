@@ -152,8 +152,9 @@ type view struct {
 	releases releases
 }
 
-// What the decisions read; caches in production (readers.go), the API
-// server to confirm a denial (live.go), maps in tests.
+// What the decisions read: in production one implementation over a
+// client.Reader (readers.go), the caches or the API server to confirm a
+// denial; maps in tests.
 type (
 	tenants interface {
 		get(ctx context.Context, namespace string) (*tenant, error)
@@ -188,12 +189,15 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	if m.tenants, err = newTenantIndex(ctx, host); err != nil {
 		return err
 	}
-	if m.classes, err = newClassReader(host); err != nil {
+	classKind, err := newClassKind(host)
+	if err != nil {
 		return err
 	}
-	if m.releases, err = newReleaseReader(host); err != nil {
+	releaseKind, err := newReleaseKind(host)
+	if err != nil {
 		return err
 	}
+	m.classes, m.releases = readerClasses{classKind}, readerReleases{releaseKind}
 	if m.owners, err = newOwnerCache(host, m.opts); err != nil {
 		return err
 	}
@@ -204,7 +208,8 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 		return err
 	}
 	m.pods = pods
-	m.live = &view{tenants: liveTenants{host.APIReader()}, classes: liveClasses{host.APIReader()}, releases: liveReleases{host.APIReader()}}
+	live := host.APIReader()
+	m.live = &view{tenants: readerTenants{live}, classes: readerClasses{live}, releases: readerReleases{live}}
 	// The namespaces no webhook intercepts are not audited either.
 	excluded := map[string]bool{"kube-system": true, "kube-node-lease": true, host.Namespace(): true}
 	return host.Add(&audit{m: m, interval: m.opts.AuditInterval, events: host.EventRecorder(), excluded: excluded})

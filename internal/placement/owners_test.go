@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/module/moduletest"
 )
 
@@ -32,26 +33,34 @@ func TestOwnerKindSlots(t *testing.T) {
 	}
 	opts := Options{MaxOwnerKinds: len(workloadKinds) + 1}
 	opts.setDefaults()
-	o, err := newOwnerCache(moduletest.New(scheme), opts)
+	host := moduletest.New(scheme)
+	secret := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	// The host finds Gatehouse may not list and watch Secrets.
+	host.KindStates[secret] = module.KindForbidden
+	o, err := newOwnerCache(host, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	asked := map[string]int{}
-	o.mayListWatch = func(_ context.Context, gvr schema.GroupVersionResource) (bool, error) {
-		asked[gvr.Resource]++
-		return gvr.Resource != "secrets", nil
+	followed := func(gvk schema.GroupVersionKind) int {
+		n := 0
+		for _, obj := range host.Followed {
+			if obj.GetObjectKind().GroupVersionKind() == gvk {
+				n++
+			}
+		}
+		return n
 	}
 
-	if err := o.follow(context.Background(), schema.GroupVersionKind{Group: "invented.example.com", Version: "v1", Kind: "Squatter"}); err == nil || !strings.Contains(err.Error(), "is not served by the API server") {
+	if _, err := o.follow(context.Background(), schema.GroupVersionKind{Group: "invented.example.com", Version: "v1", Kind: "Squatter"}); err == nil || !strings.Contains(err.Error(), "is not served by the API server") {
 		t.Fatalf("an invented kind: %v", err)
 	}
 	for range 2 {
-		if err := o.follow(context.Background(), schema.GroupVersionKind{Version: "v1", Kind: "Secret"}); err == nil || !strings.Contains(err.Error(), "may not list and watch secrets") {
+		if _, err := o.follow(context.Background(), secret); err == nil || !strings.Contains(err.Error(), "may not list and watch secrets") {
 			t.Fatalf("a kind Gatehouse may not list: %v", err)
 		}
 	}
-	if asked["secrets"] != 1 {
-		t.Fatalf("the API server was asked %d times about secrets, want once until the retry", asked["secrets"])
+	if followed(secret) != 1 || host.Released[secret] != 1 {
+		t.Fatalf("secrets followed %d times and released %d times, want once each until the retry", followed(secret), host.Released[secret])
 	}
 	if len(o.kinds) != len(workloadKinds) {
 		t.Fatalf("%d kinds followed after refusals, want %d", len(o.kinds), len(workloadKinds))
@@ -105,13 +114,14 @@ func TestUnreadableOwnerKindsAreAnsweredAtOnce(t *testing.T) {
 	database := schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Database"}
 	scheme.AddKnownTypeWithName(database, &unstructured.Unstructured{})
 	host := servedHost{Host: moduletest.New(scheme), served: map[schema.GroupVersionKind]bool{database: true}}
+	// The host never learns the kind's state: its informer does not sync.
+	host.KindStates[database] = module.KindPending
 	opts := Options{OwnerWait: 50 * time.Millisecond}
 	opts.setDefaults()
 	o, err := newOwnerCache(host, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.mayListWatch = func(context.Context, schema.GroupVersionResource) (bool, error) { return true, nil }
 	ctx := context.Background()
 	waits := func() float64 {
 		return testutil.ToFloat64(ownerWaits.WithLabelValues("timed-out")) + testutil.ToFloat64(ownerWaits.WithLabelValues("synced"))
@@ -120,7 +130,7 @@ func TestUnreadableOwnerKindsAreAnsweredAtOnce(t *testing.T) {
 
 	// The test host's informers never sync: the first Pod waits once.
 	before := waits()
-	if err := o.follow(ctx, database); !errors.Is(err, errKindNotSynced) {
+	if _, err := o.follow(ctx, database); !errors.Is(err, errKindNotSynced) {
 		t.Fatalf("a kind whose informer does not sync: %v", err)
 	}
 	if got := waits(); got != before+1 {
@@ -128,7 +138,7 @@ func TestUnreadableOwnerKindsAreAnsweredAtOnce(t *testing.T) {
 	}
 	notSynced := unfollowed("not-synced")
 	for range 3 {
-		if err := o.follow(ctx, database); !errors.Is(err, errKindNotSynced) {
+		if _, err := o.follow(ctx, database); !errors.Is(err, errKindNotSynced) {
 			t.Fatalf("a kind that timed out: %v", err)
 		}
 	}
@@ -142,7 +152,7 @@ func TestUnreadableOwnerKindsAreAnsweredAtOnce(t *testing.T) {
 	// Its CRD removed: not served, answered without a wait.
 	host.served[database] = false
 	notServed := unfollowed("not-served")
-	if err := o.follow(ctx, database); !errors.Is(err, errKindNotServed) {
+	if _, err := o.follow(ctx, database); !errors.Is(err, errKindNotServed) {
 		t.Fatalf("a followed kind no longer served: %v", err)
 	}
 	if got := waits(); got != before+1 {

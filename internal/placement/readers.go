@@ -9,7 +9,6 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	appsv1 "k8s.io/api/apps/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,51 +83,60 @@ func (t *tenantIndex) get(_ context.Context, namespace string) (*tenant, error) 
 	return t.byNS[namespace], nil
 }
 
-// classReader reads AffinityClasses. Their CRD ships with Gatehouse, but is
-// followed as an optional kind all the same: a missing CRD is an error to
-// report, not a reason for a cache that never syncs.
-type classReader struct {
-	cache cache.Cache
-	kind  module.Kind
-}
+// The decisions read classes and releases through one client.Reader: the
+// host's readers of the followed kinds on the hot path (NotFound, empty
+// while a kind is not served), Host.APIReader to confirm a denial. One
+// implementation each, as pvsafe's Lookup, so that the two readings cannot
+// drift apart.
 
-func newClassReader(host module.Host) (*classReader, error) {
+// newClassKind follows AffinityClasses. Their CRD ships with Gatehouse, but
+// is followed as an optional kind all the same: a missing CRD reads as no
+// classes, not as a cache that never syncs.
+func newClassKind(host module.Host) (module.Kind, error) {
 	c, err := host.NewCache("affinityclasses", cache.Options{})
 	if err != nil {
 		return nil, err
 	}
-	k, err := host.FollowKind(c, &cozyv1alpha1.AffinityClass{}, nil)
+	return host.FollowKind(c, &cozyv1alpha1.AffinityClass{}, nil)
+}
+
+// newReleaseKind follows the metadata of the HelmReleases Cozystack creates
+// for applications (labelled apps.cozystack.io/application.kind). The Flux
+// CRD may be absent: the module then serves Pods only, and follows
+// HelmReleases once the CRD appears.
+func newReleaseKind(host module.Host) (module.Kind, error) {
+	// A cache resolves ByObject kinds when built, and the Flux CRD may be
+	// absent then: this cache's only kind is scoped by its default.
+	c, err := host.NewCache("helmreleases", cache.Options{DefaultLabelSelector: labelExists(applicationKindLabel)})
 	if err != nil {
 		return nil, err
 	}
-	return &classReader{cache: c, kind: k}, nil
+	return host.FollowKind(c, releaseMetadata(), nil)
 }
 
 var errClassAPI = errors.New("the AffinityClass API (cozystack.io/v1alpha1) is not served: install its CRD")
 
+// readerClasses reads AffinityClasses through r.
+type readerClasses struct{ r client.Reader }
+
 // get returns the class named name; found is false when it does not exist.
-func (r *classReader) get(ctx context.Context, name string) (*class, bool, error) {
-	if !r.kind.Readable() {
-		return nil, false, errClassAPI
-	}
+func (l readerClasses) get(ctx context.Context, name string) (*class, bool, error) {
 	ac := &cozyv1alpha1.AffinityClass{}
-	if err := r.cache.Get(ctx, client.ObjectKey{Name: name}, ac, client.UnsafeDisableDeepCopy); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, false, nil
-		}
+	err := l.r.Get(ctx, client.ObjectKey{Name: name}, ac, client.UnsafeDisableDeepCopy)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, false, nil
+	case meta.IsNoMatchError(err):
+		return nil, false, errClassAPI
+	case err != nil:
 		return nil, false, fmt.Errorf("read AffinityClass %s: %w", name, err)
 	}
 	return classOf(ac), true, nil
 }
 
-// releaseReader holds the metadata of the HelmReleases Cozystack creates
-// for applications (labelled apps.cozystack.io/application.kind). The Flux
-// CRD may be absent: the module then serves Pods only, and follows
-// HelmReleases once the CRD appears.
-type releaseReader struct {
-	cache cache.Cache
-	kind  module.Kind
-}
+// readerReleases reads the metadata of applications' HelmReleases through
+// r.
+type readerReleases struct{ r client.Reader }
 
 var releaseGVK = helmv2.GroupVersion.WithKind("HelmRelease")
 
@@ -138,49 +146,32 @@ func releaseMetadata() *metav1.PartialObjectMetadata {
 	return m
 }
 
-func newReleaseReader(host module.Host) (*releaseReader, error) {
-	// A cache resolves ByObject kinds when built, and the Flux CRD may be
-	// absent then: this cache's only kind is scoped by its default.
-	c, err := host.NewCache("helmreleases", cache.Options{DefaultLabelSelector: labelExists(applicationKindLabel)})
-	if err != nil {
-		return nil, err
-	}
-	k, err := host.FollowKind(c, releaseMetadata(), nil)
-	if err != nil {
-		return nil, err
-	}
-	return &releaseReader{cache: c, kind: k}, nil
-}
-
 // get returns a release's metadata; found is false when it does not exist,
 // is not an application's, or the Flux API is not served.
-func (r *releaseReader) get(ctx context.Context, key releaseKey) (*metav1.PartialObjectMetadata, bool, error) {
-	if !r.kind.Readable() {
-		return nil, false, nil
-	}
+func (l readerReleases) get(ctx context.Context, key releaseKey) (*metav1.PartialObjectMetadata, bool, error) {
 	m := releaseMetadata()
-	if err := r.cache.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, m, client.UnsafeDisableDeepCopy); err != nil {
-		var notCached *cache.ErrResourceNotCached
-		if apierrors.IsNotFound(err) || errors.As(err, &notCached) {
-			return nil, false, nil
-		}
+	err := l.r.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, m, client.UnsafeDisableDeepCopy)
+	switch {
+	case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+		return nil, false, nil
+	case err != nil:
 		return nil, false, fmt.Errorf("read HelmRelease %s: %w", key, err)
+	}
+	if _, ok := m.Labels[applicationKindLabel]; !ok {
+		return nil, false, nil
 	}
 	return m, true, nil
 }
 
-// usingClass lists the releases labelled with class.
-func (r *releaseReader) usingClass(ctx context.Context, class string) ([]releaseKey, error) {
-	if !r.kind.Readable() {
-		return nil, nil
-	}
+// usingClass lists the applications' releases labelled with class.
+func (l readerReleases) usingClass(ctx context.Context, class string) ([]releaseKey, error) {
 	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(helmv2.GroupVersion.WithKind("HelmReleaseList"))
-	if err := r.cache.List(ctx, list, client.MatchingLabels{classLabel: class}, client.UnsafeDisableDeepCopy); err != nil {
-		var notCached *cache.ErrResourceNotCached
-		if errors.As(err, &notCached) {
-			return nil, nil
-		}
+	list.SetGroupVersionKind(releaseGVK.GroupVersion().WithKind("HelmReleaseList"))
+	err := l.r.List(ctx, list, client.MatchingLabels{classLabel: class}, client.HasLabels{applicationKindLabel}, client.UnsafeDisableDeepCopy)
+	switch {
+	case meta.IsNoMatchError(err), apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
 		return nil, fmt.Errorf("list HelmReleases: %w", err)
 	}
 	out := make([]releaseKey, 0, len(list.Items))
@@ -190,31 +181,48 @@ func (r *releaseReader) usingClass(ctx context.Context, class string) ([]release
 	return out, nil
 }
 
+// readerTenants reads a namespace's Secret cozystack-values through r and
+// parses it on each read: for confirming a denial, where tenantIndex's
+// parse-once-per-change has nothing to save.
+type readerTenants struct{ r client.Reader }
+
+func (l readerTenants) get(ctx context.Context, namespace string) (*tenant, error) {
+	s := &corev1.Secret{}
+	err := l.r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: tenantSecretName}, s)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", namespace, tenantSecretName, err)
+	}
+	return parseTenant(namespace, s.Data[tenantValuesKey]), nil
+}
+
 // ownerCache reads owners' metadata. The common workload kinds are cached
-// from the start; any other kind (an operator's CR) gets a metadata informer
-// the first time a Pod names it, up to a bound, through the host's
-// optional-kind helper (so a CRD removed later stops it). Never a live GET.
+// from the start; any other kind (an operator's CR) is followed through the
+// host the first time a Pod names it, up to a bound (so a CRD removed later
+// stops its informer). Never a live GET.
 //
 // Anyone who may create a Pod names any kind in its ownerReferences (a
 // dry-run Pod suffices), so only a kind the API server serves and Gatehouse
-// may list and watch takes one of the bounded slots: the others can own
-// nothing Gatehouse could read, and would hold a slot for good.
+// may list and watch keeps one of the bounded slots: the others can own
+// nothing Gatehouse could read, and would hold a slot for good. The host
+// says which: a kind it finds forbidden is released at once.
 type ownerCache struct {
 	cache  cache.Cache
 	host   module.Host
 	mapper meta.RESTMapper
 	opts   Options
-	// mayListWatch asks the API server whether Gatehouse may list and
-	// watch a resource cluster-wide.
-	mayListWatch func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error)
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// kinds are the owner kinds read: nil for a workload kind (read from
+	// cache), the host's reader for a followed one.
 	kinds map[schema.GroupVersionKind]module.Kind
 	// clusterScoped caches the RESTMapper's answer per kind: asking it on
 	// every hop cost two thirds of a decision.
 	clusterScoped map[schema.GroupVersionKind]bool
 	// refused are the served kinds Gatehouse may not list or watch, and
-	// when to ask again (RBAC may be granted later).
+	// when to follow them again (RBAC may be granted later).
 	refused map[schema.GroupVersionKind]time.Time
 	// timedOut are the followed kinds whose informer did not sync within
 	// OwnerWait; no decision waits for them again until it does.
@@ -228,7 +236,7 @@ type ownerCache struct {
 var errOwnerKindsExhausted = errors.New("owner kinds exhausted")
 
 // refusedRetry is how long a kind Gatehouse may not list stays refused
-// before the API server is asked again.
+// before it is followed (and the API server asked) again.
 const refusedRetry = time.Minute
 
 func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
@@ -257,41 +265,16 @@ func newOwnerCache(host module.Host, opts Options) (*ownerCache, error) {
 		return nil, err
 	}
 	o := &ownerCache{cache: c, host: host, mapper: host.RESTMapper(), opts: opts,
-		mayListWatch:  selfAccess(host.Client()),
 		kinds:         map[schema.GroupVersionKind]module.Kind{},
 		clusterScoped: map[schema.GroupVersionKind]bool{},
 		refused:       map[schema.GroupVersionKind]time.Time{},
 		timedOut:      map[schema.GroupVersionKind]struct{}{},
 		logged:        map[schema.GroupVersionKind]string{}}
 	for _, gvk := range workloadKinds {
-		o.kinds[gvk] = always{}
+		o.kinds[gvk] = nil
 	}
 	return o, nil
 }
-
-// selfAccess asks with SelfSubjectAccessReviews, which every authenticated
-// identity may create.
-func selfAccess(c client.Client) func(context.Context, schema.GroupVersionResource) (bool, error) {
-	return func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error) {
-		for _, verb := range []string{"list", "watch"} {
-			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource},
-			}}
-			if err := c.Create(ctx, review); err != nil {
-				return false, fmt.Errorf("SelfSubjectAccessReview (%s %s): %w", verb, gvr.GroupResource(), err)
-			}
-			if !review.Status.Allowed {
-				return false, nil
-			}
-		}
-		return true, nil
-	}
-}
-
-type always struct{}
-
-func (always) Readable() bool { return true }
-func (always) Release()       {}
 
 // Owner implements owners.
 func (o *ownerCache) Owner(ctx context.Context, namespace string, ref metav1.OwnerReference) (metav1.Object, bool, error) {
@@ -300,7 +283,8 @@ func (o *ownerCache) Owner(ctx context.Context, namespace string, ref metav1.Own
 		return nil, false, fmt.Errorf("apiVersion %q: %w", ref.APIVersion, err)
 	}
 	gvk := gv.WithKind(ref.Kind)
-	if err := o.follow(ctx, gvk); err != nil {
+	r, err := o.follow(ctx, gvk)
+	if err != nil {
 		return nil, false, err
 	}
 	o.mu.Lock()
@@ -311,7 +295,7 @@ func (o *ownerCache) Owner(ctx context.Context, namespace string, ref metav1.Own
 		key.Namespace = ""
 	}
 	m := metadataOf(gvk)
-	if err := o.cache.Get(ctx, key, m, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Get(ctx, key, m, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil
 		}
@@ -340,52 +324,81 @@ var unfollowedReason = map[error]string{
 // create a Pod names kinds at will, and each would be one entry.
 const maxLoggedKinds = 1024
 
-// follow makes sure gvk is readable from the cache, or says at once why
-// not. The only wait is for the informer of a served, listable kind that is
-// starting (seen for the first time, or its CRD back), and a kind whose wait
-// timed out is not waited for again until it became readable: a kind that
+// follow returns the reader of gvk's owners, or says at once why gvk cannot
+// be read. The only wait is the host's, bounded by OwnerWait, for a served
+// kind whose state is not known yet (seen for the first time, or its CRD
+// back: the access asked, the informer syncing), and a kind whose wait
+// timed out is not waited for again until its state changed: a kind that
 // will not become ready costs one wait, not one per Pod.
-func (o *ownerCache) follow(ctx context.Context, gvk schema.GroupVersionKind) error {
+func (o *ownerCache) follow(ctx context.Context, gvk schema.GroupVersionKind) (client.Reader, error) {
 	o.mu.Lock()
 	k, ok := o.kinds[gvk]
 	_, mapped := o.clusterScoped[gvk]
 	o.mu.Unlock()
-	if ok && mapped && k.Readable() {
-		return nil
+	if ok && mapped && k == nil {
+		return o.cache, nil
+	}
+	if ok && mapped && k.State() == module.KindServed {
+		return k, nil
 	}
 	// The host answers from its CRD cache: a kind whose CRD is absent or
 	// was removed since it was followed is known at once.
 	if !o.host.Served(gvk) {
-		return o.unfollowed(ctx, gvk, errKindNotServed, "")
+		return nil, o.unfollowed(ctx, gvk, errKindNotServed, "")
 	}
 	if !ok || !mapped {
 		var err error
 		if k, err = o.startFollowing(ctx, gvk); err != nil {
-			return err
+			return nil, err
 		}
-		if k.Readable() {
-			return nil
+		if k == nil {
+			return o.cache, nil
 		}
 	}
-	o.mu.Lock()
-	_, gaveUp := o.timedOut[gvk]
-	o.mu.Unlock()
-	if gaveUp {
-		return o.unfollowed(ctx, gvk, errKindNotSynced, "")
-	}
-	deadline := time.Now().Add(o.opts.OwnerWait)
-	for !k.Readable() {
-		if time.Now().After(deadline) {
+	state := k.State()
+	if state == module.KindPending {
+		o.mu.Lock()
+		_, gaveUp := o.timedOut[gvk]
+		o.mu.Unlock()
+		if gaveUp {
+			return nil, o.unfollowed(ctx, gvk, errKindNotSynced, "")
+		}
+		waitCtx, cancel := context.WithTimeout(ctx, o.opts.OwnerWait)
+		state = k.Wait(waitCtx)
+		cancel()
+		switch state {
+		case module.KindServed:
+			ownerWaits.WithLabelValues("synced").Inc()
+		case module.KindPending:
 			ownerWaits.WithLabelValues("timed-out").Inc()
 			o.mu.Lock()
 			o.timedOut[gvk] = struct{}{}
 			o.mu.Unlock()
-			return o.unfollowed(ctx, gvk, errKindNotSynced, "")
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	ownerWaits.WithLabelValues("synced").Inc()
-	return nil
+	switch state {
+	case module.KindServed:
+		return k, nil
+	case module.KindNotServed:
+		return nil, o.unfollowed(ctx, gvk, errKindNotServed, "")
+	case module.KindForbidden:
+		return nil, o.refuse(ctx, gvk, k)
+	}
+	return nil, o.unfollowed(ctx, gvk, errKindNotSynced, "")
+}
+
+// refuse releases a kind the host found Gatehouse may not list and watch:
+// it keeps no slot, and is not followed again before refusedRetry.
+func (o *ownerCache) refuse(ctx context.Context, gvk schema.GroupVersionKind, k module.Kind) error {
+	o.mu.Lock()
+	if o.kinds[gvk] == k {
+		delete(o.kinds, gvk)
+		ownerKinds.Set(float64(len(o.kinds)))
+	}
+	o.refused[gvk] = time.Now().Add(refusedRetry)
+	o.mu.Unlock()
+	k.Release()
+	return o.unfollowed(ctx, gvk, errKindNotPermitted, o.notListable(gvk))
 }
 
 // unfollowed counts a link not followed because its kind cannot be read,
@@ -409,7 +422,8 @@ func (o *ownerCache) unfollowed(ctx context.Context, gvk schema.GroupVersionKind
 	return err
 }
 
-// startFollowing checks that gvk, served, may take a slot and takes it.
+// startFollowing takes a slot for gvk, served, unless it was refused a
+// moment ago or the slots are full. A nil Kind is a workload kind.
 func (o *ownerCache) startFollowing(ctx context.Context, gvk schema.GroupVersionKind) (module.Kind, error) {
 	mapping, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
@@ -426,18 +440,6 @@ func (o *ownerCache) startFollowing(ctx context.Context, gvk schema.GroupVersion
 	if wasRefused && time.Now().Before(retry) {
 		return nil, o.unfollowed(ctx, gvk, errKindNotPermitted, notListable(mapping.Resource))
 	}
-	askCtx, cancel := context.WithTimeout(ctx, o.opts.OwnerWait)
-	defer cancel()
-	allowed, err := o.mayListWatch(askCtx, mapping.Resource)
-	if err != nil {
-		return nil, err
-	}
-	if !allowed {
-		o.mu.Lock()
-		o.refused[gvk] = time.Now().Add(refusedRetry)
-		o.mu.Unlock()
-		return nil, o.unfollowed(ctx, gvk, errKindNotPermitted, notListable(mapping.Resource))
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.refused, gvk)
@@ -449,17 +451,28 @@ func (o *ownerCache) startFollowing(ctx context.Context, gvk schema.GroupVersion
 		return nil, fmt.Errorf("%w: kind %s not followed, %d owner kinds are followed already", errOwnerKindsExhausted, gvk, o.opts.MaxOwnerKinds)
 	}
 	onChange := func() {
-		// Readable again (or no longer): a later timeout is news.
+		// Served again (or no longer): a later timeout is news.
 		o.mu.Lock()
 		delete(o.timedOut, gvk)
 		o.mu.Unlock()
 	}
-	if k, err = o.host.FollowKind(o.cache, metadataOf(gvk), onChange); err != nil {
+	k, err = o.host.FollowKind(o.cache, metadataOf(gvk), onChange)
+	if err != nil {
 		return nil, err
 	}
 	o.kinds[gvk] = k
 	ownerKinds.Set(float64(len(o.kinds)))
 	return k, nil
+}
+
+// notListable is the hint of a kind refused: its resource, when the
+// RESTMapper knows it.
+func (o *ownerCache) notListable(gvk schema.GroupVersionKind) string {
+	mapping, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return ""
+	}
+	return notListable(mapping.Resource)
 }
 
 func notListable(gvr schema.GroupVersionResource) string {

@@ -10,34 +10,32 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// CacheLookup reads an informer cache the way the admission path does; for
-// benchmarks of decisions over a real cache.
+// CacheLookup reads the module's caches the way the admission path does:
+// c reads the snapshot kinds through the host (empty while their CRDs are
+// not served). A benchmark's cache without snapshot informers reads as
+// holding no snapshots.
 func CacheLookup(c client.Reader) Lookup {
-	return readerLookup{reader: c, snapshotsReadable: func() bool { return false }}
+	return readerLookup{reader: c}
 }
 
-// LiveLookup reads the API server the way a denial is confirmed; for
-// benchmarks.
+// LiveLookup reads the API server the way a denial is confirmed.
 func LiveLookup(c client.Reader) Lookup {
-	return readerLookup{reader: c, snapshotsReadable: func() bool { return true }, live: true}
+	return readerLookup{reader: c, live: true}
 }
 
 // bulkThreshold is the number of volumes above which a live reader lists all
 // PersistentVolumes once rather than asking for each.
 const bulkThreshold = 16
 
-// readerLookup implements Lookup over a client.Reader: the manager's cache on
-// the hot path, the API reader to confirm a denial.
+// readerLookup implements Lookup over a client.Reader: the module's caches
+// on the hot path, the API reader to confirm a denial.
 type readerLookup struct {
 	reader client.Reader
-	// snapshotsReadable says whether the snapshot types may be read through
-	// reader. For the cache that is once their informers run; asking the
-	// cache earlier would start an informer for a CRD that may not exist.
-	snapshotsReadable func() bool
 	// live marks a reader that makes a request per call.
 	live bool
 }
@@ -119,18 +117,17 @@ func (l readerLookup) Namespace(ctx context.Context, name string) (*corev1.Names
 	return ns, nil
 }
 
-// absentAPI tells "the snapshot CRDs are not installed" (or were removed
-// since the kind was last readable) from a real failure.
+// absentAPI tells "the snapshot CRDs are not installed" from a real
+// failure: the API server's answer to a live read, or a reader without
+// the snapshot kinds (a benchmark's cache). The host's readers answer
+// NotFound and empty lists themselves.
 func absentAPI(err error) bool {
 	var notCached *cache.ErrResourceNotCached
-	return meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || errors.As(err, &notCached)
+	return meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || errors.As(err, &notCached) || runtime.IsNotRegisteredError(err)
 }
 
 func (l readerLookup) Snapshots(ctx context.Context, namespace string) (map[string][]Snapshot, error) {
 	out := map[string][]Snapshot{}
-	if !l.snapshotsReadable() {
-		return out, nil
-	}
 	list := &snapshotv1.VolumeSnapshotList{}
 	if err := l.reader.List(ctx, list, client.InNamespace(namespace), noCopy); err != nil {
 		if absentAPI(err) {
@@ -212,9 +209,6 @@ func boundTo(content *snapshotv1.VolumeSnapshotContent, vs *snapshotv1.VolumeSna
 }
 
 func (l readerLookup) RetainedSnapshotClass(ctx context.Context) string {
-	if !l.snapshotsReadable() {
-		return ""
-	}
 	list := &snapshotv1.VolumeSnapshotClassList{}
 	if err := l.reader.List(ctx, list, noCopy); err != nil {
 		return ""

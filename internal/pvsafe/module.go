@@ -82,7 +82,8 @@ func (m *Module) Name() string { return "pvsafe" }
 func (m *Module) AddToScheme(s *runtime.Scheme) error { return snapshotv1.AddToScheme(s) }
 
 // snapshotKinds are optional: their CRDs may be installed or removed at any
-// time. Until they are served no snapshot qualifies a deletion.
+// time. The host reads them as holding no objects until they are served, so
+// until then no snapshot qualifies a deletion.
 var snapshotKinds = []client.Object{&snapshotv1.VolumeSnapshotClass{}, &snapshotv1.VolumeSnapshotContent{}, &snapshotv1.VolumeSnapshot{}}
 
 // Setup builds the module's cache. The decision reads these objects but
@@ -105,15 +106,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 		}
 		followed = append(followed, k)
 	}
-	snapshotsReadable := func() bool {
-		for _, k := range followed {
-			if !k.Readable() {
-				return false
-			}
-		}
-		return true
-	}
-	m.cached = readerLookup{reader: volumes, snapshotsReadable: snapshotsReadable}
+	m.cached = CacheLookup(module.ReaderWithKinds(volumes, host.Scheme(), followed...))
 	m.live = LiveLookup(host.APIReader())
 	m.review = subjectAccessReview(host.Client())
 	m.events = host.EventRecorder()

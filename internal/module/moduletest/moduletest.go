@@ -1,13 +1,19 @@
 // Package moduletest provides a module.Host for unit tests of a module's
 // Setup: its caches are real controller-runtime caches built against an API
 // server that is never reached (they are not started), and its optional
-// kinds are never served. Tests that need a serving API server use
-// internal/testenv instead.
+// kinds are in the state the test sets (KindStates; not served unless
+// set), and read as the host reads a kind it cannot read: NotFound and
+// empty lists. Tests that need a serving API server use internal/testenv
+// instead.
 package moduletest
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -34,6 +41,12 @@ type Host struct {
 	Caches   map[string]cache.Cache
 	Followed []client.Object
 	Runtime  []module.Webhook
+	// KindStates are the states of followed kinds other than KindServed
+	// (the test host's caches never sync); a kind not listed is not
+	// served.
+	KindStates map[schema.GroupVersionKind]module.KindState
+	// Released counts the Release calls per kind.
+	Released map[schema.GroupVersionKind]int
 }
 
 var _ module.Host = (*Host)(nil)
@@ -54,7 +67,8 @@ func New(scheme *runtime.Scheme, clusterScoped ...string) *Host {
 		mapper.Add(gvk, scope)
 	}
 	return &Host{Mode: module.Enforce, Own: "gatehouse-test", Types: scheme, Mapper: mapper,
-		Recorder: record.NewFakeRecorder(100), Caches: map[string]cache.Cache{}}
+		Recorder: record.NewFakeRecorder(100), Caches: map[string]cache.Cache{},
+		KindStates: map[schema.GroupVersionKind]module.KindState{}, Released: map[schema.GroupVersionKind]int{}}
 }
 
 func (h *Host) Enforcement() module.Enforcement     { return h.Mode }
@@ -102,12 +116,16 @@ func (h *Host) StartCache(name string, opts cache.Options) (cache.Cache, func(),
 	}, nil
 }
 
-// FollowKind records obj; the kind is never readable.
+// FollowKind records obj; the kind is in the state KindStates says.
 func (h *Host) FollowKind(_ cache.Cache, obj client.Object, _ func()) (module.Kind, error) {
+	gvk, err := apiutil.GVKForObject(obj, h.Types)
+	if err != nil {
+		return nil, err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.Followed = append(h.Followed, obj)
-	return absentKind{}, nil
+	return &unreadableKind{h: h, gvk: gvk}, nil
 }
 
 // Served says whether the test's scheme knows gvk.
@@ -126,7 +144,44 @@ func (h *Host) SetWebhooks(hooks []module.Webhook) error {
 	return nil
 }
 
-type absentKind struct{}
+// unreadableKind is a followed kind of the test host: never readable.
+type unreadableKind struct {
+	h   *Host
+	gvk schema.GroupVersionKind
+}
 
-func (absentKind) Readable() bool { return false }
-func (absentKind) Release()       {}
+func (k *unreadableKind) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(schema.GroupResource{Group: k.gvk.Group, Resource: strings.ToLower(k.gvk.Kind)}, key.Name)
+}
+
+func (k *unreadableKind) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	return meta.SetList(list, nil)
+}
+
+func (k *unreadableKind) State() module.KindState {
+	k.h.mu.Lock()
+	defer k.h.mu.Unlock()
+	if s, ok := k.h.KindStates[k.gvk]; ok {
+		return s
+	}
+	return module.KindNotServed
+}
+
+// Wait answers at once, unless the kind is pending: then ctx's end.
+func (k *unreadableKind) Wait(ctx context.Context) module.KindState {
+	if s := k.State(); s != module.KindPending {
+		return s
+	}
+	<-ctx.Done()
+	return module.KindPending
+}
+
+func (k *unreadableKind) GVK() schema.GroupVersionKind { return k.gvk }
+
+func (k *unreadableKind) Informer() cache.Informer { return nil }
+
+func (k *unreadableKind) Release() {
+	k.h.mu.Lock()
+	defer k.h.mu.Unlock()
+	k.h.Released[k.gvk]++
+}
