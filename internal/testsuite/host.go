@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -212,7 +214,7 @@ func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (mo
 		return nil, fmt.Errorf("module %s: follow %T: %w", h.name, obj, err)
 	}
 	if !h.Served(gvk) {
-		return absentKind{}, nil
+		return followedKind{gvk: gvk}, nil
 	}
 	inf, err := c.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
 	if err != nil {
@@ -234,7 +236,7 @@ func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (mo
 			}()
 		}
 	}
-	return followedKind{inf}, nil
+	return followedKind{gvk: gvk, cache: c, informer: inf}, nil
 }
 
 func (h *host) Served(gvk schema.GroupVersionKind) bool {
@@ -254,12 +256,57 @@ func (h *host) SetWebhooks(hooks []module.Webhook) error {
 	return nil
 }
 
-type followedKind struct{ informer cache.Informer }
+// followedKind reads a kind the suite's API server serves through the
+// cache it is followed in, once its informer has synced; absent kinds are
+// a followedKind without an informer, which holds no objects.
+type followedKind struct {
+	gvk      schema.GroupVersionKind
+	cache    cache.Cache
+	informer cache.Informer
+}
 
-func (k followedKind) Readable() bool { return k.informer.HasSynced() }
-func (followedKind) Release()         {}
+func (k followedKind) readable() bool { return k.informer != nil && k.informer.HasSynced() }
 
-type absentKind struct{}
+func (k followedKind) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if !k.readable() {
+		return apierrors.NewNotFound(schema.GroupResource{Group: k.gvk.Group, Resource: strings.ToLower(k.gvk.Kind)}, key.Name)
+	}
+	return k.cache.Get(ctx, key, obj, opts...)
+}
 
-func (absentKind) Readable() bool { return false }
-func (absentKind) Release()       {}
+func (k followedKind) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if !k.readable() {
+		return meta.SetList(list, nil)
+	}
+	return k.cache.List(ctx, list, opts...)
+}
+
+func (k followedKind) GVK() schema.GroupVersionKind { return k.gvk }
+
+func (k followedKind) State() module.KindState {
+	switch {
+	case k.informer == nil:
+		return module.KindNotServed
+	case k.informer.HasSynced():
+		return module.KindServed
+	}
+	return module.KindPending
+}
+
+// Wait waits for the informer's sync; the suite's API server answers at
+// once, so this is the caches' start.
+func (k followedKind) Wait(ctx context.Context) module.KindState {
+	if k.informer != nil && !toolscache.WaitForCacheSync(ctx.Done(), k.informer.HasSynced) {
+		return module.KindPending
+	}
+	return k.State()
+}
+
+func (k followedKind) Informer() cache.Informer {
+	if !k.readable() {
+		return nil
+	}
+	return k.informer
+}
+
+func (followedKind) Release() {}

@@ -105,7 +105,7 @@ func (p *probe) admit(ctx context.Context, req admission.Request) admission.Resp
 	case err != nil:
 		return admission.Errored(http.StatusInternalServerError, err)
 	case cm.Data["deny"] == "true":
-		return admission.Denied(fmt.Sprintf("namespace %s denies pods\nwidgets readable: %t", req.Namespace, p.widget.Readable()))
+		return admission.Denied(fmt.Sprintf("namespace %s denies pods\nwidgets readable: %t", req.Namespace, p.widget.State() == module.KindServed))
 	}
 	return admission.Allowed("no policy denies")
 }
