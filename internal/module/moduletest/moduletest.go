@@ -15,7 +15,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -31,9 +33,10 @@ type Host struct {
 	Runnables []manager.Runnable
 
 	mu       sync.Mutex
-	Caches   map[string]cache.Cache
-	Followed []client.Object
-	Runtime  []module.Webhook
+	Caches      map[string]cache.Cache
+	Followed    []client.Object
+	Runtime     []module.Webhook
+	Controllers map[string]controller.Controller
 }
 
 var _ module.Host = (*Host)(nil)
@@ -100,6 +103,25 @@ func (h *Host) StartCache(name string, opts cache.Options) (cache.Cache, func(),
 		defer h.mu.Unlock()
 		delete(h.Caches, name)
 	}, nil
+}
+
+// NewController builds an unstarted controller and records it by name.
+func (h *Host) NewController(name string, opts controller.Options) (controller.Controller, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, dup := h.Controllers[name]; dup {
+		return nil, fmt.Errorf("controller %q created twice", name)
+	}
+	opts.SkipNameValidation = ptr.To(true)
+	c, err := controller.NewUnmanaged(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if h.Controllers == nil {
+		h.Controllers = map[string]controller.Controller{}
+	}
+	h.Controllers[name] = c
+	return c, nil
 }
 
 // FollowKind records obj; the kind is never readable.
