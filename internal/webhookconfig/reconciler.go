@@ -17,11 +17,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
@@ -47,18 +54,22 @@ func CacheByObject(instance string) map[client.Object]cache.ByObject {
 // and the webhooks modules register at run time. It applies them with
 // server-side apply whenever they drift (an entry edited or deleted by hand,
 // a configuration deleted), whenever the declared set or the CA bundle
-// changes, and every Resync. Start runs on the leader only; Written is the
-// readiness check every replica runs against its own cache.
+// changes, and every Resync. Start runs its controller on the leader only;
+// Written is the readiness check every replica runs against its own cache.
 type Reconciler struct {
 	opts ReconcilerOptions
-
-	trigger chan struct{}
+	// converted are the CRDs whose conversion a static webhook declares:
+	// the only CRDs whose events matter.
+	converted map[string]bool
 
 	mu      sync.Mutex
 	dynamic map[string][]module.Webhook
 	// foreign are the CRDs whose conversion another owner keeps, logged
 	// once each.
 	foreign map[string]bool
+	// queue is the controller's while it runs (on the leader); on another
+	// replica a trigger has nothing to do.
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 	applied atomic.Int64
 }
@@ -85,9 +96,9 @@ type ReconcilerOptions struct {
 	Instance string
 }
 
-// NewReconciler registers the reconciler's event handlers on opts.Cache; the
-// cache must not have started yet.
-func NewReconciler(ctx context.Context, opts ReconcilerOptions) (*Reconciler, error) {
+// NewReconciler returns the reconciler of opts.Cache's configurations; its
+// controller watches them from Start on.
+func NewReconciler(opts ReconcilerOptions) *Reconciler {
 	if opts.Resync == 0 {
 		opts.Resync = time.Minute
 	}
@@ -97,44 +108,32 @@ func NewReconciler(ctx context.Context, opts ReconcilerOptions) (*Reconciler, er
 	if opts.CABundle == nil {
 		opts.CABundle = func() []byte { return opts.Target().CABundle }
 	}
-	r := &Reconciler{opts: opts, trigger: make(chan struct{}, 1), dynamic: map[string][]module.Webhook{}, foreign: map[string]bool{}}
-	converted := map[string]bool{}
+	r := &Reconciler{opts: opts, dynamic: map[string][]module.Webhook{}, foreign: map[string]bool{}, converted: map[string]bool{}}
 	for _, h := range opts.Static {
 		for _, crd := range h.CRDs {
-			converted[crd] = true
+			r.converted[crd] = true
 		}
 	}
-	poke := func(any) { r.Trigger() }
-	for obj, relevant := range map[client.Object]func(any) bool{
-		&admissionregistrationv1.ValidatingWebhookConfiguration{}: func(any) bool { return true },
-		&admissionregistrationv1.MutatingWebhookConfiguration{}:   func(any) bool { return true },
-		&apiextensionsv1.CustomResourceDefinition{}: func(o any) bool {
-			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-				o = d.Obj
-			}
-			crd, ok := o.(client.Object)
-			return ok && converted[crd.GetName()]
-		},
-	} {
-		inf, err := opts.Cache.GetInformer(ctx, obj)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := inf.AddEventHandler(toolscache.FilteringResourceEventHandler{
-			FilterFunc: relevant,
-			Handler:    toolscache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, o any) { poke(o) }, DeleteFunc: poke},
-		}); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
+	return r
+}
+
+// coalesce gathers the burst of events one apply causes into one
+// reconciliation.
+const coalesce = 50 * time.Millisecond
+
+// request is the controller's only request: the instance's configurations
+// and conversion stanzas are reconciled together.
+func (r *Reconciler) request() reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Name: r.opts.Instance}}
 }
 
 // Trigger asks for a reconciliation soon. Safe from any goroutine.
 func (r *Reconciler) Trigger() {
-	select {
-	case r.trigger <- struct{}{}:
-	default:
+	r.mu.Lock()
+	queue := r.queue
+	r.mu.Unlock()
+	if queue != nil {
+		queue.AddAfter(r.request(), coalesce)
 	}
 }
 
@@ -171,49 +170,70 @@ func (r *Reconciler) Desired() *Rendered {
 // NeedLeaderElection is true: one writer.
 func (r *Reconciler) NeedLeaderElection() bool { return true }
 
-// logger is the reconciler's logger, from the context it is started with
-// (controller-runtime's log.FromContext), naming the configurations it
-// keeps.
-func (r *Reconciler) logger(ctx context.Context) logr.Logger {
+// Start runs the reconciler's controller until ctx ends: a workqueue of its
+// one request, fed by the configurations' and the converted CRDs' events,
+// by Trigger, and once at start; retried with backoff after an error, and
+// every Resync after a success. Its logger is the one of ctx, naming the
+// configurations it keeps.
+func (r *Reconciler) Start(ctx context.Context) error {
 	validating, mutating := ConfigurationNames(r.opts.Instance)
-	return logf.FromContext(ctx).WithName("Reconciler").WithValues(
+	log := logf.FromContext(ctx).WithName("Reconciler").WithValues(
 		"validatingWebhookConfiguration", validating, "mutatingWebhookConfiguration", mutating)
+	c, err := controller.NewUnmanaged("webhookconfig", controller.Options{
+		Reconciler:     r,
+		RateLimiter:    workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](200*time.Millisecond, 30*time.Second),
+		Logger:         log,
+		LogConstructor: func(*reconcile.Request) logr.Logger { return log },
+		// The configurations' names carry the instance; a process may run
+		// one Gatehouse after another (the e2e tests), and
+		// controller-runtime's check of names never forgets one.
+		SkipNameValidation: ptr.To(true),
+		NeedLeaderElection: ptr.To(true),
+	})
+	if err != nil {
+		return err
+	}
+	for _, src := range []source.Source{
+		source.Kind(r.opts.Cache, &admissionregistrationv1.ValidatingWebhookConfiguration{},
+			enqueueAfter[*admissionregistrationv1.ValidatingWebhookConfiguration](r.request())),
+		source.Kind(r.opts.Cache, &admissionregistrationv1.MutatingWebhookConfiguration{},
+			enqueueAfter[*admissionregistrationv1.MutatingWebhookConfiguration](r.request())),
+		source.Kind(r.opts.Cache, &apiextensionsv1.CustomResourceDefinition{},
+			enqueueAfter[*apiextensionsv1.CustomResourceDefinition](r.request()),
+			predicate.NewTypedPredicateFuncs(func(o *apiextensionsv1.CustomResourceDefinition) bool { return r.converted[o.GetName()] })),
+		source.Func(func(ctx context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.mu.Lock()
+			r.queue = queue
+			r.mu.Unlock()
+			queue.Add(r.request())
+			return nil
+		}),
+	} {
+		if err := c.Watch(src); err != nil {
+			return err
+		}
+	}
+	return c.Start(ctx)
 }
 
-// Start reconciles until ctx ends.
-func (r *Reconciler) Start(ctx context.Context) error {
-	log := r.logger(ctx)
-	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second)
-	resync := time.NewTimer(0)
-	defer resync.Stop()
-	var retry <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.trigger:
-		case <-resync.C:
-		case <-retry:
-		}
-		// Coalesce the burst of events one apply causes.
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(50 * time.Millisecond):
-		}
-		if !r.opts.Cache.WaitForCacheSync(ctx) {
-			return nil
-		}
-		if err := r.reconcile(ctx); err != nil {
-			delay := limiter.When("apply")
-			log.Error(err, "reconciling webhook configurations; will retry", "in", delay)
-			retry = time.After(delay)
-			continue
-		}
-		limiter.Forget("apply")
-		retry = nil
-		resync.Reset(r.opts.Resync)
+// enqueueAfter queues req, after coalesce, on every event of T.
+func enqueueAfter[T client.Object](req reconcile.Request) handler.TypedEventHandler[T, reconcile.Request] {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	return handler.TypedFuncs[T, reconcile.Request]{
+		CreateFunc:  func(_ context.Context, _ event.TypedCreateEvent[T], q queue) { q.AddAfter(req, coalesce) },
+		UpdateFunc:  func(_ context.Context, _ event.TypedUpdateEvent[T], q queue) { q.AddAfter(req, coalesce) },
+		DeleteFunc:  func(_ context.Context, _ event.TypedDeleteEvent[T], q queue) { q.AddAfter(req, coalesce) },
+		GenericFunc: func(_ context.Context, _ event.TypedGenericEvent[T], q queue) { q.AddAfter(req, coalesce) },
 	}
+}
+
+// Reconcile applies the declared state; after a success it looks again in
+// Resync even without a change.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	if err := r.reconcile(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: r.opts.Resync}, nil
 }
 
 func (r *Reconciler) reconcile(ctx context.Context) error {
@@ -231,7 +251,7 @@ func (r *Reconciler) reconcile(ctx context.Context) error {
 	}
 	sort.Strings(crds)
 	for _, name := range crds {
-		if err := r.applyConversion(ctx, name, desired.Conversions[name], r.logger(ctx)); err != nil {
+		if err := r.applyConversion(ctx, name, desired.Conversions[name], logf.FromContext(ctx)); err != nil {
 			errs = append(errs, err)
 		}
 	}

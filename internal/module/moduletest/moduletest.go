@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -32,7 +32,7 @@ type Host struct {
 	Recorder  *record.FakeRecorder
 	Runnables []manager.Runnable
 
-	mu       sync.Mutex
+	mu          sync.Mutex
 	Caches      map[string]cache.Cache
 	Followed    []client.Object
 	Runtime     []module.Webhook
