@@ -279,7 +279,7 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	}
 
 	if opts.ManageWebhooks != nil {
-		if err := g.manageWebhooks(ctx, *opts.ManageWebhooks, platform, certSource); err != nil {
+		if err := g.manageWebhooks(*opts.ManageWebhooks, platform, certSource); err != nil {
 			return nil, err
 		}
 	}
@@ -325,7 +325,7 @@ func newScheme(enabled []module.Module) (*runtime.Scheme, error) {
 // manageWebhooks runs the leader-elected reconciler of the webhook
 // configurations; /readyz on every replica waits until this replica sees
 // the static webhooks written.
-func (g *Gatehouse) manageWebhooks(ctx context.Context, target webhookconfig.Target, platform cache.Cache, certSource certs.Source) error {
+func (g *Gatehouse) manageWebhooks(target webhookconfig.Target, platform cache.Cache, certSource certs.Source) error {
 	if target.Namespace == "" {
 		target.Namespace = g.opts.Namespace
 	}
@@ -333,7 +333,7 @@ func (g *Gatehouse) manageWebhooks(ctx context.Context, target webhookconfig.Tar
 	if bundler, ok := certSource.(certs.CABundler); ok && len(target.CABundle) == 0 {
 		caBundle = bundler.CABundle
 	}
-	rec, err := webhookconfig.NewReconciler(ctx, webhookconfig.ReconcilerOptions{
+	rec := webhookconfig.NewReconciler(webhookconfig.ReconcilerOptions{
 		Target: func() webhookconfig.Target {
 			t := target
 			if t.URL == "" && t.Service == nil {
@@ -348,9 +348,6 @@ func (g *Gatehouse) manageWebhooks(ctx context.Context, target webhookconfig.Tar
 		Cache:    platform,
 		Instance: g.opts.Instance,
 	})
-	if err != nil {
-		return err
-	}
 	if bundler, ok := certSource.(certs.CABundler); ok {
 		bundler.OnCABundleChange(rec.Trigger)
 	}

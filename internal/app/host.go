@@ -13,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -38,8 +40,9 @@ type host struct {
 	settings     *webhookconfig.Settings
 	settingsPath *field.Path
 
-	mu     sync.Mutex
-	caches map[string]bool
+	mu          sync.Mutex
+	caches      map[string]bool
+	controllers map[string]bool
 }
 
 var _ module.Host = (*host)(nil)
@@ -52,6 +55,33 @@ func (h *host) Client() client.Client               { return h.g.writer }
 func (h *host) APIReader() client.Reader            { return h.g.Manager.GetAPIReader() }
 func (h *host) EventRecorder() record.EventRecorder { return h.events }
 func (h *host) Add(r manager.Runnable) error        { return h.g.Manager.Add(withLogger(r, h.log)) }
+
+func (h *host) NewController(name string, opts controller.Options) (controller.Controller, error) {
+	h.mu.Lock()
+	if h.controllers[name] {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("module %s: controller %q created twice", h.name, name)
+	}
+	if h.controllers == nil {
+		h.controllers = map[string]bool{}
+	}
+	h.controllers[name] = true
+	h.mu.Unlock()
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = h.log.WithName("Controllers").WithName(name)
+	}
+	opts.DefaultFromConfig(h.g.Manager.GetControllerOptions())
+	// The name is unique in this Gatehouse: the module's prefix and the
+	// check above. controller-runtime's own check spans the process,
+	// which may run one Gatehouse after another (the e2e tests) and never
+	// forgets a name.
+	opts.SkipNameValidation = ptr.To(true)
+	c, err := controller.NewUnmanaged(h.name+"-"+strings.ToLower(name), opts)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: controller %s: %w", h.name, name, err)
+	}
+	return c, nil
+}
 
 func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
 	h.mu.Lock()

@@ -36,4 +36,12 @@
 // The leader publishes the accepted rendering of the cluster's state to a
 // ConfigMap (certificates to a Secret) owned by the config, never to one it
 // does not own, and keeps its status.
+//
+// Two controller-runtime controllers keep this: the config reconciler
+// (reconciler.go, on every replica, since every replica decides) loads each
+// config's generation into a configState (state.go): its compilation, its
+// embedded tests' report (embeddedtests.go), and stores fed by shared
+// informers (watch.go); then it registers every config's webhooks
+// (webhooks.go). The publisher (publish.go, on the leader) renders, checks
+// and writes the output (output.go) and the status (status.go).
 package configcheck

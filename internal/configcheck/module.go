@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,7 +134,6 @@ type Module struct {
 	namespaces cache.Cache
 	configs    cache.Cache
 	watches    *watchSet
-	queue      workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	publisher  *publisher
 
 	mu     sync.RWMutex
@@ -216,16 +214,20 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 		return err
 	}
 	m.watches = newWatchSet(ctx, host)
-	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
-		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "configcheck"})
-	if err := m.handleEvents(ctx, namespace); err != nil {
+	if err := m.handleNamespaceEvents(ctx, namespace); err != nil {
 		return err
 	}
-	m.publisher = newPublisher(m)
-	if err := host.Add(&reconciler{m: m}); err != nil {
+	if m.publisher, err = newPublisher(m); err != nil {
 		return err
 	}
-	return host.Add(m.publisher)
+	reconciler, err := newReconciler(m)
+	if err != nil {
+		return err
+	}
+	if err := host.Add(reconciler); err != nil {
+		return err
+	}
+	return host.Add(m.publisher.controller)
 }
 
 // newChecker is the haproxy -c checker every path shares: the confined
@@ -259,24 +261,9 @@ func (m *Module) compile(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) (*co
 	return compileConfig(spec, m.renders.Compile)
 }
 
-func (m *Module) handleEvents(ctx context.Context, namespace client.Object) error {
-	configs, err := m.configs.GetInformer(ctx, &gatehousev1alpha1.HAProxyTemplateConfig{})
-	if err != nil {
-		return err
-	}
-	enqueue := func(obj any) {
-		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			obj = tombstone.Obj
-		}
-		if o, ok := obj.(client.Object); ok {
-			m.queue.Add(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
-		}
-	}
-	if _, err := configs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
-	}); err != nil {
-		return err
-	}
+// handleNamespaceEvents re-judges the watched objects of a namespace whose
+// labels changed, for the watched resources that select namespaces by label.
+func (m *Module) handleNamespaceEvents(ctx context.Context, namespace client.Object) error {
 	namespaces, err := m.namespaces.GetInformer(ctx, namespace)
 	if err != nil {
 		return err
@@ -331,20 +318,4 @@ func (m *Module) namespaceChanged(ctx context.Context, namespace string) {
 			}
 		}
 	}
-}
-
-func (m *Module) state(key types.NamespacedName) *configState {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.states[key]
-}
-
-func (m *Module) allStates() []*configState {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	out := make([]*configState, 0, len(m.states))
-	for _, st := range m.states {
-		out = append(out, st)
-	}
-	return out
 }

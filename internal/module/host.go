@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -72,6 +73,16 @@ type Host interface {
 	// Add runs r with the host: on every replica, unless r needs leader
 	// election.
 	Add(r manager.Runnable) error
+	// NewController returns a controller-runtime controller of the
+	// module's, with the manager's controller defaults for what opts
+	// leaves unset: a workqueue, rate-limited retries, recovered panics,
+	// and each reconciliation's logger (log.FromContext) the module's,
+	// named "Controllers/<name>". It is "<module>-<name>" (lowercased) in
+	// controller-runtime's metrics and its "controller" log key; name is
+	// unique among the module's controllers. Its sources may watch the
+	// module's caches (source.Kind); it needs leader election unless
+	// opts.NeedLeaderElection says otherwise. It runs once given to Add.
+	NewController(name string, opts controller.Options) (controller.Controller, error)
 }
 
 // Kind is an optional kind a module follows, and the reader of it: the

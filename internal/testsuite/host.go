@@ -16,9 +16,11 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -181,6 +183,13 @@ func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
 	defer h.env.mu.Unlock()
 	h.env.pending = append(h.env.pending, namedCache{name: h.name + "/" + name, cache: c})
 	return c, nil
+}
+
+// NewController builds an unstarted controller: a suite runs no loops
+// (docs/testing-policies.md), only the decisions.
+func (h *host) NewController(name string, opts controller.Options) (controller.Controller, error) {
+	opts.SkipNameValidation = ptr.To(true)
+	return controller.NewUnmanaged(h.name+"-"+strings.ToLower(name), opts)
 }
 
 func (h *host) StartCache(name string, opts cache.Options) (cache.Cache, func(), error) {

@@ -17,8 +17,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,24 +63,33 @@ func (g *labelGuard) Setup(_ context.Context, host module.Host) error {
 }
 
 // guardKinds registers (or, with no kinds, withdraws) the run-time webhook
-// judging the given kinds.
-func (g *labelGuard) guardKinds(kinds ...string) error {
+// judging the given kinds, their resources resolved through discovery.
+func (g *labelGuard) guardKinds(kinds ...schema.GroupVersionKind) error {
 	if len(kinds) == 0 {
 		return g.host.SetWebhooks(nil)
 	}
-	var validators []module.KindValidator
-	for _, k := range kinds {
-		validators = append(validators, module.KindValidator{Kind: k, Admit: denyLabelled,
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}})
-	}
-	rules, admit, err := module.DispatchByKind(g.host.RESTMapper(), validators)
-	if err != nil {
-		return err
+	var rules []admissionregistrationv1.RuleWithOperations
+	for _, gvk := range kinds {
+		mapping, err := g.host.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return err
+		}
+		scope := admissionregistrationv1.NamespacedScope
+		if mapping.Scope.Name() == meta.RESTScopeNameRoot {
+			scope = admissionregistrationv1.ClusterScope
+		}
+		rules = append(rules, admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{gvk.Group}, APIVersions: []string{gvk.Version},
+				Resources: []string{mapping.Resource.Resource}, Scope: ptr.To(scope),
+			},
+		})
 	}
 	return g.host.SetWebhooks([]module.Webhook{{
 		Name: "labelguard-runtime.gatehouse.test", Path: module.RuntimePath("labelguard") + "kinds", Type: module.Validating,
 		Rules: rules, FailurePolicy: admissionregistrationv1.Fail, SideEffects: admissionregistrationv1.SideEffectClassNone,
-		TimeoutSeconds: 5, Admit: admit,
+		TimeoutSeconds: 5, Admit: denyLabelled,
 	}})
 }
 
@@ -216,7 +227,7 @@ func TestRuntimeWebhooksAreAddedAndRemovedWithoutRestart(t *testing.T) {
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
 		}
 	}
-	if err := guard.guardKinds("v1.Service", "networking.k8s.io/v1.Ingress"); err != nil {
+	if err := guard.guardKinds(schema.GroupVersionKind{Version: "v1", Kind: "Service"}, schema.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}); err != nil {
 		t.Fatal(err)
 	}
 	// The leader writes the entry; the API server then calls the new path.

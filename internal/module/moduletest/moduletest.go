@@ -20,9 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -37,10 +39,11 @@ type Host struct {
 	Recorder  *record.FakeRecorder
 	Runnables []manager.Runnable
 
-	mu       sync.Mutex
-	Caches   map[string]cache.Cache
-	Followed []client.Object
-	Runtime  []module.Webhook
+	mu          sync.Mutex
+	Caches      map[string]cache.Cache
+	Followed    []client.Object
+	Runtime     []module.Webhook
+	Controllers map[string]controller.Controller
 	// KindStates are the states of followed kinds other than KindServed
 	// (the test host's caches never sync); a kind not listed is not
 	// served.
@@ -114,6 +117,25 @@ func (h *Host) StartCache(name string, opts cache.Options) (cache.Cache, func(),
 		defer h.mu.Unlock()
 		delete(h.Caches, name)
 	}, nil
+}
+
+// NewController builds an unstarted controller and records it by name.
+func (h *Host) NewController(name string, opts controller.Options) (controller.Controller, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, dup := h.Controllers[name]; dup {
+		return nil, fmt.Errorf("controller %q created twice", name)
+	}
+	opts.SkipNameValidation = ptr.To(true)
+	c, err := controller.NewUnmanaged(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if h.Controllers == nil {
+		h.Controllers = map[string]controller.Controller{}
+	}
+	h.Controllers[name] = c
+	return c, nil
 }
 
 // FollowKind records obj; the kind is in the state KindStates says.

@@ -1,0 +1,158 @@
+package configcheck
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// Keys and names of the published rendering.
+const (
+	configKey          = "haproxy.cfg"
+	mapKeyPrefix       = "map."
+	fileKeyPrefix      = "file."
+	checksumAnnotation = "gatehouse.dev/checksum"
+	configLabel        = "gatehouse.dev/haproxytemplateconfig"
+)
+
+// RenderedConfigMapName and RenderedSecretName name a config's published
+// rendering.
+func RenderedConfigMapName(config string) string { return config + "-haproxy" }
+func RenderedSecretName(config string) string    { return config + "-haproxy-certs" }
+
+// managedByLabel marks what Gatehouse wrote; with the config's controller
+// reference it makes a published object the config's.
+const managedByLabel = "app.kubernetes.io/managed-by"
+
+// notOwnedError: an object of a published name exists and is not the
+// config's, so nothing was written.
+type notOwnedError struct {
+	kind, namespace, name string
+	why                   string
+}
+
+func (e *notOwnedError) Error() string {
+	return fmt.Sprintf("%s %s/%s already exists and is not this config's (%s): Gatehouse does not write to or adopt it, so nothing is published; delete or rename that %s, or rename the config",
+		e.kind, e.namespace, e.name, e.why, e.kind)
+}
+
+// notOwned says why obj is not the config's output, "" when it is: it must
+// be controlled by this very config (its UID: a config deleted and made
+// again under the name is another one) and labelled as Gatehouse's. An
+// object someone else made under the name (before the config, or to take
+// its place) is theirs: writing it would overwrite their data, and owning
+// it would let the garbage collector delete it with the config.
+func notOwned(obj metav1.Object, cfg *gatehousev1alpha1.HAProxyTemplateConfig) string {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	switch {
+	case ref == nil:
+		return "it has no controller ownerReference"
+	case ref.UID != cfg.UID || ref.Kind != "HAProxyTemplateConfig" || ref.APIVersion != gatehousev1alpha1.GroupVersion.String():
+		return fmt.Sprintf("its controller is %s %s (uid %s), not HAProxyTemplateConfig %s (uid %s)", ref.Kind, ref.Name, ref.UID, cfg.Name, cfg.UID)
+	case obj.GetLabels()[managedByLabel] != "gatehouse":
+		return "it lacks the label " + managedByLabel + "=gatehouse"
+	}
+	return ""
+}
+
+// existing reads obj by its key, and says whether it exists; one that
+// exists must be cfg's. The read is live: Gatehouse caches no ConfigMaps or
+// Secrets (that would mean caching every Secret of the cluster), and a
+// stale cache would let an update carry an old resourceVersion anyway.
+func (p *publisher) existing(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTemplateConfig, obj client.Object, kind string) (bool, error) {
+	if err := p.m.host.Client().Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("%s %s: %w", kind, obj.GetName(), err)
+	}
+	if why := notOwned(obj, cfg); why != "" {
+		return true, &notOwnedError{kind: kind, namespace: obj.GetNamespace(), name: obj.GetName(), why: why}
+	}
+	return true, nil
+}
+
+// write creates or updates the ConfigMap (and the Secret, when there are
+// certificates) holding out, controlled by cfg so that they go with it. An
+// object of either name that is not cfg's is left alone, and then neither
+// is written (a *notOwnedError): a ConfigMap naming certificates that are
+// not published would be no better than the last one. An update keeps
+// what others added to the metadata (labels, annotations, ownerReferences),
+// and carries the resourceVersion read, so it fails rather than overwrite
+// an object that changed hands meanwhile.
+func (p *publisher) write(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTemplateConfig, out render.Output, checksum string) (*gatehousev1alpha1.RenderedOutput, error) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: RenderedConfigMapName(cfg.Name)}}
+	cmExists, err := p.existing(ctx, cfg, cm, "ConfigMap")
+	if err != nil {
+		return nil, err
+	}
+	var secret *corev1.Secret
+	secretExists := false
+	if len(out.Certs) > 0 {
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: RenderedSecretName(cfg.Name)}}
+		if secretExists, err = p.existing(ctx, cfg, secret, "Secret"); err != nil {
+			return nil, err
+		}
+	}
+
+	p.label(&cm.ObjectMeta, cfg, checksum)
+	cm.Data = map[string]string{configKey: out.HAProxyConfig}
+	for name, text := range out.Maps {
+		cm.Data[mapKeyPrefix+name] = text
+	}
+	for name, text := range out.Files {
+		cm.Data[fileKeyPrefix+name] = text
+	}
+	if err := p.put(ctx, cfg, cm, cmExists); err != nil {
+		return nil, fmt.Errorf("ConfigMap %s: %w", cm.Name, err)
+	}
+	output := &gatehousev1alpha1.RenderedOutput{ConfigMapName: cm.Name, Checksum: checksum}
+	if secret == nil {
+		return output, nil
+	}
+	p.label(&secret.ObjectMeta, cfg, checksum)
+	secret.Data = map[string][]byte{}
+	for name, text := range out.Certs {
+		secret.Data[name] = []byte(text)
+	}
+	if err := p.put(ctx, cfg, secret, secretExists); err != nil {
+		return nil, fmt.Errorf("Secret %s: %w", secret.Name, err)
+	}
+	output.SecretName = secret.Name
+	return output, nil
+}
+
+// put creates obj, controlled by cfg, or updates it when it exists (it is
+// cfg's: existing checked).
+func (p *publisher) put(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTemplateConfig, obj client.Object, exists bool) error {
+	c := p.m.host.Client()
+	if exists {
+		return c.Update(ctx, obj)
+	}
+	if err := controllerutil.SetControllerReference(cfg, obj, c.Scheme()); err != nil {
+		return err
+	}
+	// Created meanwhile by someone else: AlreadyExists, and the next
+	// round reads it and judges whose it is.
+	return c.Create(ctx, obj)
+}
+
+func (p *publisher) label(obj *metav1.ObjectMeta, cfg *gatehousev1alpha1.HAProxyTemplateConfig, checksum string) {
+	if obj.Labels == nil {
+		obj.Labels = map[string]string{}
+	}
+	obj.Labels[managedByLabel] = "gatehouse"
+	obj.Labels[configLabel] = cfg.Name
+	if obj.Annotations == nil {
+		obj.Annotations = map[string]string{}
+	}
+	obj.Annotations[checksumAnnotation] = checksum
+}

@@ -1,0 +1,73 @@
+package configcheck
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+)
+
+func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState) {
+	// Not run (the templates do not compile, or the tests could not run):
+	// no count at all, rather than 0 of 0.
+	status.TestsPassed, status.TestsTotal = nil, nil
+	if st.report != nil {
+		status.TestsTotal = ptr.To(int32(st.report.Total))
+		status.TestsPassed = ptr.To(int32(st.report.Total - st.report.Failed))
+	}
+	switch {
+	case st.compiled == nil:
+		status.ValidationStatus = gatehousev1alpha1.ValidationInvalid
+		status.ValidationMessage = bounded(st.invalid, 4000)
+		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "SpecInvalid", bounded(st.invalid, 4000))
+	case st.invalid != "":
+		status.ValidationStatus = gatehousev1alpha1.ValidationUnknown
+		status.ValidationMessage = bounded(st.invalid, 4000)
+		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionUnknown, "TestsNotRun", bounded(st.invalid, 4000))
+	case st.failedTests() != "":
+		status.ValidationStatus = gatehousev1alpha1.ValidationInvalid
+		status.ValidationMessage = bounded(st.failedTests(), 4000)
+		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "TestsFailed", bounded(st.failedTests(), 4000))
+	default:
+		status.ValidationStatus = gatehousev1alpha1.ValidationValid
+		msg := fmt.Sprintf("the templates compile and %d/%d embedded tests pass", *status.TestsPassed, *status.TestsTotal)
+		status.ValidationMessage = msg
+		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionTrue, "Valid", msg)
+	}
+	hooks := 0
+	if st.compiled != nil {
+		for _, w := range st.compiled.watched {
+			if w.webhook {
+				hooks++
+			}
+		}
+	}
+	switch {
+	case st.compiled == nil:
+		setCondition(status, st, gatehousev1alpha1.ConditionWebhookActive, metav1.ConditionFalse, "ConfigInvalid", "an invalid config validates nothing (its watched resources are admitted with a warning)")
+	case hooks == 0:
+		setCondition(status, st, gatehousev1alpha1.ConditionWebhookActive, metav1.ConditionFalse, "NoWebhookResources", "no watched resource has enableValidationWebhook")
+	default:
+		setCondition(status, st, gatehousev1alpha1.ConditionWebhookActive, metav1.ConditionTrue, "Registered",
+			fmt.Sprintf("%d watched resources are validated at admission (failurePolicy %s, timeout %ds)", hooks, st.compiled.policy, st.compiled.timeout))
+	}
+}
+
+func setReady(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState) {
+	valid := meta.IsStatusConditionTrue(status.Conditions, gatehousev1alpha1.ConditionValid)
+	pub := meta.IsStatusConditionTrue(status.Conditions, gatehousev1alpha1.ConditionPublished)
+	if valid && pub {
+		setCondition(status, st, gatehousev1alpha1.ConditionReady, metav1.ConditionTrue, "Ready", "valid, and the current rendering is published")
+		return
+	}
+	setCondition(status, st, gatehousev1alpha1.ConditionReady, metav1.ConditionFalse, "NotReady", "see the Valid and Published conditions")
+}
+
+func setCondition(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState, kind string, value metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: kind, Status: value, Reason: reason, Message: message, ObservedGeneration: st.generation,
+	})
+}

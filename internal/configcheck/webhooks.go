@@ -1,0 +1,108 @@
+package configcheck
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// webhooks are the run-time webhooks of the config: one per watched
+// resource with enableValidationWebhook, so that each carries its own
+// selectors; all take the config's failurePolicy and timeout.
+func (st *configState) webhooks(m *Module) []module.Webhook {
+	if st.compiled == nil {
+		return nil
+	}
+	var out []module.Webhook
+	for _, name := range sortedKeys(st.compiled.watched) {
+		w := st.compiled.watched[name]
+		if !w.webhook {
+			continue
+		}
+		scope := admissionregistrationv1.NamespacedScope
+		if st.scoped[name] {
+			scope = admissionregistrationv1.ClusterScope
+		}
+		out = append(out, module.Webhook{
+			Name: webhookName(st.key, name),
+			Path: module.RuntimePath(m.Name()) + url.PathEscape(st.key.Namespace) + "/" + url.PathEscape(st.key.Name) + "/" + url.PathEscape(name),
+			Type: module.Validating,
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{w.gvr.Group}, APIVersions: []string{w.gvr.Version},
+					Resources: []string{w.gvr.Resource}, Scope: ptr.To(scope),
+				},
+			}},
+			MatchPolicy:       admissionregistrationv1.Equivalent,
+			FailurePolicy:     st.compiled.policy,
+			SideEffects:       admissionregistrationv1.SideEffectClassNone,
+			TimeoutSeconds:    st.compiled.timeout,
+			NamespaceSelector: w.nsSelAPI,
+			ObjectSelector:    w.labelSel,
+			Admit:             m.admitWatched(st.key, name),
+			Cost:              m.watchedCost(),
+		})
+	}
+	return out
+}
+
+var unqualified = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// webhookName is a stable, valid webhook name for a config's watched
+// resource: "<watched>.<config>.<namespace>.configcheck.gatehouse.dev",
+// each part lowercased to DNS label characters. A part longer than 40
+// characters is cut and ends with a hash of the whole part, so that two long
+// names sharing a prefix never collide.
+func webhookName(key types.NamespacedName, watched string) string {
+	label := func(s string) string {
+		out := strings.Trim(unqualified.ReplaceAllString(strings.ToLower(s), "-"), "-")
+		if len(out) > 40 {
+			sum := sha256.Sum256([]byte(s))
+			out = strings.TrimRight(out[:31], "-") + "-" + hex.EncodeToString(sum[:4])
+		}
+		if out == "" {
+			out = "x"
+		}
+		return out
+	}
+	return label(watched) + "." + label(key.Name) + "." + label(key.Namespace) + ".configcheck.gatehouse.dev"
+}
+
+// FailOpenMessage is logged when no config registers a webhook any more;
+// docs/configcheck.md says when.
+const FailOpenMessage = "no HAProxyTemplateConfig enables a validation webhook: watched resources are not validated (fail-open)"
+
+// registerWebhooks gives the host every config's webhooks.
+func (m *Module) registerWebhooks(ctx context.Context) {
+	states := m.allStates()
+	sort.Slice(states, func(i, j int) bool { return states[i].key.String() < states[j].key.String() })
+	var hooks []module.Webhook
+	for _, st := range states {
+		hooks = append(hooks, st.webhooks(m)...)
+	}
+	if err := m.host.SetWebhooks(hooks); err != nil {
+		logf.FromContext(ctx).Error(err, "registering the watched resources' webhooks")
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(hooks) == 0 && !m.failOpenLogged {
+		m.failOpenLogged = true
+		logf.FromContext(ctx).Info(FailOpenMessage)
+	}
+	if len(hooks) > 0 {
+		m.failOpenLogged = false
+	}
+}
