@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
@@ -194,11 +193,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	if err != nil {
 		return fmt.Errorf("configcheck: %w", err)
 	}
-	if err := host.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		<-ctx.Done()
-		m.renders.Close()
-		return nil
-	})); err != nil {
+	if err := host.Add(closeOnStop(func() { _ = m.renders.Close() })); err != nil {
 		return err
 	}
 	m.configs, err = host.NewCache("configs", cache.Options{ByObject: map[client.Object]cache.ByObject{
@@ -319,3 +314,16 @@ func (m *Module) namespaceChanged(ctx context.Context, namespace string) {
 		}
 	}
 }
+
+// closeOnStop calls its function when the host stops, on every replica:
+// each replica runs its own render workers (a manager.RunnableFunc would
+// wait for leadership, and a follower's workers would never be closed).
+type closeOnStop func()
+
+func (f closeOnStop) Start(ctx context.Context) error {
+	<-ctx.Done()
+	f()
+	return nil
+}
+
+func (closeOnStop) NeedLeaderElection() bool { return false }

@@ -1,8 +1,11 @@
 package configcheck
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
@@ -26,4 +29,28 @@ func TestConfinementIsRequired(t *testing.T) {
 	if caps := sandbox.Available(); !caps.Complete() {
 		t.Errorf("this kernel lacks %v: the confinement tests of internal/sandbox fail here too", caps.Missing())
 	}
+}
+
+// TestRenderWorkersCloseOnEveryReplica: the render pool is closed when the
+// host stops on followers too, not only on the leader.
+func TestRenderWorkersCloseOnEveryReplica(t *testing.T) {
+	closed := make(chan struct{})
+	var r manager.Runnable = closeOnStop(func() { close(closed) })
+	le, ok := r.(manager.LeaderElectionRunnable)
+	if !ok || le.NeedLeaderElection() {
+		t.Fatal("the render pool's closer waits for leadership: a follower never closes its workers")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Start(ctx) }()
+	select {
+	case <-closed:
+		t.Fatal("closed before the host stopped")
+	default:
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	<-closed
 }
