@@ -221,6 +221,9 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	if err := m.handleEvents(ctx, namespace); err != nil {
 		return err
 	}
+	if err := followConfigStates(ctx, m.configs); err != nil {
+		return err
+	}
 	m.publisher = newPublisher(m)
 	if err := host.Add(&reconciler{m: m}); err != nil {
 		return err
