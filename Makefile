@@ -36,7 +36,9 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 CONTROLLER_GEN := $(BIN)/controller-gen
 CONVERSION_GEN := $(BIN)/conversion-gen
 HELM           := $(BIN)/helm
-TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubelet $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM)
+PROMTOOL       := $(BIN)/promtool
+METRICNAMES    := $(BIN)/metricnames
+TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubelet $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES)
 
 .PHONY: all
 all: build
@@ -44,7 +46,7 @@ all: build
 ##@ Tools, built once from the pinned module versions in hack/tools/*/go.mod
 
 .PHONY: tools
-tools: $(TOOLS) ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd, kubectl, controller-gen, conversion-gen and helm into bin/.
+tools: $(TOOLS) ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd, kubectl, controller-gen, conversion-gen, helm, promtool and metricnames into bin/.
 
 $(BIN)/kube-apiserver: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
@@ -79,6 +81,16 @@ $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 	$(GO) build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3) \
 		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$minor \
 		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$minor" -o $@ helm.sh/helm/v3/cmd/helm
+
+# promtool checks and unit-tests the chart's alerts (make test-alerts);
+# metricnames, built from the same pinned Prometheus, lists the metrics the
+# alerts and the dashboard query for the e2e metric-existence test.
+$(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
+	cd hack/tools/promtool && $(GO) build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=$$($(GO) list -m -f '{{.Version}}' github.com/prometheus/prometheus)" \
+		-o $@ github.com/prometheus/prometheus/cmd/promtool
+
+$(METRICNAMES): hack/tools/promtool/go.mod hack/tools/promtool/go.sum hack/tools/promtool/metricnames/main.go
+	cd hack/tools/promtool && $(GO) build -trimpath -o $@ ./metricnames
 
 ##@ Build
 
@@ -139,7 +151,7 @@ verify-generated: generate ## Fail when generated files or go.mod are out of dat
 ##@ Test
 
 .PHONY: test
-test: tools build ## Unit tests (race detector), integration tests against a real kube-apiserver, then the install suite (test-install).
+test: tools build test-alerts ## Unit tests (race detector), the alerts' promtool tests, integration tests against a real kube-apiserver, then the install suite (test-install).
 	$(GO) vet ./...
 	hack/fuzz_test.sh
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
@@ -153,6 +165,11 @@ GATEHOUSE ?= $(BIN)/gatehouse
 .PHONY: test-examples
 test-examples: build ## Run the example suites, examples/*/suite.yaml, with gatehouse test (docs/testing-policies.md).
 	$(GATEHOUSE) test $(addprefix -f ,$(wildcard examples/*/suite.yaml))
+
+.PHONY: test-alerts
+test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/files/alerts.yaml) and run their promtool unit tests (test/monitoring).
+	$(PROMTOOL) check rules --lint-fatal charts/gatehouse/files/alerts.yaml
+	$(PROMTOOL) test rules test/monitoring/alerts_test.yaml
 
 .PHONY: test-install
 # The install suite runs alone (not beside the e2e tests): it starts three

@@ -1,12 +1,20 @@
 package configcheck
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
@@ -42,6 +50,13 @@ var (
 		Help:    "Time to decide a watched resource's admission, by watched resource and decision.",
 		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 	}, []string{"watched", "decision"})
+	// configs lets an alert see configs that are invalid or whose
+	// rendering is not published (docs/monitoring.md) without a label per
+	// config: which ones, kubectl get haproxytemplateconfigs says.
+	configs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gatehouse_configcheck_configs",
+		Help: "HAProxyTemplateConfigs by condition (Valid, Published, Ready), status (True, False, Unknown) and reason, as their status says; every replica counts the configs its cache holds.",
+	}, []string{"condition", "status", "reason"})
 	published = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_publications_total",
 		Help: "Renderings of the cluster's state by outcome: published, unchanged, rejected (render or haproxy failed; the last accepted one stays), not-owned (an object of an output's name is not the config's: nothing written), or forbidden (Gatehouse may not write in the config's namespace: nothing written).",
@@ -49,7 +64,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(HAProxyChecks, phaseSeconds, phaseOutcomes, undecided, denialsOverturned, admissionSeconds, published)
+	ctrlmetrics.Registry.MustRegister(HAProxyChecks, phaseSeconds, phaseOutcomes, undecided, denialsOverturned, admissionSeconds, configs, published)
 }
 
 func countCheck(v haproxy.Verdict) {
@@ -80,4 +95,78 @@ func observeAdmission(watched string, resp admission.Response, d time.Duration) 
 		decision = "denied"
 	}
 	admissionSeconds.WithLabelValues(watched, decision).Observe(d.Seconds())
+}
+
+// countedReasons are the conditions configs counts and the reasons
+// Gatehouse writes for each (publish.go). Whoever may write a config's
+// status could write any reason, so any other is counted as Other, and a
+// condition not written yet as NotWritten: the series stay a bounded set.
+var countedReasons = map[string][]string{
+	gatehousev1alpha1.ConditionValid:     {"Valid", "SpecInvalid", "TestsFailed", "TestsNotRun"},
+	gatehousev1alpha1.ConditionPublished: {"Published", "ConfigInvalid", "Loading", "RenderFailed", "PolicyRefused", "HAProxyCheckFailed", "OutputNotOwned", "OutputForbidden"},
+	gatehousev1alpha1.ConditionReady:     {"Ready", "NotReady"},
+}
+
+// configSeries is one series of configs: condition, status, reason.
+type configSeries [3]string
+
+// countConfigs counts items by condition, status and reason.
+func countConfigs(items []gatehousev1alpha1.HAProxyTemplateConfig) map[configSeries]int {
+	counts := map[configSeries]int{}
+	for i := range items {
+		for condition, reasons := range countedReasons {
+			key := configSeries{condition, string(metav1.ConditionUnknown), "NotWritten"}
+			if c := meta.FindStatusCondition(items[i].Status.Conditions, condition); c != nil {
+				key = configSeries{condition, string(c.Status), "Other"}
+				if c.Status != metav1.ConditionTrue && c.Status != metav1.ConditionFalse {
+					key[1] = string(metav1.ConditionUnknown)
+				}
+				for _, r := range reasons {
+					if c.Reason == r {
+						key[2] = r
+					}
+				}
+			}
+			counts[key]++
+		}
+	}
+	return counts
+}
+
+// followConfigStates keeps configs counted from the configs' cache: every
+// change of a config, its status writes included, recounts them all (a
+// cluster holds a few configs, not thousands).
+func followConfigStates(ctx context.Context, configCache cache.Cache) error {
+	informer, err := configCache.GetInformer(ctx, &gatehousev1alpha1.HAProxyTemplateConfig{})
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	shown := map[configSeries]bool{}
+	recount := func() {
+		list := &gatehousev1alpha1.HAProxyTemplateConfigList{}
+		if err := configCache.List(ctx, list); err != nil {
+			logf.FromContext(ctx).Error(err, "configcheck: count configs for gatehouse_configcheck_configs")
+			return
+		}
+		counts := countConfigs(list.Items)
+		mu.Lock()
+		defer mu.Unlock()
+		for key := range shown {
+			if _, ok := counts[key]; !ok {
+				configs.DeleteLabelValues(key[:]...)
+				delete(shown, key)
+			}
+		}
+		for key, n := range counts {
+			configs.WithLabelValues(key[:]...).Set(float64(n))
+			shown[key] = true
+		}
+	}
+	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { recount() },
+		UpdateFunc: func(_, _ any) { recount() },
+		DeleteFunc: func(any) { recount() },
+	})
+	return err
 }

@@ -212,6 +212,9 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	if err := m.handleNamespaceEvents(ctx, namespace); err != nil {
 		return err
 	}
+	if err := followConfigStates(ctx, m.configs); err != nil {
+		return err
+	}
 	if m.publisher, err = newPublisher(m); err != nil {
 		return err
 	}

@@ -52,6 +52,15 @@ var (
 		Help: "Reviews of a kind the webhook at their path does not judge, allowed without a decision, by module.",
 	}, []string{"module"})
 
+	// InFlight is how many webhook requests the server holds: from the
+	// guard's first look, through a wait for room in the in-flight budgets
+	// and the decision, to the answer. Near the budgets it says why
+	// requests get 429.
+	InFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gatehouse_webhook_requests_in_flight",
+		Help: "Webhook requests being served: waiting for room, read, or being decided.",
+	})
+
 	// CacheSynced is 1 once a cache a module needs has synced.
 	CacheSynced = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gatehouse_cache_synced",
@@ -85,5 +94,5 @@ func buildInfo() prometheus.Collector {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(Requests, Latency, BadRequests, Panics, ForeignKinds, CacheSynced, CertificateReloads, CertificateExpiry, buildInfo())
+	ctrlmetrics.Registry.MustRegister(Requests, Latency, BadRequests, Panics, ForeignKinds, InFlight, CacheSynced, CertificateReloads, CertificateExpiry, buildInfo())
 }

@@ -34,6 +34,8 @@ const smallRequest = 256 << 10
 // through the context.
 func (s *Server) guard(path string, next http.Handler, authenticated bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		metrics.InFlight.Inc()
+		defer metrics.InFlight.Dec()
 		if authenticated && s.opts.ClientAuth != nil {
 			if code, msg := s.authenticate(r); code != 0 {
 				s.refuse(w, path, code, msg)
