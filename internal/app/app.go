@@ -181,7 +181,8 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	shutdown := srv.ShutdownTimeout() + 5*time.Second
 	mgr, err := manager.New(opts.RestConfig, manager.Options{
 		Scheme: scheme,
-		Logger: log,
+		// The graceful release of the lease is logged at info (leader.go).
+		Logger: managerLogger(log),
 		// Every read goes through a module's own scoped cache or the
 		// platform cache; the manager's cache must never start an informer
 		// by accident.
