@@ -56,7 +56,7 @@ configcheck test" runs an HAProxyTemplateConfig's embedded tests offline;
 "gatehouse uninstall" removes what an install wrote at run time.`
 
 func newRootCommand() *cobra.Command {
-	serve := serveFlags()
+	serve := serveFlags(flag.CommandLine)
 	serverFlags := pflag.NewFlagSet("gatehouse", pflag.ContinueOnError)
 	serverFlags.AddGoFlagSet(flag.CommandLine)
 	root := &cobra.Command{
