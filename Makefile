@@ -36,6 +36,7 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 CONTROLLER_GEN := $(BIN)/controller-gen
 CONVERSION_GEN := $(BIN)/conversion-gen
 HELM           := $(BIN)/helm
+GOLANGCI_LINT  := $(BIN)/golangci-lint
 TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubelet $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM)
 
 .PHONY: all
@@ -79,6 +80,12 @@ $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 	$(GO) build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3) \
 		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$minor \
 		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$minor" -o $@ helm.sh/helm/v3/cmd/helm
+
+# golangci-lint is not in TOOLS: only make lint needs it. Its version is
+# linked in as its own release build does (golangci-lint version).
+$(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.sum
+	cd hack/tools/golangci-lint && $(GO) build -trimpath -ldflags "-s -w -X main.version=$$($(GO) list -m -f '{{.Version}}' github.com/golangci/golangci-lint/v2 | sed 's/^v//')" \
+		-o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 ##@ Build
 
@@ -137,6 +144,10 @@ verify-generated: generate ## Fail when generated files or go.mod are out of dat
 	@git diff --exit-code -- api config charts go.mod go.sum || { echo "generated files or go.mod are stale: run make generate and go mod tidy, and commit"; exit 1; }
 
 ##@ Test
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml (builds the pinned golangci-lint into bin/ first).
+	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
 test: tools build ## Unit tests (race detector), integration tests against a real kube-apiserver, then the install suite (test-install).
