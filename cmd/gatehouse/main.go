@@ -100,7 +100,7 @@ func serveFlags(fs *flag.FlagSet) func() error {
 		// Decision logs are written on the admission hot path: buffer them and
 		// flush every second (and at exit) instead of one write(2) per line.
 		logSink := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(os.Stderr), Size: 256 << 10, FlushInterval: time.Second}
-		defer logSink.Stop()
+		defer func() { _ = logSink.Stop() }() // a failed last write to stderr has nowhere to go
 		zapOpts.DestWriter = logSink
 		log := zap.New(zap.UseFlagOptions(&zapOpts))
 		ctrl.SetLogger(log)
