@@ -19,45 +19,51 @@ const (
 
 // managerLogger is log for the manager's own lines.
 func managerLogger(log logr.Logger) logr.Logger {
-	// The sink sits one call deeper than the manager's call site.
-	sink := log.WithCallDepth(1).GetSink()
-	if sink == nil {
+	if log.GetSink() == nil {
 		return log
 	}
-	return logr.New(releaseAtInfo{sink})
+	return logr.New(newReleaseAtInfo(log.GetSink()))
 }
 
 // releaseAtInfo passes every line on, but the graceful release's report.
-type releaseAtInfo struct{ logr.LogSink }
+// Info is the wrapped sink's own method (promoted: no frame of its own, so
+// the caller stays the manager's line); Error is written out here, one
+// frame deeper, so it writes through deeper, the sink one call deeper.
+type releaseAtInfo struct {
+	logr.LogSink
+	deeper logr.LogSink
+}
+
+func newReleaseAtInfo(sink logr.LogSink) releaseAtInfo {
+	deeper := sink
+	if d, ok := sink.(logr.CallDepthLogSink); ok {
+		deeper = d.WithCallDepth(1)
+	}
+	return releaseAtInfo{LogSink: sink, deeper: deeper}
+}
 
 // Init is done: the wrapped sink was initialized by its own logger.
 func (releaseAtInfo) Init(logr.RuntimeInfo) {}
 
-// Info is written out, not promoted, so that every line passes through one
-// frame of releaseAtInfo (the call depth above).
-func (s releaseAtInfo) Info(level int, msg string, keysAndValues ...any) {
-	s.LogSink.Info(level, msg, keysAndValues...)
-}
-
 func (s releaseAtInfo) Error(err error, msg string, keysAndValues ...any) {
 	if msg == stopSequenceError && err != nil && err.Error() == leaderLost {
-		s.LogSink.Info(0, "leader lease released", keysAndValues...)
+		s.deeper.Info(0, "leader lease released", keysAndValues...)
 		return
 	}
-	s.LogSink.Error(err, msg, keysAndValues...)
+	s.deeper.Error(err, msg, keysAndValues...)
 }
 
 func (s releaseAtInfo) WithValues(keysAndValues ...any) logr.LogSink {
-	return releaseAtInfo{s.LogSink.WithValues(keysAndValues...)}
+	return newReleaseAtInfo(s.LogSink.WithValues(keysAndValues...))
 }
 
 func (s releaseAtInfo) WithName(name string) logr.LogSink {
-	return releaseAtInfo{s.LogSink.WithName(name)}
+	return newReleaseAtInfo(s.LogSink.WithName(name))
 }
 
 func (s releaseAtInfo) WithCallDepth(depth int) logr.LogSink {
 	if d, ok := s.LogSink.(logr.CallDepthLogSink); ok {
-		return releaseAtInfo{d.WithCallDepth(depth)}
+		return newReleaseAtInfo(d.WithCallDepth(depth))
 	}
 	return s
 }
