@@ -38,6 +38,7 @@ CONVERSION_GEN := $(BIN)/conversion-gen
 HELM           := $(BIN)/helm
 PROMTOOL       := $(BIN)/promtool
 METRICNAMES    := $(BIN)/metricnames
+GOLANGCI_LINT  := $(BIN)/golangci-lint
 TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubelet $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES)
 
 .PHONY: all
@@ -91,6 +92,12 @@ $(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
 
 $(METRICNAMES): hack/tools/promtool/go.mod hack/tools/promtool/go.sum hack/tools/promtool/metricnames/main.go
 	cd hack/tools/promtool && $(GO) build -trimpath -o $@ ./metricnames
+
+# golangci-lint is not in TOOLS: only make lint needs it. Its version is
+# linked in as its own release build does (golangci-lint version).
+$(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.sum
+	cd hack/tools/golangci-lint && $(GO) build -trimpath -ldflags "-s -w -X main.version=$$($(GO) list -m -f '{{.Version}}' github.com/golangci/golangci-lint/v2 | sed 's/^v//')" \
+		-o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 ##@ Build
 
@@ -149,6 +156,10 @@ verify-generated: generate ## Fail when generated files or go.mod are out of dat
 	@git diff --exit-code -- api config charts go.mod go.sum || { echo "generated files or go.mod are stale: run make generate and go mod tidy, and commit"; exit 1; }
 
 ##@ Test
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml (builds the pinned golangci-lint into bin/ first).
+	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
 test: tools build test-alerts ## Unit tests (race detector), the alerts' promtool tests, integration tests against a real kube-apiserver, then the install suite (test-install).

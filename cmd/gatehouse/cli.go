@@ -57,7 +57,7 @@ runs suites of requests offline, decided by the modules' own code;
 offline; "gatehouse uninstall" removes what an install wrote at run time.`
 
 func newRootCommand() *cobra.Command {
-	serve := serveFlags()
+	serve := serveFlags(flag.CommandLine)
 	serverFlags := pflag.NewFlagSet("gatehouse", pflag.ContinueOnError)
 	serverFlags.AddGoFlagSet(flag.CommandLine)
 	root := &cobra.Command{

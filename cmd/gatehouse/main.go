@@ -30,12 +30,14 @@ func main() {
 	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// serveFlags registers the server's flags on the process's flag set (beside
-// controller-runtime's --kubeconfig) and returns the server's main, to run
-// once they are parsed.
-func serveFlags() func() error {
+// serveFlags registers the server's flags on fs (the process's flag set,
+// beside controller-runtime's --kubeconfig) and returns the server's main,
+// to run once they are parsed. The flags' defaults are app.Options' own
+// (SetDefaults), never written here a second time.
+func serveFlags(fs *flag.FlagSet) func() error {
+	var opts app.Options
+	opts.SetDefaults()
 	var (
-		opts          app.Options
 		configFile    string
 		moduleList    string
 		enforcement   string
@@ -51,54 +53,54 @@ func serveFlags() func() error {
 		clientCAFile  string
 		clientNames   string
 	)
-	flag.StringVar(&opts.Server.Addr, "webhook-bind-address", ":9443", "Address the HTTPS webhook server listens on.")
-	flag.StringVar(&tlsMinVersion, "tls-min-version", "1.2", "Lowest TLS version the webhook server accepts: 1.2 (AEAD suites with ECDHE only) or 1.3.")
-	flag.BoolVar(&opts.Server.EnableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server (off by default, see CVE-2023-44487).")
-	flag.StringVar(&opts.CertDir, "cert-dir", "/etc/gatehouse/tls", "Directory holding tls.crt and tls.key; reloaded when they change.")
-	flag.StringVar(&opts.CertSecret, "cert-secret", "", "namespace/name of a kubernetes.io/tls Secret to serve instead of --cert-dir; followed for rotation.")
-	flag.StringVar(&clientCAFile, "client-ca-file", "", "PEM CA bundle that webhook callers' client certificates must chain to (kube-apiserver presents one through its AdmissionConfiguration kubeConfigFile); re-read when it changes. Without a certificate, webhook calls get 401; /healthz, /readyz and CRD conversion stay open (docs/security.md).")
-	flag.StringVar(&clientNames, "client-names", "", "With --client-ca-file: comma-separated client certificate names (common name or DNS name) served; empty serves any certificate the CA signed.")
-	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", app.DefaultMetricsAddr, "Address for Prometheus metrics (loopback unless told otherwise); \"0\" disables them.")
-	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", false, "Serve metrics over HTTPS to callers the API server authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview).")
-	flag.StringVar(&opts.Namespace, "namespace", envOr("POD_NAMESPACE", "gatehouse-system"), "Namespace Gatehouse runs in; its webhooks never intercept it.")
-	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", "0", "Address for net/http/pprof profiles; \"0\" disables them.")
-	flag.StringVar(&configFile, "config", "", "Optional YAML file with a modules section; flags override it.")
-	flag.StringVar(&moduleList, "modules", "", "Comma-separated modules to enable, e.g. pvsafe,nodegroup.")
-	flag.StringVar(&enforcement, "enforcement", "", "Per-module enforcement, e.g. pvsafe=warn. Modes: enforce (default), warn.")
-	flag.StringVar(&webhookURL, "manage-webhooks-url", "", "When set (e.g. https://127.0.0.1:9443), Gatehouse writes its own webhook configurations pointing at this base URL.")
-	flag.StringVar(&webhookCA, "manage-webhooks-ca-file", "", "PEM CA bundle written into managed webhook configurations (default: the certificate source's CA).")
-	flag.StringVar(&serviceName, "webhook-service", "", "In-cluster managed mode: Gatehouse keeps its webhook configurations pointing at this Service in --namespace.")
-	flag.IntVar(&servicePort, "webhook-service-port", 443, "Port of --webhook-service.")
-	flag.DurationVar(&rotationGrace, "self-managed-certs-rotation-grace", certs.DefaultRotationGrace, "With --self-managed-certs: how long each phase of a CA rotation waits for every replica and kube-apiserver to see the previous one (new CA trusted, then served, then the old CA dropped). Shorter only for tests.")
-	flag.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
-	flag.BoolVar(&catalogueOpts.ConfigCheck.AllowLua, "configcheck-allow-lua", false, "Let configcheck renderings load Lua (lua-load, lua-load-per-thread, lua-prepend-path); haproxy -c runs Lua while parsing, so only for platforms whose HAProxy needs it. The check stays confined.")
-	flag.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Start configcheck on a kernel that cannot confine haproxy -c and the render workers (no Landlock ABI 6 or no seccomp); the check policy and resource limits still hold.")
-	flag.Func("max-in-flight-bytes", "Request bodies the webhook server holds at once (a quantity, e.g. 8Mi; reviews up to 256Ki have as much again of their own); beyond it a request waits --in-flight-wait, then gets 429. Default 8Mi.", quantityFlag(&opts.Server.MaxInFlightBytes))
-	flag.Func("max-in-flight-decision-bytes", "Estimated memory of the decisions made at once (a quantity, e.g. 192Mi): a review costs its JSON tokens times what its module measured per token; beyond it 429, a review costing more alone 413. Default 192Mi; raise it with the memory limit.", quantityFlag(&opts.Server.MaxInFlightDecisionBytes))
-	flag.DurationVar(&opts.Server.ShutdownDelay, "shutdown-delay", 0, "On SIGTERM, keep answering this long with /readyz failing and every connection closed after its answer, before the server stops (up to 30 s more for requests in flight): kube-apiserver moves to the other replicas without a failed call. The chart sets 10s; the Pod's terminationGracePeriodSeconds must exceed it by 35s.")
-	flag.DurationVar(&opts.Server.InFlightWait, "in-flight-wait", time.Second, "How long a request waits for room in the in-flight budgets and its module's concurrency before 429 or 503.")
-	flag.Func("placement-platform-users", "Comma-separated users who may change a tenant's placement settings in its cozystack-values Secret and remove a HelmRelease's application label (default "+strings.Join(placement.DefaultPlatformUsers, ",")+"; empty: none).", func(s string) error {
+	fs.StringVar(&opts.Server.Addr, "webhook-bind-address", opts.Server.Addr, "Address the HTTPS webhook server listens on.")
+	fs.StringVar(&tlsMinVersion, "tls-min-version", server.TLSVersionName(opts.Server.TLSMinVersion), "Lowest TLS version the webhook server accepts: 1.2 (AEAD suites with ECDHE only) or 1.3.")
+	fs.BoolVar(&opts.Server.EnableHTTP2, "enable-http2", opts.Server.EnableHTTP2, "Offer HTTP/2 on the webhook server (off by default, see CVE-2023-44487).")
+	fs.StringVar(&opts.CertDir, "cert-dir", opts.CertDir, "Directory holding tls.crt and tls.key; reloaded when they change.")
+	fs.StringVar(&opts.CertSecret, "cert-secret", "", "namespace/name of a kubernetes.io/tls Secret to serve instead of --cert-dir; followed for rotation.")
+	fs.StringVar(&clientCAFile, "client-ca-file", "", "PEM CA bundle that webhook callers' client certificates must chain to (kube-apiserver presents one through its AdmissionConfiguration kubeConfigFile); re-read when it changes. Without a certificate, webhook calls get 401; /healthz, /readyz and CRD conversion stay open (docs/security.md).")
+	fs.StringVar(&clientNames, "client-names", "", "With --client-ca-file: comma-separated client certificate names (common name or DNS name) served; empty serves any certificate the CA signed.")
+	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, "Address for Prometheus metrics (loopback unless told otherwise); \"0\" disables them.")
+	fs.BoolVar(&opts.MetricsSecure, "metrics-secure", opts.MetricsSecure, "Serve metrics over HTTPS to callers the API server authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview).")
+	fs.StringVar(&opts.Namespace, "namespace", envOr("POD_NAMESPACE", opts.Namespace), "Namespace Gatehouse runs in; its webhooks never intercept it.")
+	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, "Address for net/http/pprof profiles; \"0\" disables them.")
+	fs.StringVar(&configFile, "config", "", "Optional YAML file with a modules section; flags override it.")
+	fs.StringVar(&moduleList, "modules", "", "Comma-separated modules to enable, e.g. pvsafe,nodegroup.")
+	fs.StringVar(&enforcement, "enforcement", "", "Per-module enforcement, e.g. pvsafe=warn. Modes: enforce (default), warn.")
+	fs.StringVar(&webhookURL, "manage-webhooks-url", "", "When set (e.g. https://127.0.0.1:9443), Gatehouse writes its own webhook configurations pointing at this base URL.")
+	fs.StringVar(&webhookCA, "manage-webhooks-ca-file", "", "PEM CA bundle written into managed webhook configurations (default: the certificate source's CA).")
+	fs.StringVar(&serviceName, "webhook-service", "", "In-cluster managed mode: Gatehouse keeps its webhook configurations pointing at this Service in --namespace.")
+	fs.IntVar(&servicePort, "webhook-service-port", 443, "Port of --webhook-service.")
+	fs.DurationVar(&rotationGrace, "self-managed-certs-rotation-grace", certs.DefaultRotationGrace, "With --self-managed-certs: how long each phase of a CA rotation waits for every replica and kube-apiserver to see the previous one (new CA trusted, then served, then the old CA dropped). Shorter only for tests.")
+	fs.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
+	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowLua, "configcheck-allow-lua", false, "Let configcheck renderings load Lua (lua-load, lua-load-per-thread, lua-prepend-path); haproxy -c runs Lua while parsing, so only for platforms whose HAProxy needs it. The check stays confined.")
+	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Start configcheck on a kernel that cannot confine haproxy -c and the render workers (no Landlock ABI 6 or no seccomp); the check policy and resource limits still hold.")
+	fs.Func("max-in-flight-bytes", "Request bodies the webhook server holds at once (a quantity, e.g. 8Mi; reviews up to 256Ki have as much again of their own); beyond it a request waits --in-flight-wait, then gets 429. Default "+quantity(opts.Server.MaxInFlightBytes)+".", quantityFlag(&opts.Server.MaxInFlightBytes))
+	fs.Func("max-in-flight-decision-bytes", "Estimated memory of the decisions made at once (a quantity, e.g. 192Mi): a review costs its JSON tokens times what its module measured per token; beyond it 429, a review costing more alone 413. Default "+quantity(opts.Server.MaxInFlightDecisionBytes)+"; raise it with the memory limit.", quantityFlag(&opts.Server.MaxInFlightDecisionBytes))
+	fs.DurationVar(&opts.Server.ShutdownDelay, "shutdown-delay", opts.Server.ShutdownDelay, "On SIGTERM, keep answering this long with /readyz failing and every connection closed after its answer, before the server stops (up to 30 s more for requests in flight): kube-apiserver moves to the other replicas without a failed call. The chart sets 10s; the Pod's terminationGracePeriodSeconds must exceed it by 35s.")
+	fs.DurationVar(&opts.Server.InFlightWait, "in-flight-wait", opts.Server.InFlightWait, "How long a request waits for room in the in-flight budgets and its module's concurrency before 429 or 503.")
+	fs.Func("placement-platform-users", "Comma-separated users who may change a tenant's placement settings in its cozystack-values Secret and remove a HelmRelease's application label (default "+strings.Join(placement.DefaultPlatformUsers, ",")+"; empty: none).", func(s string) error {
 		catalogueOpts.Placement.PlatformUsers = splitList(s)
 		return nil
 	})
-	flag.Func("placement-platform-groups", "Comma-separated groups whose members may do what --placement-platform-users may (default "+strings.Join(placement.DefaultPlatformGroups, ",")+"; empty: none).", func(s string) error {
+	fs.Func("placement-platform-groups", "Comma-separated groups whose members may do what --placement-platform-users may (default "+strings.Join(placement.DefaultPlatformGroups, ",")+"; empty: none).", func(s string) error {
 		catalogueOpts.Placement.PlatformGroups = splitList(s)
 		return nil
 	})
-	flag.BoolVar(&catalogueOpts.Placement.LineageLabels, "placement-lineage-labels", false, "Label Pods with their Cozystack application (apps.cozystack.io/application.{group,kind,name}, internal.cozystack.io/managed-by-cozystack, internal.cozystack.io/tenantresource) from placement's cached lineage walk, through a mutating Pod webhook, so that Cozystack's lineage webhook need not read the API server for Pods (docs/placement.md, \"Lineage labels\").")
-	flag.StringVar(&pvsafeBypass, "pvsafe-bypass", string(pvsafe.BypassAuthorized), "What pvsafe's bypass label pv-safe.io/force-delete=true needs: authorized (the deleting user must also be allowed verb bypass in API group pvsafe.gatehouse.dev, ClusterRole gatehouse-pvsafe-bypass) or label (the label alone, as upstream pv-safe).")
-	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect one replica to write the webhook configurations (every replica serves).")
-	flag.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a leader's lease lasts without renewal; another replica takes over at most this long after the leader dies.")
-	flag.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing its lease before it gives up leading (less than --leader-elect-lease-duration).")
-	flag.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How often replicas try to acquire or renew the lease.")
-	flag.StringVar(&opts.Instance, "instance-name", webhookconfig.DefaultInstance, "Name of this install: its webhook configurations are <name>-validating and <name>-mutating, its lease <name>-leader, and what it writes is labelled gatehouse.dev/instance=<name>, so that installs in one cluster never touch each other's objects (the chart passes its fullname).")
+	fs.BoolVar(&catalogueOpts.Placement.LineageLabels, "placement-lineage-labels", false, "Label Pods with their Cozystack application (apps.cozystack.io/application.{group,kind,name}, internal.cozystack.io/managed-by-cozystack, internal.cozystack.io/tenantresource) from placement's cached lineage walk, through a mutating Pod webhook, so that Cozystack's lineage webhook need not read the API server for Pods (docs/placement.md, \"Lineage labels\").")
+	fs.StringVar(&pvsafeBypass, "pvsafe-bypass", string(pvsafe.BypassAuthorized), "What pvsafe's bypass label pv-safe.io/force-delete=true needs: authorized (the deleting user must also be allowed verb bypass in API group pvsafe.gatehouse.dev, ClusterRole gatehouse-pvsafe-bypass) or label (the label alone, as upstream pv-safe).")
+	fs.BoolVar(&opts.LeaderElection, "leader-elect", opts.LeaderElection, "Elect one replica to write the webhook configurations (every replica serves).")
+	fs.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", opts.LeaseDuration, "How long a leader's lease lasts without renewal; another replica takes over at most this long after the leader dies.")
+	fs.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", opts.RenewDeadline, "How long the leader retries renewing its lease before it gives up leading (less than --leader-elect-lease-duration).")
+	fs.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", opts.RetryPeriod, "How often replicas try to acquire or renew the lease.")
+	fs.StringVar(&opts.Instance, "instance-name", opts.Instance, "Name of this install: its webhook configurations are <name>-validating and <name>-mutating, its lease <name>-leader, and what it writes is labelled gatehouse.dev/instance=<name>, so that installs in one cluster never touch each other's objects (the chart passes its fullname).")
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(flag.CommandLine)
+	zapOpts.BindFlags(fs)
 	return func() error {
 		// Decision logs are written on the admission hot path: buffer them and
 		// flush every second (and at exit) instead of one write(2) per line.
 		logSink := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(os.Stderr), Size: 256 << 10, FlushInterval: time.Second}
-		defer logSink.Stop()
+		defer func() { _ = logSink.Stop() }() // a failed last write to stderr has nowhere to go
 		zapOpts.DestWriter = logSink
 		log := zap.New(zap.UseFlagOptions(&zapOpts))
 		ctrl.SetLogger(log)
@@ -223,6 +225,11 @@ func envOr(key, fallback string) string {
 		return v
 	}
 	return fallback
+}
+
+// quantity spells bytes as a flag's usage shows it: 8Mi.
+func quantity(bytes int64) string {
+	return resource.NewQuantity(bytes, resource.BinarySI).String()
 }
 
 // quantityFlag parses a Kubernetes quantity (8Mi, 200M, 1048576) into a

@@ -19,7 +19,10 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run is main's body: its deferred calls run before the process exits.
+func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -49,7 +52,7 @@ func main() {
 		var err error
 		if opts.RealNode, gatehouseImage, err = realNodeOptions(); err != nil {
 			fmt.Fprintln(os.Stderr, "gatehouse:", err)
-			os.Exit(1)
+			return 1
 		}
 		fmt.Println("gatehouse: REAL_NODE=1: containerd and a kubelet join as a real Node (docs/real-node.md)")
 	}
@@ -57,7 +60,7 @@ func main() {
 	env, err := devenv.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gatehouse:", err)
-		os.Exit(1)
+		return 1
 	}
 	cp := env.ControlPlane
 	var controllers []string
@@ -103,7 +106,7 @@ gatehouse: ready
 		code = 1
 	}
 	fmt.Println("gatehouse: stopped")
-	os.Exit(code)
+	return code
 }
 
 // realNodeOptions imports the images make image and make pause-image

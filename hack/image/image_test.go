@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"debug/elf"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path"
@@ -88,7 +89,7 @@ func readArchive(t *testing.T, data []byte) archive {
 	tr := tar.NewReader(bytes.NewReader(data))
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return a
 		}
 		if err != nil {
@@ -149,7 +150,7 @@ func (a archive) layer(t *testing.T) ([]*tar.Header, map[string][]byte) {
 	tr := tar.NewReader(zr)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return headers, files
 		}
 		if err != nil {

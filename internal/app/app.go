@@ -32,7 +32,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
-// Options configures a Gatehouse process. Defaults are set in setDefaults.
+// Options configures a Gatehouse process. Defaults are set in SetDefaults.
 type Options struct {
 	RestConfig *rest.Config
 	Log        logr.Logger
@@ -70,10 +70,10 @@ type Options struct {
 	// them and the annotation on the CRDs whose conversion it keeps. The
 	// chart passes its fullname. Default "gatehouse".
 	Instance string
-	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election;
-	// zero keeps controller-runtime's defaults (15 s, 10 s, 2 s).
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
+	// Default controller-runtime's: 15 s, 10 s, 2 s.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// PprofAddr serves net/http/pprof; "" or "0" disables it.
+	// PprofAddr serves net/http/pprof; "0" disables it. Default "0".
 	PprofAddr string
 	// LeaderElection elects the one replica that writes the webhook
 	// configurations. Every replica serves webhooks either way.
@@ -93,7 +93,10 @@ type Options struct {
 	Modules   map[string]ModuleConfig
 }
 
-func (o *Options) setDefaults() {
+// SetDefaults gives every zero field its default, the server's included:
+// the one place they are written. New calls it; cmd/gatehouse calls it
+// first, so that its flags show these defaults.
+func (o *Options) SetDefaults() {
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
@@ -109,6 +112,21 @@ func (o *Options) setDefaults() {
 	if o.Instance == "" {
 		o.Instance = webhookconfig.DefaultInstance
 	}
+	if o.PprofAddr == "" {
+		o.PprofAddr = "0"
+	}
+	// controller-runtime's own defaults, written here so that the flags
+	// can show them.
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RenewDeadline == 0 {
+		o.RenewDeadline = 10 * time.Second
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
+	o.Server.SetDefaults()
 	o.Server.Log = o.Log.WithName("server")
 }
 
@@ -149,7 +167,7 @@ type Gatehouse struct {
 
 // New builds the manager, the server and the enabled modules.
 func New(ctx context.Context, opts Options) (*Gatehouse, error) {
-	opts.setDefaults()
+	opts.SetDefaults()
 	log := opts.Log
 	if err := ValidateInstance(opts.Instance); err != nil {
 		return nil, err
@@ -181,7 +199,8 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	shutdown := srv.ShutdownTimeout() + 5*time.Second
 	mgr, err := manager.New(opts.RestConfig, manager.Options{
 		Scheme: scheme,
-		Logger: log,
+		// The graceful release of the lease is logged at info (leader.go).
+		Logger: managerLogger(log),
 		// Every read goes through a module's own scoped cache or the
 		// platform cache; the manager's cache must never start an informer
 		// by accident.
@@ -195,9 +214,9 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		LeaderElectionID:              LeaseName(opts.Instance),
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 durationOrNil(opts.LeaseDuration),
-		RenewDeadline:                 durationOrNil(opts.RenewDeadline),
-		RetryPeriod:                   durationOrNil(opts.RetryPeriod),
+		LeaseDuration:                 &opts.LeaseDuration,
+		RenewDeadline:                 &opts.RenewDeadline,
+		RetryPeriod:                   &opts.RetryPeriod,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -362,13 +381,6 @@ func (g *Gatehouse) manageWebhooks(target webhookconfig.Target, platform cache.C
 		}
 		return rec.Start(ctx)
 	}), g.opts.Log.WithName("webhookconfig")))
-}
-
-func durationOrNil(d time.Duration) *time.Duration {
-	if d == 0 {
-		return nil
-	}
-	return &d
 }
 
 // Reconciler is the webhook configuration reconciler, nil in static mode.

@@ -71,7 +71,7 @@ func TestConfigFileRefusesUnknownKeys(t *testing.T) {
 // Metrics leave the pod only when told: the default address is loopback.
 func TestMetricsBindToLoopbackByDefault(t *testing.T) {
 	var o Options
-	o.setDefaults()
+	o.SetDefaults()
 	if o.MetricsAddr != "127.0.0.1:8080" {
 		t.Fatalf("default metrics address %q, want 127.0.0.1:8080", o.MetricsAddr)
 	}

@@ -97,7 +97,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	}
 	env := &Env{ControlPlane: cp, exited: make(chan error, 1)}
 	fail := func(err error) (*Env, error) {
-		env.Stop()
+		_ = env.Stop() // err is the cause
 		return nil, err
 	}
 	kubeconfig, err := cp.AdminKubeconfig()
@@ -231,7 +231,8 @@ func (e *Env) Stop() error {
 	if e.Process != nil && e.Process.Process != nil {
 		_ = e.Process.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-e.exited:
+		case err := <-e.exited:
+			e.exited <- err // later readers (Exited) see the exit too
 		case <-time.After(40 * time.Second):
 			_ = e.Process.Process.Kill()
 			errs = append(errs, errors.New("gatehouse did not stop within 40s; killed"))

@@ -217,8 +217,7 @@ func (s fixedState) snapshot(string) (ClusterState, error) { return ClusterState
 func BenchmarkValidationHTTPS(b *testing.B) {
 	val := &validator{state: fixedState{
 		ClusterType: "Cloud", ClusterPrefix: "demo", Zones: []string{"nova", "az-2"}, APIServerEndpoints: 3,
-		CustomTolerationKeys:      []string{"dedicated"},
-		NodesWithCustomContainerd: map[string][]string{}, NodesWithoutContainerdV2: map[string][]string{},
+		CustomTolerationKeys: []string{"dedicated"},
 	}}
 	allow := module.Webhook{Name: "allow", Path: "/validate-allow", Type: module.Validating,
 		FailurePolicy: admissionregistrationv1.Fail, SideEffects: admissionregistrationv1.SideEffectClassNone, TimeoutSeconds: 10,

@@ -34,8 +34,8 @@ var fuzzStates = []ClusterState{
 	{
 		ClusterType: "Cloud", ClusterPrefix: "demo", DefaultCRI: "Docker", PodSubnetNodeCIDRPrefix: 26,
 		Zones: []string{"nova", "az-2"}, APIServerEndpoints: 1, CustomTolerationKeys: []string{"team"},
-		NodesWithCustomContainerd: map[string][]string{"worker": {"n2", "n1"}, "master": {"m1"}},
-		NodesWithoutContainerdV2:  map[string][]string{"worker": {"n1"}, "": {"x"}},
+		NodesWithCustomContainerd: []string{"n2", "n1"},
+		NodesWithoutContainerdV2:  []string{"n1"},
 	},
 }
 

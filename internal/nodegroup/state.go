@@ -135,7 +135,7 @@ func (c *clusterCache) snapshot(group string) (ClusterState, error) {
 	if len(problems) > 0 {
 		return ClusterState{}, errors.Join(problems...)
 	}
-	s.NodesWithCustomContainerd = map[string][]string{group: custom}
-	s.NodesWithoutContainerdV2 = map[string][]string{group: unsupported}
+	s.NodesWithCustomContainerd = custom
+	s.NodesWithoutContainerdV2 = unsupported
 	return s, nil
 }

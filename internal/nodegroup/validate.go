@@ -69,12 +69,13 @@ type ClusterState struct {
 	APIServerEndpoints int
 	// CustomTolerationKeys are the taint keys ModuleConfig global tolerates.
 	CustomTolerationKeys []string
-	// NodesWithCustomContainerd maps a group name to its nodes labelled with
-	// a custom containerd configuration.
-	NodesWithCustomContainerd map[string][]string
-	// NodesWithoutContainerdV2 maps a group name to its nodes labelled
+	// NodesWithCustomContainerd are the group's nodes labelled with a
+	// custom containerd configuration. A state is the state of the one
+	// group a request names.
+	NodesWithCustomContainerd []string
+	// NodesWithoutContainerdV2 are the group's nodes labelled
 	// node.deckhouse.io/containerd-v2-unsupported.
-	NodesWithoutContainerdV2 map[string][]string
+	NodesWithoutContainerdV2 []string
 }
 
 // Request is one admission request in hub terms.
@@ -98,7 +99,7 @@ func Validate(req Request, state ClusterState) (field.ErrorList, []string) {
 	if spec.NodeTemplate != nil {
 		taints = spec.NodeTemplate.Taints
 	}
-	unsupported := state.NodesWithoutContainerdV2[ng.Name]
+	unsupported := state.NodesWithoutContainerdV2
 
 	var errs field.ErrorList
 	if req.Operation == admissionv1.Create {
@@ -117,7 +118,7 @@ func Validate(req Request, state ClusterState) (field.ErrorList, []string) {
 	errs = append(errs, validateUniqueTaints(taints)...)
 	errs = append(errs, validateTopologyManager(spec.Kubelet)...)
 	if old != nil {
-		errs = append(errs, validateCRIChangeOnCustomContainerd(old, ng, state.DefaultCRI, state.NodesWithCustomContainerd[ng.Name])...)
+		errs = append(errs, validateCRIChangeOnCustomContainerd(old, ng, state.DefaultCRI, state.NodesWithCustomContainerd)...)
 		errs = append(errs, validateContainerdV2Nodes(ng.Name, spec.CRI, unsupported)...)
 		errs = append(errs, validateMemorySwap(ng.Name, spec.Kubelet, unsupported)...)
 	}

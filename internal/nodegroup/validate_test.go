@@ -183,19 +183,18 @@ func TestValidate(t *testing.T) {
 		// 13.
 		{name: "runtime change with custom containerd nodes", update: true,
 			old: group("w", v1.NodeTypeStatic, criType(v1.CRITypeContainerd)), ng: group("w", v1.NodeTypeStatic, criType(v1.CRITypeContainerdV2)),
-			state:   ClusterState{NodesWithCustomContainerd: map[string][]string{"w": {"w-2", "w-1"}}},
+			state:   ClusterState{NodesWithCustomContainerd: []string{"w-2", "w-1"}},
 			denials: []string{"CRI cannot be changed because some nodes are using custom configuration: w-1, w-2"}},
 		{name: "spelling out the default runtime with custom containerd nodes", update: true,
 			old: group("w", v1.NodeTypeStatic), ng: group("w", v1.NodeTypeStatic, criType(v1.CRITypeContainerd)),
-			state: ClusterState{NodesWithCustomContainerd: map[string][]string{"w": {"w-1"}}}},
-		{name: "custom containerd nodes of another group", update: true,
-			old: group("w", v1.NodeTypeStatic), ng: group("w", v1.NodeTypeStatic, criType(v1.CRITypeContainerdV2)),
-			state: ClusterState{NodesWithCustomContainerd: map[string][]string{"other": {"o-1"}}}},
+			state: ClusterState{NodesWithCustomContainerd: []string{"w-1"}}},
+		{name: "runtime change without custom containerd nodes", update: true,
+			old: group("w", v1.NodeTypeStatic), ng: group("w", v1.NodeTypeStatic, criType(v1.CRITypeContainerdV2))},
 
 		// 14.
 		{name: "ContainerdV2 with nodes that cannot run it", update: true,
 			old: group("w", v1.NodeTypeStatic), ng: group("w", v1.NodeTypeStatic, criType(v1.CRITypeContainerdV2)),
-			state: ClusterState{NodesWithoutContainerdV2: map[string][]string{"w": {"w-1"}}},
+			state: ClusterState{NodesWithoutContainerdV2: []string{"w-1"}},
 			denials: []string{`It is forbidden for NodeGroup "w" to use CRI ContainerdV2 because it contains nodes that do not support ContainerdV2. ` +
 				`You can list them with: kubectl get node -l node.deckhouse.io/containerd-v2-unsupported,node.deckhouse.io/group=w`}},
 		{name: "ContainerdV2 without such nodes", update: true,
@@ -212,11 +211,11 @@ func TestValidate(t *testing.T) {
 		{name: "limited swap on nodes without cgroup v2", update: true,
 			old: group("w", v1.NodeTypeStatic), ng: group("w", v1.NodeTypeStatic, kubelet(v1.KubeletSpec{MemorySwap: &v1.MemorySwap{
 				SwapBehavior: v1.SwapBehaviorLimitedSwap, LimitedSwap: &v1.LimitedSwap{Size: "2G"}}})),
-			state:   ClusterState{NodesWithoutContainerdV2: map[string][]string{"w": {"w-1"}}},
+			state:   ClusterState{NodesWithoutContainerdV2: []string{"w-1"}},
 			denials: []string{`memorySwap requires cgroup v2, but NodeGroup "w" contains nodes where cgroup v2 is not supported`}},
 		{name: "NoSwap on nodes without cgroup v2", update: true,
 			old: group("w", v1.NodeTypeStatic), ng: group("w", v1.NodeTypeStatic, kubelet(v1.KubeletSpec{MemorySwap: &v1.MemorySwap{SwapBehavior: v1.SwapBehaviorNoSwap}})),
-			state: ClusterState{NodesWithoutContainerdV2: map[string][]string{"w": {"w-1"}}}},
+			state: ClusterState{NodesWithoutContainerdV2: []string{"w-1"}}},
 
 		{name: "every denial and warning of a request together", update: true,
 			old: group("master", v1.NodeTypeCloudPermanent),

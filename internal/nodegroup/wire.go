@@ -138,7 +138,7 @@ func readWire(raw []byte, desired string) (*wireObject, error) {
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, malformed(err)
 	}
-	if _, err := dec.ReadToken(); err != io.EOF {
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return nil, malformed(fmt.Errorf("data after the object: %v", err))
 	}
 	if w.obj == nil {

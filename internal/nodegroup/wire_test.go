@@ -1,16 +1,11 @@
 package nodegroup
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"math/rand"
 	"strings"
 	"testing"
-
-	"github.com/go-json-experiment/json/jsontext"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
@@ -51,25 +46,6 @@ func TestTypeMetaInAnyOrder(t *testing.T) {
 			t.Errorf("%s: got %s %v, want an error with %q", tc.in, out, err, tc.wantErr)
 		}
 	}
-}
-
-// readAndSetAnnotations sets the annotations member of a metadata object
-// as the conversion does: read in the one pass, then rewritten.
-func readAndSetAnnotations(metadata, value []byte) ([]byte, error) {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(metadata))
-	m, err := readMetadata(dec, metadata)
-	if err == nil {
-		_, err = dec.ReadToken()
-		if err == io.EOF {
-			err = m.err
-		} else if err == nil {
-			err = errors.New("data after the object")
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return m.withAnnotations(value), nil
 }
 
 // The webhook path decodes only part of metadata and writes it back as it

@@ -19,9 +19,9 @@ func BenchmarkAdmitClaimDelete(b *testing.B) {
 	claim := pvc("app", "data", "pv1", bound)
 	claim.ManagedFields = []metav1.ManagedFieldsEntry{
 		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:accessModes":{},"f:resources":{"f:requests":{".":{},"f:storage":{}}},"f:storageClassName":{},"f:volumeMode":{},"f:volumeName":{}}}`)}},
+			FieldsType: "FieldsV1", FieldsV1: fieldsV1(`{"f:spec":{"f:accessModes":{},"f:resources":{"f:requests":{".":{},"f:storage":{}}},"f:storageClassName":{},"f:volumeMode":{},"f:volumeName":{}}}`)},
 		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Subresource: "status",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:accessModes":{},"f:capacity":{".":{},"f:storage":{}},"f:phase":{}}}`)}},
+			FieldsType: "FieldsV1", FieldsV1: fieldsV1(`{"f:status":{"f:accessModes":{},"f:capacity":{".":{},"f:storage":{}},"f:phase":{}}}`)},
 	}
 	raw, _ := json.Marshal(claim)
 	l := memLookup{volumes: map[string]*corev1.PersistentVolume{"pv1": pv("pv1", retain, corev1.VolumeBound, "app/data")}}
@@ -37,4 +37,11 @@ func BenchmarkAdmitClaimDelete(b *testing.B) {
 			b.Fatal(resp.Result.Message)
 		}
 	}
+}
+
+// fieldsV1 is a managed fields entry's field set, as the API server writes it.
+func fieldsV1(raw string) *metav1.FieldsV1 {
+	f := &metav1.FieldsV1{}
+	f.SetRawBytes([]byte(raw))
+	return f
 }

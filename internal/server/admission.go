@@ -3,16 +3,15 @@ package server
 import (
 	"context"
 	"fmt"
-	json "github.com/go-json-experiment/json/v1"
 	"net/http"
-	"runtime/debug"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"golang.org/x/sync/semaphore"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
@@ -81,7 +80,7 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var review admissionv1.AdmissionReview
 	if err := decodeAdmissionReview(requestBody(r), &review); err != nil {
-		h.server.refuse(w, h.hook.Path, http.StatusBadRequest, "malformed AdmissionReview: "+err.Error())
+		h.server.refuseMalformed(w, h.hook.Path, admissionReviewGVK, err)
 		return
 	}
 	req := admission.Request{AdmissionRequest: *review.Request}
@@ -167,17 +166,12 @@ func (h *admissionHandler) writeBudget() time.Duration {
 func (h *admissionHandler) admit(ctx context.Context, req admission.Request) (resp admission.Response, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
-			metrics.Panics.WithLabelValues(h.hook.Name, h.module).Inc()
-			h.server.opts.Log.Error(fmt.Errorf("panic: %v", p), "webhook handler panicked",
-				"webhook", h.hook.Name, "uid", req.UID, "stack", string(debug.Stack()))
+			h.server.recordPanic(p, "webhook", h.hook, h.module, req.UID)
 			resp = admission.Errored(http.StatusInternalServerError, fmt.Errorf("internal error in webhook %s", h.hook.Name))
 			panicked = true
 		}
 	}()
-	// Modules log through log.FromContext: the request's identity is bound
-	// once, here.
-	ctx = logf.IntoContext(ctx, h.server.opts.Log.WithValues("webhook", h.hook.Name, "module", h.module, "uid", req.UID))
-	resp = h.hook.Admit(ctx, req)
+	resp = h.hook.Admit(h.server.requestContext(ctx, h.hook, h.module, req.UID), req)
 	if err := resp.Complete(req); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode patch: %w", err)), false
 	}
@@ -206,23 +200,12 @@ func (h *admissionHandler) logDecision(req admission.Request, resp admission.Res
 }
 
 func decodeAdmissionReview(body []byte, review *admissionv1.AdmissionReview) error {
-	if len(body) == 0 {
-		return fmt.Errorf("request body is empty")
-	}
-	if err := json.Unmarshal(body, review); err != nil {
-		return fmt.Errorf("invalid JSON: %w", err)
-	}
-	if gvk := review.GroupVersionKind(); gvk != admissionReviewGVK {
-		return fmt.Errorf("expected apiVersion %q and kind %q, got %q and %q",
-			admissionReviewGVK.GroupVersion().String(), admissionReviewGVK.Kind, review.APIVersion, review.Kind)
-	}
-	if review.Request == nil {
-		return fmt.Errorf("the review has no request")
-	}
-	if review.Request.UID == "" {
-		return fmt.Errorf("request.uid is empty")
-	}
-	return nil
+	return decodeReview(body, review, admissionReviewGVK, func() (types.UID, bool) {
+		if review.Request == nil {
+			return "", false
+		}
+		return review.Request.UID, true
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -2,17 +2,16 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	json "github.com/go-json-experiment/json/v1"
 	"net/http"
-	"runtime/debug"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"time"
 
 	"golang.org/x/sync/semaphore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -53,7 +52,7 @@ func (h *conversionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	var review apiextensionsv1.ConversionReview
 	if err := decodeConversionReview(requestBody(r), &review); err != nil {
-		h.server.refuse(w, h.hook.Path, http.StatusBadRequest, "malformed ConversionReview: "+err.Error())
+		h.server.refuseMalformed(w, h.hook.Path, conversionReviewGVK, err)
 		return
 	}
 	req := review.Request
@@ -91,14 +90,11 @@ func (h *conversionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *conversionHandler) convert(ctx context.Context, req *apiextensionsv1.ConversionRequest) (objs []runtime.RawExtension, err error, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
-			metrics.Panics.WithLabelValues(h.hook.Name, h.module).Inc()
-			h.server.opts.Log.Error(fmt.Errorf("panic: %v", p), "conversion handler panicked",
-				"webhook", h.hook.Name, "uid", req.UID, "stack", string(debug.Stack()))
+			h.server.recordPanic(p, "conversion", h.hook, h.module, req.UID)
 			objs, err, panicked = nil, fmt.Errorf("internal error in conversion webhook %s", h.hook.Name), true
 		}
 	}()
-	ctx = logf.IntoContext(ctx, h.server.opts.Log.WithValues("webhook", h.hook.Name, "module", h.module, "uid", req.UID))
-	objs, err = h.hook.Convert(ctx, req)
+	objs, err = h.hook.Convert(h.server.requestContext(ctx, h.hook, h.module, req.UID), req)
 	if err == nil && len(objs) != len(req.Objects) {
 		err = fmt.Errorf("conversion returned %d objects for %d", len(objs), len(req.Objects))
 	}
@@ -106,24 +102,14 @@ func (h *conversionHandler) convert(ctx context.Context, req *apiextensionsv1.Co
 }
 
 func decodeConversionReview(body []byte, review *apiextensionsv1.ConversionReview) error {
-	if len(body) == 0 {
-		return fmt.Errorf("request body is empty")
+	err := decodeReview(body, review, conversionReviewGVK, func() (types.UID, bool) {
+		if review.Request == nil {
+			return "", false
+		}
+		return review.Request.UID, true
+	})
+	if err == nil && review.Request.DesiredAPIVersion == "" {
+		err = errors.New("request.desiredAPIVersion is empty")
 	}
-	if err := json.Unmarshal(body, review); err != nil {
-		return fmt.Errorf("invalid JSON: %w", err)
-	}
-	if gvk := review.GroupVersionKind(); gvk != conversionReviewGVK {
-		return fmt.Errorf("expected apiVersion %q and kind %q, got %q and %q",
-			conversionReviewGVK.GroupVersion().String(), conversionReviewGVK.Kind, review.APIVersion, review.Kind)
-	}
-	if review.Request == nil {
-		return fmt.Errorf("the review has no request")
-	}
-	if review.Request.UID == "" {
-		return fmt.Errorf("request.uid is empty")
-	}
-	if review.Request.DesiredAPIVersion == "" {
-		return fmt.Errorf("request.desiredAPIVersion is empty")
-	}
-	return nil
+	return err
 }

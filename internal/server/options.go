@@ -11,7 +11,7 @@ import (
 )
 
 // Options configures a Server. Zero values take the defaults set in one place,
-// setDefaults.
+// SetDefaults.
 type Options struct {
 	// Addr is the listen address. Default ":9443".
 	Addr string
@@ -76,7 +76,9 @@ const (
 	defaultMaxInFlightDecisionBytes = 192 << 20
 )
 
-func (o *Options) setDefaults() {
+// SetDefaults gives every zero field its default. New calls it; a command
+// line calls it first to show the defaults as its flags' (cmd/gatehouse).
+func (o *Options) SetDefaults() {
 	if o.Addr == "" {
 		o.Addr = defaultAddr
 	}
@@ -123,6 +125,17 @@ var TLS12CipherSuites = []uint16{
 	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
 	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
 	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// TLSVersionName spells a version as ParseTLSVersion reads it.
+func TLSVersionName(v uint16) string {
+	switch v {
+	case tls.VersionTLS12:
+		return "1.2"
+	case tls.VersionTLS13:
+		return "1.3"
+	}
+	return fmt.Sprintf("0x%04x", v)
 }
 
 // ParseTLSVersion reads --tls-min-version: "1.2" or "1.3".

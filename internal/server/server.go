@@ -52,7 +52,7 @@ var _ webhook.Server = (*Server)(nil)
 
 // New returns a server; call Start to serve.
 func New(opts Options) (*Server, error) {
-	opts.setDefaults()
+	opts.SetDefaults()
 	if opts.Certificates == nil {
 		return nil, errors.New("server: a certificate source is required")
 	}

@@ -56,7 +56,7 @@ func (c *component) waitHealthy(ctx context.Context, port int, timeout time.Dura
 	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	last := "no answer"
+	var last string
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := client.Do(req); err == nil {

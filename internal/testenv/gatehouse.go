@@ -124,7 +124,7 @@ func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.
 		Transport: &http.Transport{TLSClientConfig: clientConfig},
 	}
 	if err := gh.waitReady(ctx, 2*time.Minute); err != nil {
-		gh.Stop()
+		_ = gh.Stop() // err is the cause
 		return nil, err
 	}
 	return gh, nil

@@ -215,7 +215,7 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, opts RealNodeOptions,
 		return nil, err
 	}
 	fail := func(err error) (*RealNode, error) {
-		n.stop()
+		_ = n.stop() // err is the cause
 		return nil, fmt.Errorf("real node: %w (logs in %s)", err, dir)
 	}
 	if err := n.createBridge(); err != nil {

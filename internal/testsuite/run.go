@@ -120,10 +120,8 @@ type run struct {
 func newRun(ctx context.Context, s *Suite, opts Options) (*run, error) {
 	all := opts.Modules()
 	byName := map[string]module.Module{}
-	var names []string
 	for _, m := range all {
 		byName[m.Name()] = m
-		names = append(names, m.Name())
 	}
 	used, err := s.usedModules(all)
 	if err != nil {

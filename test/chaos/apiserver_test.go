@@ -275,7 +275,7 @@ func waitAPIServerReady(env *devenv.Env, exited <-chan struct{}, timeout time.Du
 	}
 	readyz.Path = "/readyz" // envtest's Host ends with a slash
 	deadline := time.After(timeout)
-	last := "no answer"
+	var last string
 	for {
 		resp, err := httpClient.Get(readyz.String())
 		if err == nil {

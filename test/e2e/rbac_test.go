@@ -176,7 +176,7 @@ func TestGatehouseRunsOnTheChartsRBAC(t *testing.T) {
 			planted := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
 				"metadata": map[string]any{"namespace": ns, "name": "planted"}}}
 			forbidden("applying another Secret in Gatehouse's namespace",
-				token.Patch(ctx, planted, client.Apply, client.FieldOwner("attacker"), client.DryRunAll))
+				token.Apply(ctx, client.ApplyConfigurationFromUnstructured(planted), client.FieldOwner("attacker"), client.DryRunAll))
 			// No webhook configuration but its own two.
 			evil := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "evil-" + randSuffix()}}
 			forbidden("creating a MutatingWebhookConfiguration", token.Create(ctx, evil, client.DryRunAll))
@@ -184,7 +184,7 @@ func TestGatehouseRunsOnTheChartsRBAC(t *testing.T) {
 				token.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: evil.Name}}, client.DryRunAll))
 			evilApply := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
 				"metadata": map[string]any{"name": evil.Name}}}
-			forbidden("applying a MutatingWebhookConfiguration", token.Patch(ctx, evilApply, client.Apply, client.FieldOwner("attacker"), client.DryRunAll))
+			forbidden("applying a MutatingWebhookConfiguration", token.Apply(ctx, client.ApplyConfigurationFromUnstructured(evilApply), client.FieldOwner("attacker"), client.DryRunAll))
 
 			if slices.Contains(on, "configcheck") {
 				configcheckPublishesOnlyWhereGranted(t, publish)

@@ -317,8 +317,10 @@ func TestPolicyFileTableAgainstHAProxy(t *testing.T) {
 			if strings.ContainsAny(dir, "(),#'\"\\ ") {
 				t.Fatalf("temporary directory %q has characters a configuration would need to quote", dir)
 			}
-			path := filepath.Join(dir, "missing", "probe")
+			var path string
 			switch p.kind {
+			case probeMissing:
+				path = filepath.Join(dir, "missing", "probe")
 			case probeDir:
 				path = filepath.Join(dir, "issuers")
 				if err := os.Mkdir(path, 0o700); err != nil {

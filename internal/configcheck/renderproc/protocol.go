@@ -317,9 +317,9 @@ func toWireError(err error, limit int64) *wireError {
 	var compileErr *render.CompileError
 	// The top of the chain only: an error wrapping a RenderError would not
 	// read the same once rebuilt as a RenderError.
-	if errors.As(err, &renderErr) && error(renderErr) == err {
+	if errors.As(err, &renderErr) && error(renderErr) == err { //nolint:errorlint // the top of the chain only, as said
 		we.Kind, we.Template, we.Text = errorKindRender, []byte(renderErr.Template), []byte(errorText(renderErr.Err))
-	} else if errors.As(err, &compileErr) && error(compileErr) == err {
+	} else if errors.As(err, &compileErr) && error(compileErr) == err { //nolint:errorlint // as above
 		we.Kind, we.Template, we.Text = errorKindCompile, []byte(compileErr.Template), []byte(errorText(compileErr.Err))
 	}
 	var failErr *render.FailError

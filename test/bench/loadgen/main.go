@@ -53,8 +53,9 @@ func main() {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, *only, *out, strings.Fields(*extra)); err != nil {
+	err := run(ctx, cfg, *only, *out, strings.Fields(*extra))
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(1)
 	}
@@ -89,7 +90,7 @@ func run(ctx context.Context, cfg loadConfig, only, out string, extraArgs []stri
 	if err != nil {
 		return err
 	}
-	defer env.Stop()
+	defer func() { _ = env.Stop() }()
 
 	floor := exec.Command(os.Args[0], "-serve-floor", filepath.Join(dir, "certs"))
 	floor.Stderr = os.Stderr
