@@ -75,7 +75,7 @@
 // master with fewer than three API server endpoints, and maxPods too high
 // for the node pod subnet) never stop later checks. The first refusal's
 // rule is the denial's reason (gatehouse_webhook_denials_total, the audit
-// annotation nodegroup.gatehouse.dev/reason, admit.go's reasonOfField):
+// annotation nodegroup-policy.gatehouse.dev/reason, admit.go's reasonOfField):
 // name-too-long, conversion-data-invalid, node-type-immutable,
 // max-per-zone-below-min, unknown-zone, cri-type-refused,
 // containerd-without-cri-type, docker-without-cri-type, taints-refused,
