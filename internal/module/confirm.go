@@ -31,7 +31,7 @@ type Confirmation struct {
 	// Timeout bounds the decision, Admit and Decide together, counted from
 	// when Admit was called, so that an answer still reaches the API server
 	// inside the webhook's timeoutSeconds. 0: timeoutSeconds less one
-	// second.
+	// second (half of a one-second timeout).
 	Timeout time.Duration
 	// KeepDenial, when set, lets Admit's denial stand when Decide cannot
 	// decide; otherwise the request is answered Undecided (HTTP 503: the
@@ -98,7 +98,9 @@ func (w Webhook) confirmTimeout() time.Duration {
 	if w.Confirm.Timeout > 0 {
 		return w.Confirm.Timeout
 	}
-	return time.Duration(w.TimeoutSeconds)*time.Second - time.Second
+	// A second is kept for the answer; of a one-second timeout, half.
+	timeout := time.Duration(w.TimeoutSeconds) * time.Second
+	return max(timeout-time.Second, timeout/2)
 }
 
 // reasonExcused marks an allowed answer of a confirmation that upheld the
