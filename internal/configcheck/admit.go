@@ -68,7 +68,7 @@ var watchedDenialReasons = []string{phaseStructure, phaseRender, phasePolicy, ph
 // API server's own lists, within the config's timeout.
 func (m *Module) watchedConfirmation(key types.NamespacedName, watched string, timeoutSeconds int32) *module.Confirmation {
 	return &module.Confirmation{
-		Decide:  m.confirmWatched(key, watched),
+		Decide: m.confirmWatched(key, watched),
 		// The admission's own deadline (admitWatched); 0 (a margin as
 		// long as the timeout) takes the server's default.
 		Timeout: max(time.Duration(timeoutSeconds)*time.Second-m.opts.Margin, 0),

@@ -11,7 +11,9 @@ import (
 
 func TestConfirmationsAndReasonsAreDeclaredDeliberately(t *testing.T) {
 	allow := func(context.Context, admission.Request) admission.Response { return admission.Allowed("") }
-	confirm := func(context.Context, admission.Request, admission.Response) admission.Response { return admission.Allowed("") }
+	confirm := func(context.Context, admission.Request, admission.Response) admission.Response {
+		return admission.Allowed("")
+	}
 	hook := func(change func(*Webhook)) Webhook {
 		w := Webhook{Name: "a.test", Path: "/a", Type: Validating, FailurePolicy: admissionregistrationv1.Fail,
 			SideEffects: admissionregistrationv1.SideEffectClassNone, TimeoutSeconds: 5, Admit: allow}
