@@ -3,6 +3,7 @@ package module
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +26,11 @@ type Confirmation struct {
 	//   - a policy denial (IsDenial): the denial is confirmed, and the
 	//     answer's message (made from live state) is the one returned;
 	//   - anything else (an error, Undecided, the deadline): the request
-	//     is undecided.
+	//     is undecided, answered Undecided (HTTP 503: the webhook's
+	//     failurePolicy applies);
+	//   - Unconfirmed: the live state could not be read, and the module
+	//     answers from its caches after all; counted undecided, answered as
+	//     it is.
 	// ctx ends at the bound Timeout sets.
 	Decide ConfirmFunc
 	// Timeout bounds the decision, Admit and Decide together, counted from
@@ -33,12 +38,6 @@ type Confirmation struct {
 	// inside the webhook's timeoutSeconds. 0: timeoutSeconds less one
 	// second (half of a one-second timeout).
 	Timeout time.Duration
-	// KeepDenial, when set, lets Admit's denial stand when Decide cannot
-	// decide; otherwise the request is answered Undecided (HTTP 503: the
-	// webhook's failurePolicy applies). For a webhook whose cached denial
-	// must not turn into the failurePolicy's answer (pvsafe: warn mode
-	// warns rather than refuses, and the refusal keeps its advice).
-	KeepDenial bool
 }
 
 // ConfirmFunc decides again, from live state, a request that Admit denied;
@@ -75,19 +74,18 @@ func (w Webhook) Decide(ctx context.Context, req admission.Request) Decision {
 	}
 	ctx, cancel := context.WithDeadline(ctx, start.Add(w.confirmTimeout()))
 	defer cancel()
-	live := w.Confirm.Decide(ctx, req, resp)
+	live, unconfirmed := takeUnconfirmed(w.Confirm.Decide(ctx, req, resp))
 	d := Decision{Response: live, Denial: resp}
 	switch {
+	case unconfirmed:
+		d.Confirmation = ConfirmationUndecided
 	case live.Allowed && !isExcused(live):
 		d.Confirmation = ConfirmationOverturned
 	case live.Allowed || IsDenial(live):
 		d.Confirmation = ConfirmationConfirmed
 	default:
 		d.Confirmation = ConfirmationUndecided
-		switch {
-		case w.Confirm.KeepDenial:
-			d.Response = resp
-		case !IsUndecided(live):
+		if !IsUndecided(live) {
 			d.Response = Undecided(fmt.Sprintf("%s: the denial could not be confirmed against the API server: %s", w.Name, resultMessage(live)))
 		}
 	}
@@ -122,6 +120,35 @@ func Excused(resp admission.Response) admission.Response {
 
 func isExcused(resp admission.Response) bool {
 	return resp.Result != nil && resp.Result.Reason == reasonExcused
+}
+
+// unconfirmedKey marks an Unconfirmed answer among its audit annotations
+// until Decide takes it off: it never reaches the API server.
+const unconfirmedKey = "gatehouse-unconfirmed"
+
+// Unconfirmed marks resp, a confirmation's answer made from the caches
+// after all because the live state could not be read (pvsafe: the cached
+// denial stands, with its advice and its bypass), so that it is answered as
+// it is and counted as undecided.
+func Unconfirmed(resp admission.Response) admission.Response {
+	annotations := make(map[string]string, len(resp.AuditAnnotations)+1)
+	maps.Copy(annotations, resp.AuditAnnotations)
+	annotations[unconfirmedKey] = "true"
+	resp.AuditAnnotations = annotations
+	return resp
+}
+
+func takeUnconfirmed(resp admission.Response) (admission.Response, bool) {
+	if _, ok := resp.AuditAnnotations[unconfirmedKey]; !ok {
+		return resp, false
+	}
+	annotations := maps.Clone(resp.AuditAnnotations)
+	delete(annotations, unconfirmedKey)
+	if len(annotations) == 0 {
+		annotations = nil
+	}
+	resp.AuditAnnotations = annotations
+	return resp, true
 }
 
 func resultMessage(resp admission.Response) string {

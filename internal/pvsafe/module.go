@@ -151,13 +151,8 @@ func (m *Module) Webhooks() []module.Webhook {
 		SideEffects:    admissionregistrationv1.SideEffectClassNoneOnDryRun,
 		TimeoutSeconds: 10,
 		Admit:          m.Admit,
-		Confirm: &module.Confirmation{
-			Decide: m.confirm, Timeout: m.opts.ConfirmTimeout,
-			// The cached denial stands when the API server cannot be
-			// read: it keeps its advice, and warn mode warns of it.
-			KeepDenial: true,
-		},
-		DenialReasons: denialReasons,
+		Confirm:        &module.Confirmation{Decide: m.confirm, Timeout: m.opts.ConfirmTimeout},
+		DenialReasons:  denialReasons,
 	}}
 }
 
@@ -189,7 +184,7 @@ func (m *Module) Admit(ctx context.Context, req admission.Request) admission.Res
 	if m.live != nil {
 		p = cachedPass
 	}
-	return m.admit(ctx, req, m.cached, p)
+	return m.admit(ctx, req, p)
 }
 
 // pass says which of a request's decisions admit makes.
@@ -199,23 +194,24 @@ const (
 	// onlyPass: no confirmation follows (no live reader).
 	onlyPass pass = iota
 	// cachedPass: from the caches; a denial is confirmed next, and its
-	// confirmation's answer is what counts.
+	// confirmation's answer, bypass included, is what counts.
 	cachedPass
-	// livePass: the confirmation, from the API server.
+	// livePass: the confirmation, from the API server, or from the caches
+	// when it cannot be read.
 	livePass
 )
 
 // confirm decides a deletion the caches would refuse again from the API
 // server: a snapshot that became ready a moment ago, or a namespace that
 // started terminating, is honoured. Its answer replaces the cached one; when
-// the API server cannot be read, the cached denial stands
-// (Confirmation.KeepDenial).
+// the API server cannot be read, the cached denial stands (Unconfirmed): it
+// keeps its advice and its bypass, and warn mode warns of it.
 func (m *Module) confirm(ctx context.Context, req admission.Request, _ admission.Response) admission.Response {
-	return m.admit(ctx, req, m.live, livePass)
+	return m.admit(ctx, req, livePass)
 }
 
-// admit decides one DELETE over the state l reads.
-func (m *Module) admit(ctx context.Context, req admission.Request, l Lookup, p pass) admission.Response {
+// admit decides one DELETE in pass p.
+func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admission.Response {
 	if req.Operation != admissionv1.Delete {
 		return admission.Allowed("pvsafe judges deletions only")
 	}
@@ -235,13 +231,18 @@ func (m *Module) admit(ctx context.Context, req admission.Request, l Lookup, p p
 	// The decision comes first, labelled or not: a bypass is one only when
 	// the deletion would otherwise be denied, and only then does the
 	// authorized mode ask the API server about the user.
-	verdict, err := decide(ctx, obj, l)
-	if err != nil {
-		if p == livePass {
-			// The cached denial stands (KeepDenial): count it here.
-			decisions.WithLabelValues(kind, "denied").Inc()
+	answer := func(resp admission.Response) admission.Response { return resp }
+	var verdict Verdict
+	if p == livePass {
+		if verdict, err = decide(ctx, obj, m.live); err != nil {
+			logf.FromContext(ctx).Error(err, "could not confirm the denial against the API server; denying from the cache")
+			answer = module.Unconfirmed
 		}
-		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if p != livePass || err != nil {
+		if verdict, err = decide(ctx, obj, m.cached); err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
 	}
 	if verdict.CascadeBypass {
 		logf.FromContext(ctx).Info("BYPASS: deletion allowed by the namespace's label", "label", BypassLabel+"=true", "kind", kind,
@@ -251,11 +252,16 @@ func (m *Module) admit(ctx context.Context, req admission.Request, l Lookup, p p
 		if !dryRun {
 			m.recordCascade(obj, kind, req.UserInfo)
 		}
-		return admission.Allowed(verdict.Reason)
+		return answer(admission.Allowed(verdict.Reason))
 	}
 	if verdict.Allowed {
 		decisions.WithLabelValues(kind, "allowed").Inc()
-		return admission.Allowed(verdict.Reason)
+		return answer(admission.Allowed(verdict.Reason))
+	}
+	if p == cachedPass {
+		// Confirmed next: the bypass is judged on what the confirmation
+		// finds, and the answer counted there.
+		return module.Deny(reasonOfKind[kind], denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, ""))
 	}
 	var refusal string
 	if obj.GetLabels()[BypassLabel] == "true" {
@@ -269,18 +275,16 @@ func (m *Module) admit(ctx context.Context, req admission.Request, l Lookup, p p
 				m.recordBypass(obj, kind, t, req, verdict)
 			}
 			// The state upholds the denial; the label admits it.
-			return module.Excused(admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel)))
+			return answer(module.Excused(admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel))))
 		}
 		refusal = why
 	}
-	if p != cachedPass {
-		decisions.WithLabelValues(kind, "denied").Inc()
-	}
+	decisions.WithLabelValues(kind, "denied").Inc()
 	reason := reasonOfKind[kind]
 	if refusal != "" {
 		reason = reasonBypassRefused
 	}
-	return module.Deny(reason, denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, refusal))
+	return answer(module.Deny(reason, denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, refusal)))
 }
 
 // targetFor names the request's object as kubectl does, and returns its kind,

@@ -225,7 +225,7 @@ func (h *admissionHandler) admit(ctx context.Context, req admission.Request) (re
 			log.Info("denial overturned by the API server's live state (a cache was behind): admitted", "cached", message(d.Denial))
 		case module.ConfirmationUndecided:
 			log.Info("the denial could not be confirmed against the API server", "cached", message(d.Denial),
-				"confirmation", message(resp), "keptDenial", h.hook.Confirm.KeepDenial)
+				"answer", message(resp))
 		}
 	}
 	if err := resp.Complete(req); err != nil {

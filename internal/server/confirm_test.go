@@ -45,8 +45,8 @@ func answer(resp admission.Response) func(context.Context) admission.Response {
 
 // The server confirms a policy denial before it answers: a confirmation
 // that allows overturns it, one that denies answers with its own message,
-// one that cannot decide answers undecided (503), unless the webhook keeps
-// its denial; an allow, an error and a NotPermitted refusal are never
+// one that cannot decide answers undecided (503), unless it answers from the
+// caches after all (Unconfirmed); an allow, an error and a NotPermitted refusal are never
 // confirmed. Each outcome is counted with the module label.
 func TestTheServerConfirmsDenialsBeforeAnswering(t *testing.T) {
 	cached := module.Deny("cached-reason", "denied from the cache")
@@ -55,7 +55,6 @@ func TestTheServerConfirmsDenialsBeforeAnswering(t *testing.T) {
 		name      string
 		first     admission.Response
 		live      func(context.Context) admission.Response
-		keep      bool
 		calls     int32
 		code      int
 		allowed   bool
@@ -77,8 +76,8 @@ func TestTheServerConfirmsDenialsBeforeAnswering(t *testing.T) {
 		{name: "undecided", first: cached, live: answer(module.Undecided("live lists took too long")), calls: 1,
 			code: http.StatusServiceUnavailable, message: "live lists took too long",
 			result: module.ConfirmationUndecided, decision: metrics.DecisionUndecided},
-		{name: "kept", first: cached, live: answer(admission.Errored(http.StatusInternalServerError, errors.New("connection refused"))), keep: true, calls: 1,
-			code: 200, message: "denied from the cache", result: module.ConfirmationUndecided, decision: metrics.DecisionDenied, reason: "cached-reason", annotated: "cached-reason"},
+		{name: "unconfirmed", first: cached, live: answer(module.Unconfirmed(module.Deny("cached-reason", "denied from the cache after all"))), calls: 1,
+			code: 200, message: "denied from the cache after all", result: module.ConfirmationUndecided, decision: metrics.DecisionDenied, reason: "cached-reason", annotated: "cached-reason"},
 		{name: "timeout", first: cached, live: func(ctx context.Context) admission.Response {
 			<-ctx.Done()
 			return admission.Errored(http.StatusInternalServerError, ctx.Err())
@@ -94,7 +93,6 @@ func TestTheServerConfirmsDenialsBeforeAnswering(t *testing.T) {
 	h := start(t, nil, func(s *server.Server) {
 		for i, tc := range cases {
 			w := confirmed("confirm-"+tc.name, tc.first, tc.live, &calls[i])
-			w.Confirm.KeepDenial = tc.keep
 			if tc.name == "timeout" {
 				w.Confirm.Timeout = 200 * time.Millisecond
 			}
