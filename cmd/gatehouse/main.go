@@ -78,6 +78,10 @@ func serveFlags(fs *flag.FlagSet) func() error {
 	fs.Func("max-in-flight-bytes", "Request bodies the webhook server holds at once (a quantity, e.g. 8Mi; reviews up to 256Ki have as much again of their own); beyond it a request waits --in-flight-wait, then gets 429. Default "+quantity(opts.Server.MaxInFlightBytes)+".", quantityFlag(&opts.Server.MaxInFlightBytes))
 	fs.Func("max-in-flight-decision-bytes", "Estimated memory of the decisions made at once (a quantity, e.g. 192Mi): a review costs its JSON tokens times what its module measured per token; beyond it 429, a review costing more alone 413. Default "+quantity(opts.Server.MaxInFlightDecisionBytes)+"; raise it with the memory limit.", quantityFlag(&opts.Server.MaxInFlightDecisionBytes))
 	fs.DurationVar(&opts.Server.ShutdownDelay, "shutdown-delay", opts.Server.ShutdownDelay, "On SIGTERM, keep answering this long with /readyz failing and every connection closed after its answer, before the server stops (up to 30 s more for requests in flight): kube-apiserver moves to the other replicas without a failed call. The chart sets 10s; the Pod's terminationGracePeriodSeconds must exceed it by 35s.")
+	fs.Func("log-decisions", "Which admission decisions are logged at info: all, denied (default: every answer but an allow; allows at V(1), --zap-log-level=debug) or none.", func(s string) (err error) {
+		opts.Server.LogDecisions, err = server.ParseLogDecisions(s)
+		return err
+	})
 	fs.DurationVar(&opts.Server.InFlightWait, "in-flight-wait", opts.Server.InFlightWait, "How long a request waits for room in the in-flight budgets and its module's concurrency before 429 or 503.")
 	fs.Func("placement-platform-users", "Comma-separated users who may change a tenant's placement settings in its cozystack-values Secret and remove a HelmRelease's application label (default "+strings.Join(placement.DefaultPlatformUsers, ",")+"; empty: none).", func(s string) error {
 		catalogueOpts.Placement.PlatformUsers = splitList(s)

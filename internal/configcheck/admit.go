@@ -58,36 +58,66 @@ func (m *Module) watchedCost() module.Cost {
 	return module.Cost{BytesPerToken: watchedBytesPerToken, Concurrency: 2 * (m.opts.RenderWorkers + m.opts.MaxConcurrentChecks)}
 }
 
+// watchedDenialReasons are the denial reasons of the watched resources'
+// webhooks: the phase that refused the change.
+var watchedDenialReasons = []string{phaseStructure, phaseRender, phasePolicy, phaseHAProxy, phaseTests}
+
+// watchedConfirmation is the confirmation of a watched resource's webhook:
+// nothing is denied from a stale cache (a Service created a moment ago may
+// not be in the store yet), so the server has a denial made again over the
+// API server's own lists, within the config's timeout.
+func (m *Module) watchedConfirmation(key types.NamespacedName, watched string, timeoutSeconds int32) *module.Confirmation {
+	return &module.Confirmation{
+		Decide: m.confirmWatched(key, watched),
+		// The admission's own deadline (admitWatched); 0 (a margin as
+		// long as the timeout) takes the server's default.
+		Timeout: max(time.Duration(timeoutSeconds)*time.Second-m.opts.Margin, 0),
+	}
+}
+
 // admitWatched returns the Admit function of one config's watched resource.
 func (m *Module) admitWatched(key types.NamespacedName, watched string) module.AdmitFunc {
 	return func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
-		st := m.state(key)
-		if st == nil {
-			return admission.Allowed("HAProxyTemplateConfig " + key.String() + " is gone")
-		}
-		if st.compiled == nil {
-			return admission.Allowed("").WithWarnings(bounded(fmt.Sprintf(
-				"HAProxyTemplateConfig %s is invalid, so this change was not validated against it: %s", key, st.invalid), 250))
-		}
-		w, ok := st.compiled.watched[watched]
-		if !ok || !w.webhook {
-			return admission.Allowed("not validated by " + key.String())
+		st, w, resp := m.watchedOf(key, watched)
+		if w == nil {
+			return resp
 		}
 		ctx, cancel := context.WithDeadline(ctx, start.Add(time.Duration(st.compiled.timeout)*time.Second-m.opts.Margin))
 		defer cancel()
-		resp := m.decide(ctx, st, w, req)
-		observeAdmission(watched, resp, time.Since(start))
+		resp = m.decide(ctx, st, w, req)
+		if !module.IsDenial(resp) {
+			// A denial's time is observed with its confirmation.
+			observeAdmission(watched, resp, time.Since(start))
+		}
 		return resp
 	}
 }
 
+// watchedOf finds the config's state and its watched resource, or answers
+// the request when there is none to judge it by.
+func (m *Module) watchedOf(key types.NamespacedName, watched string) (*configState, *watchedSpec, admission.Response) {
+	st := m.state(key)
+	if st == nil {
+		return nil, nil, admission.Allowed("HAProxyTemplateConfig " + key.String() + " is gone")
+	}
+	if st.compiled == nil {
+		return nil, nil, admission.Allowed("").WithWarnings(bounded(fmt.Sprintf(
+			"HAProxyTemplateConfig %s is invalid, so this change was not validated against it: %s", key, st.invalid), 250))
+	}
+	w, ok := st.compiled.watched[watched]
+	if !ok || !w.webhook {
+		return nil, nil, admission.Allowed("not validated by " + key.String())
+	}
+	return st, w, admission.Response{}
+}
+
+// decide judges the change over the caches.
 func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, req admission.Request) admission.Response {
-	log := logf.FromContext(ctx).WithValues("config", st.key, "watched", w.name)
 	op, obj, reason, err := m.proposal(st, w, req)
 	if err != nil {
 		countPhase(phaseStructure, "denied")
-		return admission.Denied(err.Error())
+		return module.Deny(phaseStructure, err.Error())
 	}
 	if op == "" {
 		countPhase(phaseStructure, "unselected")
@@ -113,7 +143,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	}
 	data, err := overlaid(st.stores(), w.name, op, obj)
 	if err != nil {
-		return admission.Denied(err.Error())
+		return module.Deny(phaseStructure, err.Error())
 	}
 	v := m.judge(ctx, st.compiled, data, st.failedTests())
 	if v.undecided != "" {
@@ -123,35 +153,63 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	if v.denial == "" {
 		return admission.Allowed("")
 	}
-	// Nothing is denied from a stale cache: the denial is made again over
-	// the API server's own lists (a Service created a moment ago may not be
-	// in the store yet).
+	// Counted once confirmed.
+	return module.Deny(v.phase, v.denial)
+}
+
+// confirmWatched returns the confirmation of one config's watched resource:
+// the change judged again over the API server's lists, and, when it fails
+// there too, the live state without it, whose same failure admits it.
+func (m *Module) confirmWatched(key types.NamespacedName, watched string) module.ConfirmFunc {
+	return func(ctx context.Context, req admission.Request, denial admission.Response) admission.Response {
+		// The server's deadline is the admission's: its start is the
+		// decision's, as admission_seconds measures it.
+		start := time.Now()
+		st, w, resp := m.watchedOf(key, watched)
+		if w == nil {
+			return resp
+		}
+		if deadline, ok := ctx.Deadline(); ok {
+			start = deadline.Add(-(time.Duration(st.compiled.timeout)*time.Second - m.opts.Margin))
+		}
+		resp = m.confirm(ctx, st, w, req, denial)
+		observeAdmission(watched, resp, time.Since(start))
+		return resp
+	}
+}
+
+func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, req admission.Request, denial admission.Response) admission.Response {
+	if denial.AuditAnnotations[module.ReasonAnnotation] == phaseStructure {
+		// The request's own shape: no state to read again.
+		return denial
+	}
+	log := logf.FromContext(ctx).WithValues("config", st.key, "watched", w.name)
+	op, obj, _, err := m.proposal(st, w, req)
+	if err != nil || op == "" {
+		return denial
+	}
 	live, err := m.liveStores(ctx, st)
 	if err != nil {
-		countUndecided("confirmation")
-		return module.Undecided(fmt.Sprintf("configcheck: the denial could not be confirmed against the API server in time (%v); the first check said: %s", err, bounded(v.denial, 1000)))
+		return module.Undecided(fmt.Sprintf("configcheck: the denial could not be confirmed against the API server in time (%v); the first check said: %s", err, bounded(denial.Result.Message, 1000)))
 	}
 	liveData, err := overlaid(live, w.name, op, obj)
 	if err != nil {
-		return admission.Denied(err.Error())
+		return module.Deny(phaseStructure, err.Error())
 	}
 	confirmed := m.judge(ctx, st.compiled, liveData, st.failedTests())
 	switch {
 	case confirmed.undecided != "":
-		countUndecided("confirmation")
 		return module.Undecided(confirmed.undecided)
 	case confirmed.denial == "":
-		denialsOverturned.Inc()
-		log.Info("denial overturned by the API server's state: the cache was behind", "phase", v.phase)
 		return admission.Allowed("")
 	}
 	if m.failsAlready(ctx, st, live, confirmed) {
 		countPhase(confirmed.phase, "pre-existing")
 		log.Info("admitted: the cluster's state fails the same way without this change", "phase", confirmed.phase, "failure", bounded(confirmed.denial, 500))
-		return admission.Allowed("").WithWarnings(preexistingWarnings(st.key, confirmed.denial)...)
+		return module.Excused(admission.Allowed("").WithWarnings(preexistingWarnings(st.key, confirmed.denial)...))
 	}
 	countPhase(confirmed.phase, "denied")
-	return admission.Denied(confirmed.denial)
+	return module.Deny(confirmed.phase, confirmed.denial)
 }
 
 // proposal reads the request as a change to w's store: the operation to
@@ -302,17 +360,24 @@ func renderFailure(err error) string {
 	return "rendering failed: " + err.Error()
 }
 
+// Denial reasons of the config webhook; an author reaching what they may not
+// read is "not-permitted".
+const (
+	reasonInvalidConfig = "invalid-config"
+	reasonTestsFailed   = "tests-failed"
+)
+
 // admitConfig validates a config itself: its spec compiles, its author holds
 // the rights it exercises, and its embedded tests pass.
 func (m *Module) admitConfig(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
 	if err := utiljson.Unmarshal(req.Object.Raw, cfg); err != nil {
-		return admission.Denied("failed to parse object: " + err.Error())
+		return module.Deny(reasonInvalidConfig, "failed to parse object: "+err.Error())
 	}
 	c, errs := m.compile(&cfg.Spec)
 	if len(errs) > 0 {
-		return admission.Denied(bounded(errs.ToAggregate().Error(), 4000))
+		return module.Deny(reasonInvalidConfig, bounded(errs.ToAggregate().Error(), 4000))
 	}
 	ctx, cancel := context.WithDeadline(ctx, start.Add(configWebhookTimeout*time.Second-m.opts.Margin))
 	defer cancel()
@@ -322,7 +387,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	// finalizers: the garbage collector's and the namespace controller's
 	// writes among them) reaches nothing new, so it is not asked about.
 	if changed, err := specChanged(req, cfg); err != nil {
-		return admission.Denied(err.Error())
+		return module.Deny(reasonInvalidConfig, err.Error())
 	} else if changed {
 		key := types.NamespacedName{Namespace: req.Namespace, Name: cfg.Name}
 		if key.Name == "" {
@@ -343,7 +408,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		return module.Undecided("configcheck: the embedded tests did not finish in time: " + err.Error())
 	}
 	if report.Failed > 0 {
-		return admission.Denied(report.Message())
+		return module.Deny(reasonTestsFailed, report.Message())
 	}
 	var warnings []string
 	for _, name := range sortedKeys(c.watched) {

@@ -37,14 +37,13 @@ var (
 		Name: "gatehouse_configcheck_phase_outcomes_total",
 		Help: "Admissions ended before rendering (structure: denied, unselected, namespace-terminating) or ended by a phase (render, haproxy, tests: denied, or pre-existing when the state without the change fails the same way and the change is admitted).",
 	}, []string{"phase", "outcome"})
+	// undecided says why the caches' judgement was undecided, which the
+	// server's decision="undecided" does not; a confirmation that could not
+	// decide is in gatehouse_webhook_confirmations_total{result="undecided"}.
 	undecided = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_undecided_total",
-		Help: "Admissions answered 503 so that the failure policy applies, by reason (not-synced, deadline, confirmation).",
+		Help: "Admissions answered 503 from the caches' judgement so that the failure policy applies, by reason (not-synced, deadline); an unconfirmed denial is counted in gatehouse_webhook_confirmations_total{result=\"undecided\"}.",
 	}, []string{"reason"})
-	denialsOverturned = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "gatehouse_configcheck_denials_overturned_total",
-		Help: "Denials from the caches that the API server's state did not confirm (the request was admitted).",
-	})
 	admissionSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gatehouse_configcheck_admission_seconds",
 		Help:    "Time to decide a watched resource's admission, by watched resource and decision.",
@@ -64,7 +63,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(HAProxyChecks, phaseSeconds, phaseOutcomes, undecided, denialsOverturned, admissionSeconds, configs, published)
+	ctrlmetrics.Registry.MustRegister(HAProxyChecks, phaseSeconds, phaseOutcomes, undecided, admissionSeconds, configs, published)
 }
 
 func countCheck(v haproxy.Verdict) {

@@ -171,6 +171,7 @@ func (m *Module) Webhooks() []module.Webhook {
 		SideEffects:    admissionregistrationv1.SideEffectClassNone,
 		TimeoutSeconds: configWebhookTimeout,
 		Admit:          m.admitConfig,
+		DenialReasons:  []string{reasonInvalidConfig, reasonTestsFailed},
 	}}
 }
 

@@ -52,6 +52,8 @@ func (st *configState) webhooks(m *Module) []module.Webhook {
 			NamespaceSelector: w.nsSelAPI,
 			ObjectSelector:    w.labelSel,
 			Admit:             m.admitWatched(st.key, name),
+			Confirm:           m.watchedConfirmation(st.key, name, st.compiled.timeout),
+			DenialReasons:     watchedDenialReasons,
 			Cost:              m.watchedCost(),
 		})
 	}

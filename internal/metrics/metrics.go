@@ -13,6 +13,10 @@ const (
 	DecisionDenied  = "denied"
 	DecisionWarned  = "warned"
 	DecisionErrored = "errored"
+	// DecisionUndecided is an answer of HTTP 503 (module.Undecided): the
+	// module could not decide in time, and the webhook's failurePolicy
+	// decides.
+	DecisionUndecided = "undecided"
 )
 
 var (
@@ -61,6 +65,23 @@ var (
 		Help: "Webhook requests being served: waiting for room, read, or being decided.",
 	})
 
+	// Confirmations counts the denials made again from the API server's
+	// live state before they were returned (module.Confirmation), by result:
+	// confirmed, overturned (the cache was behind: admitted), undecided (the
+	// confirmation could not decide).
+	Confirmations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_webhook_confirmations_total",
+		Help: "Denials confirmed against the API server's live state before they were returned, by webhook, module and result (confirmed, overturned: the cache was behind and the request was admitted, undecided: the confirmation could not decide).",
+	}, []string{"webhook", "module", "result"})
+
+	// Denials counts denials by the reason the module gave, from each
+	// webhook's declared set (module.Webhook.DenialReasons; "other" for any
+	// other), and by decision: denied, or warned (warn mode admitted it).
+	Denials = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_webhook_denials_total",
+		Help: "Policy denials by webhook, module, reason (each webhook's declared set, other for any other) and decision (denied, or warned in warn mode).",
+	}, []string{"webhook", "module", "reason", "decision"})
+
 	// CacheSynced is 1 once a cache a module needs has synced.
 	CacheSynced = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gatehouse_cache_synced",
@@ -94,5 +115,5 @@ func buildInfo() prometheus.Collector {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(Requests, Latency, BadRequests, Panics, ForeignKinds, InFlight, CacheSynced, CertificateReloads, CertificateExpiry, buildInfo())
+	ctrlmetrics.Registry.MustRegister(Requests, Latency, BadRequests, Panics, ForeignKinds, InFlight, Confirmations, Denials, CacheSynced, CertificateReloads, CertificateExpiry, buildInfo())
 }

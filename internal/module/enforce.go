@@ -47,7 +47,7 @@ const ReasonNotPermitted metav1.StatusReason = "NotPermitted"
 // NotPermitted denies a request that would take its requester further than
 // their own rights; it is enforced in every mode.
 func NotPermitted(message string) admission.Response {
-	resp := admission.Denied(message)
+	resp := Deny(ReasonNotPermittedLabel, message)
 	resp.Result.Reason = ReasonNotPermitted
 	return resp
 }

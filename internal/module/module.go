@@ -3,12 +3,14 @@ package module
 import (
 	"context"
 	"fmt"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -85,6 +87,14 @@ type Webhook struct {
 	CRDs    []string
 	Convert ConvertFunc
 
+	// Confirm, when set, makes a policy denial of Admit again from the API
+	// server's live state before the server returns it (confirm.go).
+	Confirm *Confirmation
+	// DenialReasons are the reasons the webhook's denials give (Deny): a
+	// bounded set, documented per module, that labels
+	// gatehouse_webhook_denials_total. Any other is counted as "other".
+	DenialReasons []string
+
 	// Locked says which of the operator's per-module webhook settings
 	// (webhookconfig.Settings) this webhook refuses, and why.
 	Locked Locked
@@ -147,11 +157,19 @@ func (w Webhook) Validate() error {
 		if w.CRDs != nil || w.Convert != nil {
 			return fmt.Errorf("webhook %q: an admission webhook converts no CRDs", w.Name)
 		}
+		if c := w.Confirm; c != nil && (c.Decide == nil || c.Timeout < 0 || c.Timeout >= time.Duration(w.TimeoutSeconds)*time.Second) {
+			return fmt.Errorf("webhook %q: a confirmation needs a Decide function and a timeout under timeoutSeconds", w.Name)
+		}
+		for _, r := range w.DenialReasons {
+			if errs := validation.IsDNS1123Label(r); len(errs) > 0 || r == ReasonOther || r == ReasonNotPermittedLabel {
+				return fmt.Errorf("webhook %q: denial reason %q: a short lower-case word, not %q or %q", w.Name, r, ReasonOther, ReasonNotPermittedLabel)
+			}
+		}
 	case Conversion:
 		if w.Convert == nil || len(w.CRDs) == 0 {
 			return fmt.Errorf("webhook %q: conversion webhook needs a Convert function and CRDs", w.Name)
 		}
-		if len(w.Rules) > 0 || w.Admit != nil || len(w.Kinds) > 0 {
+		if len(w.Rules) > 0 || w.Admit != nil || len(w.Kinds) > 0 || w.Confirm != nil || len(w.DenialReasons) > 0 {
 			return fmt.Errorf("webhook %q: a conversion webhook has no admission rules", w.Name)
 		}
 	default:

@@ -5,14 +5,19 @@ import (
 	"fmt"
 	json "github.com/go-json-experiment/json/v1"
 	"net/http"
+	"slices"
+	"strings"
+
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // stateSource gives the cluster state for one group.
@@ -61,7 +66,7 @@ func (v *validator) Admit(ctx context.Context, req admission.Request) admission.
 		resp.Warnings = warnings
 		return resp
 	}
-	resp := admission.Denied(denialMessage(errs))
+	resp := module.Deny(denialReason(errs), denialMessage(errs))
 	resp.Warnings = warnings
 	details := &metav1.StatusDetails{Name: ng.Name, Group: v1.GroupVersion.Group, Kind: kind}
 	for _, e := range errs {
@@ -69,6 +74,51 @@ func (v *validator) Admit(ctx context.Context, req admission.Request) admission.
 	}
 	resp.Result.Details = details
 	return resp
+}
+
+// Denial reasons (gatehouse_webhook_denials_total, the audit annotation
+// <webhook>/reason), named by the rule that refused, which the field of
+// the first refusal tells: every rule refuses one field of its own.
+var reasonOfField = map[string]string{
+	"metadata.name":                               "name-too-long",
+	"metadata.annotations":                        "conversion-data-invalid",
+	"spec.nodeType":                               "node-type-immutable",
+	"spec.cloudInstances.maxPerZone":              "max-per-zone-below-min",
+	"spec.cloudInstances.zones":                   "unknown-zone",
+	"spec.cri.type":                               "cri-type-refused",
+	"spec.cri.containerd":                         "containerd-without-cri-type",
+	"spec.cri.docker":                             "docker-without-cri-type",
+	"spec.nodeTemplate.taints":                    "taints-refused",
+	"spec.disruptions.approvalMode":               "approval-mode-refused",
+	"spec.staticInstances.labelSelector":          "static-selector-immutable",
+	"spec.kubelet.resourceReservation.mode":       "topology-manager-without-reservation",
+	"spec.kubelet.resourceReservation.static.cpu": "topology-manager-without-reservation",
+	"spec.kubelet.memorySwap.swapBehavior":        "memory-swap-unsupported",
+}
+
+// denialReasons is the webhook's declared set.
+func denialReasons() []string {
+	var out []string
+	for _, r := range reasonOfField {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// denialReason names errs by their first refusal's field, indices and keys
+// left out.
+func denialReason(errs field.ErrorList) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	path := errs[0].Field
+	if i := strings.IndexByte(path, '['); i >= 0 {
+		path = path[:i]
+	}
+	return reasonOfField[path]
 }
 
 // clientVersion is the API version the client wrote: requestKind keeps it

@@ -73,7 +73,14 @@
 // All denials of a request are reported together, one per line in the
 // message and as status causes; the two warnings (a cri.type change of
 // master with fewer than three API server endpoints, and maxPods too high
-// for the node pod subnet) never stop later checks.
+// for the node pod subnet) never stop later checks. The first refusal's
+// rule is the denial's reason (gatehouse_webhook_denials_total, the audit
+// annotation nodegroup-policy.gatehouse.dev/reason, admit.go's reasonOfField):
+// name-too-long, conversion-data-invalid, node-type-immutable,
+// max-per-zone-below-min, unknown-zone, cri-type-refused,
+// containerd-without-cri-type, docker-without-cri-type, taints-refused,
+// approval-mode-refused, static-selector-immutable,
+// topology-manager-without-reservation, memory-swap-unsupported.
 //
 // The checks read Secrets kube-system/d8-cluster-configuration and
 // d8-provider-cluster-configuration, Endpoints default/kubernetes and

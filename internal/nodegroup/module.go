@@ -94,5 +94,6 @@ func validationWebhook(val *validator) module.Webhook {
 		SideEffects:    admissionregistrationv1.SideEffectClassNone,
 		TimeoutSeconds: 10,
 		Admit:          val.Admit,
+		DenialReasons:  denialReasons(),
 	}
 }

@@ -30,6 +30,11 @@ func runChecks(t *testing.T, cases []checkCase) {
 			for _, e := range tc.errs {
 				details = append(details, e.Detail)
 				fields = append(fields, e.Field)
+				// Each rule's refusal gives a declared reason, never
+				// "other" (gatehouse_webhook_denials_total).
+				if r := denialReason(field.ErrorList{e}); !slices.Contains(denialReasons(), r) {
+					t.Errorf("the refusal of %s gives no declared denial reason", e.Field)
+				}
 			}
 			if !slices.Equal(details, tc.want) {
 				t.Errorf("denials %q, want %q", details, tc.want)

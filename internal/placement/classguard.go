@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	cozyv1alpha1 "github.com/gatehouse-dev/gatehouse/api/cozystack.io/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // maxNamedReleases bounds the releases a denial names; the message says
@@ -26,6 +27,21 @@ const maxNamedReleases = 10
 // holds on both, since releases may have come between them only by keeping
 // the class they had (admitRelease refuses a terminating class to others).
 func (m *Module) admitClass(ctx context.Context, req admission.Request) admission.Response {
+	return m.judgeClass(ctx, m.releases, req)
+}
+
+// confirmClass makes a class guard's denial again from the API server (the
+// server runs it): a release moved to another class a moment ago must not
+// block the change.
+func (m *Module) confirmClass(ctx context.Context, req admission.Request, denial admission.Response) admission.Response {
+	if m.live == nil {
+		return denial
+	}
+	return m.judgeClass(ctx, m.live.releases, req)
+}
+
+// judgeClass is the class guard over the releases src reads.
+func (m *Module) judgeClass(ctx context.Context, src releases, req admission.Request) admission.Response {
 	name := req.Name
 	verb := "deleted"
 	if req.Operation == admissionv1.Update {
@@ -46,19 +62,14 @@ func (m *Module) admitClass(ctx context.Context, req admission.Request) admissio
 			return admission.Allowed("spec unchanged")
 		}
 	}
-	users, err := m.releases.usingClass(ctx, name)
-	if err == nil && len(users) > 0 && m.live != nil {
-		// Confirm from the API server: a release moved to another class a
-		// moment ago must not block the change.
-		users, err = m.live.releases.usingClass(ctx, name)
-	}
+	users, err := src.usingClass(ctx, name)
 	if err != nil {
 		return admission.Errored(http.StatusServiceUnavailable, err)
 	}
 	if len(users) == 0 {
 		return admission.Allowed("no HelmRelease uses this class")
 	}
-	return admission.Denied(classInUseMessage(name, verb, users))
+	return module.Deny(reasonClassInUse, classInUseMessage(name, verb, users))
 }
 
 func classInUseMessage(name, verb string, users []releaseKey) string {

@@ -30,14 +30,6 @@ var (
 		Name: "gatehouse_placement_pods_labelled_total",
 		Help: "Pods seen by the lineage-labels webhook (--placement-lineage-labels), by result: labelled, no-application (none in the lineage: unchanged), undecided (the lineage could not be walked: unchanged).",
 	}, []string{"result"})
-	undecided = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "gatehouse_placement_pods_undecided_total",
-		Help: "Pods admitted unchecked because their placement could not be decided (a class API not served, a read failing).",
-	})
-	denialsOverturned = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gatehouse_placement_denials_overturned_total",
-		Help: "Denials the caches would have made and the API server's live state did not confirm (a cache behind), by webhook.",
-	}, []string{"webhook"})
 	noncompliant = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "gatehouse_placement_noncompliant_pods",
 		Help: "Pods the last periodic check found violating their application's AffinityClass.",
@@ -49,6 +41,6 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(unresolved, ownerWaits, ownerLinksUnfollowed, podsLabelled, undecided, denialsOverturned, ownerKinds, ownerKindsRefused, noncompliant, audits)
+	ctrlmetrics.Registry.MustRegister(unresolved, ownerWaits, ownerLinksUnfollowed, podsLabelled, ownerKinds, ownerKindsRefused, noncompliant, audits)
 	ownerKinds.Set(float64(len(workloadKinds)))
 }

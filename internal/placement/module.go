@@ -45,6 +45,20 @@ const (
 	ValuesWebhookPath  = "/validate-placement-tenant-values"
 )
 
+// Denial reasons (gatehouse_webhook_denials_total, the audit annotation
+// <webhook>/reason), per webhook; docs/placement.md lists them. NotPermitted
+// refusals (the application label, a tenant's placement settings) give
+// "not-permitted".
+const (
+	reasonTenantValuesInvalid = "tenant-values-invalid"
+	reasonClassValueInvalid   = "class-value-invalid"
+	reasonClassNotFound       = "class-not-found"
+	reasonClassTerminating    = "class-terminating"
+	reasonClassNotAllowed     = "class-not-allowed"
+	reasonPlacementMismatch   = "placement-mismatch"
+	reasonClassInUse          = "class-in-use"
+)
+
 // Default platform identities: who may change a tenant's placement
 // settings. Cozystack's tenant chart writes cozystack-values through Flux's
 // helm-controller; cluster administrators may always repair it.
@@ -280,7 +294,10 @@ func (m *Module) Webhooks() []module.Webhook {
 			TimeoutSeconds:     5,
 			ReinvocationPolicy: admissionregistrationv1.IfNeededReinvocationPolicy,
 			Admit:              m.admitRelease,
-			Locked:             guardLocked,
+			Confirm:            &module.Confirmation{Decide: m.confirmRelease},
+			DenialReasons: []string{reasonTenantValuesInvalid, reasonClassValueInvalid, reasonClassNotFound,
+				reasonClassTerminating, reasonClassNotAllowed},
+			Locked: guardLocked,
 		},
 		{
 			Name: PodWebhookName, Path: PodWebhookPath, Type: module.Validating,
@@ -291,6 +308,8 @@ func (m *Module) Webhooks() []module.Webhook {
 			SideEffects:     admissionregistrationv1.SideEffectClassNone,
 			TimeoutSeconds:  3,
 			Admit:           m.admitPod,
+			Confirm:         &module.Confirmation{Decide: m.confirmPod},
+			DenialReasons:   []string{reasonPlacementMismatch},
 			// A Pod is decoded whole into corev1.Pod: an array of empty
 			// objects in spec.containers takes 1,160 bytes per token
 			// allocated (a 2.9 MB review: 2.2 GB), the worst shape
@@ -310,6 +329,8 @@ func (m *Module) Webhooks() []module.Webhook {
 			SideEffects:    admissionregistrationv1.SideEffectClassNone,
 			TimeoutSeconds: 5,
 			Admit:          m.admitClass,
+			Confirm:        &module.Confirmation{Decide: m.confirmClass},
+			DenialReasons:  []string{reasonClassInUse},
 			Locked:         guardLocked,
 		},
 		{

@@ -116,37 +116,43 @@ func checkPod(namespace string, pod *corev1.Pod, c *class, release releaseKey) [
 const podBytesPerToken = 1280
 
 // admitPod judges a Pod at CREATE (its nodeSelector and affinity are
-// immutable afterwards). A denial from the caches is made again from the
-// API server before it is returned. A Pod that cannot be judged is answered
-// undecided: the API server applies the webhook's failure policy (Ignore
-// admits it, and records the webhook as failed open), never a silent
-// allow from Gatehouse; the periodic check judges it again later.
+// immutable afterwards) from the caches; the server makes a denial again
+// from the API server before it is returned (confirmPod). A Pod that cannot
+// be judged is answered undecided: the API server applies the webhook's
+// failure policy (Ignore admits it, and records the webhook as failed open),
+// never a silent allow from Gatehouse; the periodic check judges it again
+// later.
 func (m *Module) admitPod(ctx context.Context, req admission.Request) admission.Response {
+	return m.judgePod(ctx, m.view, req, true)
+}
+
+// confirmPod makes a Pod's denial again from the API server.
+func (m *Module) confirmPod(ctx context.Context, req admission.Request, denial admission.Response) admission.Response {
+	if m.live == nil {
+		return denial
+	}
+	return m.judgePod(ctx, *m.live, req, false)
+}
+
+// judgePod judges a Pod over src; cached says src is the caches, whose
+// unresolved links are counted and logged.
+func (m *Module) judgePod(ctx context.Context, src view, req admission.Request, cached bool) admission.Response {
 	pod := &corev1.Pod{}
 	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode Pod: %w", err))
 	}
 	log := logf.FromContext(ctx).WithValues("pod", req.Namespace+"/"+podName(pod))
-	v := m.decidePod(ctx, m.view, req.Namespace, pod)
-	if len(v.Unresolved) > 0 {
+	v := m.decidePod(ctx, src, req.Namespace, pod)
+	if cached && len(v.Unresolved) > 0 {
 		unresolved.Inc()
 		log.Info("ownership not fully resolved from the caches; judged on what was found", "unresolved", v.Unresolved)
 	}
-	if v.Err == nil && len(v.Denials) > 0 && m.live != nil {
-		cached := v
-		v = m.decidePod(ctx, *m.live, req.Namespace, pod)
-		if v.Err == nil && len(v.Denials) == 0 {
-			denialsOverturned.WithLabelValues("pod").Inc()
-			log.Info("the caches would have denied this Pod, the API server did not: admitted", "cached", cached.Denials)
-		}
-	}
 	if v.Err != nil {
-		undecided.Inc()
 		log.Error(v.Err, "placement could not be decided; answered undecided, the webhook's failure policy applies and the periodic check judges it again")
 		return module.Undecided(fmt.Sprintf("placement of pod %s/%s could not be decided: %v", req.Namespace, podName(pod), v.Err))
 	}
 	if len(v.Denials) > 0 {
-		return admission.Denied(strings.Join(v.Denials, "\n"))
+		return module.Deny(reasonPlacementMismatch, strings.Join(v.Denials, "\n"))
 	}
 	return admission.Allowed("")
 }

@@ -97,17 +97,29 @@ func TestPodDenialIsConfirmedLive(t *testing.T) {
 	m.live = &view{classes: testClasses, releases: memReleases{
 		{"app", "web-app"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web-app"}},
 	}}
-	if resp := m.admitPod(ctx, req); !resp.Allowed {
+	if resp := decideBy(t, m, PodWebhookName, ctx, req); !resp.Allowed {
 		t.Fatalf("denied from a stale cache: %v", resp.Result.Message)
 	}
 	// A Pod that cannot be judged is answered undecided: the webhook's
 	// failure policy decides, not Gatehouse.
-	m.live = nil
 	m.classes = failingClasses{}
-	resp := m.admitPod(ctx, req)
+	resp := decideBy(t, m, PodWebhookName, ctx, req)
 	if !module.IsUndecided(resp) || !strings.Contains(resp.Result.Message, "could not be decided") {
 		t.Fatalf("undecidable Pod: allowed=%v result=%+v", resp.Allowed, resp.Result)
 	}
+}
+
+// decideBy decides req as the server does, through the declaration of the
+// webhook named name (its confirmation included).
+func decideBy(t *testing.T, m *Module, name string, ctx context.Context, req admission.Request) admission.Response {
+	t.Helper()
+	for _, w := range m.Webhooks() {
+		if w.Name == name {
+			return w.Decide(ctx, req).Response
+		}
+	}
+	t.Fatalf("no webhook %s", name)
+	return admission.Response{}
 }
 
 type failingClasses struct{}

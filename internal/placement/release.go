@@ -9,7 +9,6 @@ import (
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -102,7 +101,7 @@ func (m *Module) admitRelease(ctx context.Context, req admission.Request) admiss
 }
 
 // admitApplicationRelease resolves an application's release from the
-// caches, and confirms a denial from the API server.
+// caches; the server confirms a denial from the API server.
 func (m *Module) admitApplicationRelease(ctx context.Context, req admission.Request) admission.Response {
 	src := m.view
 	if m.live != nil {
@@ -114,16 +113,17 @@ func (m *Module) admitApplicationRelease(ctx context.Context, req admission.Requ
 			src.tenants = m.live.tenants
 		}
 	}
-	resp := m.mutateRelease(ctx, src, req)
-	if !denied(resp) || m.live == nil {
-		return resp
+	return m.mutateRelease(ctx, src, req)
+}
+
+// confirmRelease makes a release's denial again from the API server (the
+// server runs it: module.Confirmation). Every denial of admitRelease but
+// NotPermitted, which is not confirmed, is mutateRelease's.
+func (m *Module) confirmRelease(ctx context.Context, req admission.Request, denial admission.Response) admission.Response {
+	if m.live == nil {
+		return denial
 	}
-	confirmed := m.mutateRelease(ctx, *m.live, req)
-	if !denied(confirmed) {
-		denialsOverturned.WithLabelValues("helmrelease").Inc()
-		logf.FromContext(ctx).Info("the caches would have denied this HelmRelease, the API server did not", "cached", resp.Result.Message)
-	}
-	return confirmed
+	return m.mutateRelease(ctx, *m.live, req)
 }
 
 // alreadyUses says whether the release had class before this write: a
@@ -159,11 +159,6 @@ func hasLabel(raw []byte, key string) (bool, error) {
 	return ok, nil
 }
 
-// denied is a refusal on the request's merits, not an error.
-func denied(resp admission.Response) bool {
-	return !resp.Allowed && resp.Result != nil && resp.Result.Code == http.StatusForbidden
-}
-
 func (m *Module) mutateRelease(ctx context.Context, src view, req admission.Request) admission.Response {
 	// Numbers stay as written: the patch must touch only the two fields.
 	var obj map[string]any
@@ -189,11 +184,11 @@ func (m *Module) mutateRelease(ctx context.Context, src view, req admission.Requ
 		return admission.Errored(http.StatusServiceUnavailable, err)
 	}
 	if t != nil && t.Err != nil {
-		return admission.Denied(fmt.Sprintf("HelmRelease %s: %v; fix the tenant's values to proceed", release, t.Err))
+		return module.Deny(reasonTenantValuesInvalid, fmt.Sprintf("HelmRelease %s: %v; fix the tenant's values to proceed", release, t.Err))
 	}
 	want, err := resolveClass(values, t)
 	if err != nil {
-		return admission.Denied(fmt.Sprintf("HelmRelease %s: %v", release, err))
+		return module.Deny(reasonClassValueInvalid, fmt.Sprintf("HelmRelease %s: %v", release, err))
 	}
 
 	labels, _ := metadata["labels"].(map[string]any)
@@ -207,15 +202,15 @@ func (m *Module) mutateRelease(ctx context.Context, src view, req admission.Requ
 		return admission.Errored(http.StatusServiceUnavailable, err)
 	}
 	if !found {
-		return admission.Denied(fmt.Sprintf("HelmRelease %s: AffinityClass %q (from %s) not found%s",
+		return module.Deny(reasonClassNotFound, fmt.Sprintf("HelmRelease %s: AffinityClass %q (from %s) not found%s",
 			release, want.Name, want.Source, allowedHint(t, req.Namespace)))
 	}
 	if c.Terminating && !alreadyUses(req, want.Name) {
-		return admission.Denied(fmt.Sprintf("HelmRelease %s: AffinityClass %q (from %s) is being deleted: a release may keep it until it is gone, but not newly take it; choose another class in spec.values.affinityClass%s",
+		return module.Deny(reasonClassTerminating, fmt.Sprintf("HelmRelease %s: AffinityClass %q (from %s) is being deleted: a release may keep it until it is gone, but not newly take it; choose another class in spec.values.affinityClass%s",
 			release, want.Name, want.Source, allowedHint(t, req.Namespace)))
 	}
 	if !t.allows(want.Name) {
-		return admission.Denied(fmt.Sprintf("HelmRelease %s: AffinityClass %q (from %s) is not allowed in namespace %s; allowed classes: %s",
+		return module.Deny(reasonClassNotAllowed, fmt.Sprintf("HelmRelease %s: AffinityClass %q (from %s) is not allowed in namespace %s; allowed classes: %s",
 			release, want.Name, want.Source, req.Namespace, t.allowedText()))
 	}
 	scheduling, err := schedulingValues(c)

@@ -221,14 +221,14 @@ func TestDenialsAreConfirmedLive(t *testing.T) {
 			"metadata": map[string]any{"name": "db", "namespace": "tenant-a", "labels": map[string]any{applicationKindLabel: "Postgres"}},
 			"spec":     map[string]any{"values": map[string]any{"affinityClass": class}}}
 	}
-	if resp := m.admitRelease(ctx, releaseRequest(t, admissionv1.Create, hr("dc2"))); resp.Allowed {
+	if resp := decideBy(t, m, ReleaseWebhookName, ctx, releaseRequest(t, admissionv1.Create, hr("dc2"))); resp.Allowed {
 		t.Fatal("without a live view, the cache's denial should stand")
 	}
 	m.live = live
-	if resp := m.admitRelease(ctx, releaseRequest(t, admissionv1.Create, hr("dc2"))); !resp.Allowed {
+	if resp := decideBy(t, m, ReleaseWebhookName, ctx, releaseRequest(t, admissionv1.Create, hr("dc2"))); !resp.Allowed {
 		t.Fatalf("a class created and allowed a moment ago was refused from the cache: %v", resp.Result.Message)
 	}
-	if resp := m.admitRelease(ctx, releaseRequest(t, admissionv1.Create, hr("dc9"))); resp.Allowed {
+	if resp := decideBy(t, m, ReleaseWebhookName, ctx, releaseRequest(t, admissionv1.Create, hr("dc9"))); resp.Allowed {
 		t.Fatal("a class missing from the API server too was admitted")
 	}
 
@@ -237,18 +237,18 @@ func TestDenialsAreConfirmedLive(t *testing.T) {
 	m.live.tenants = memTenants{"tenant-a": {Default: "dc2", Allowed: []string{"dc2"}}}
 	noClass := hr("")
 	delete(noClass["spec"].(map[string]any)["values"].(map[string]any), "affinityClass")
-	resp := m.admitRelease(ctx, releaseRequest(t, admissionv1.Create, noClass))
+	resp := decideBy(t, m, ReleaseWebhookName, ctx, releaseRequest(t, admissionv1.Create, noClass))
 	if !resp.Allowed || !strings.Contains(patchText(resp), `"dc2"`) {
 		t.Fatalf("the default of a tenant Secret missing from the cache was not recorded: allowed=%v patch %s", resp.Allowed, patchText(resp))
 	}
 
 	// The class guard: the cache still sees db on dc2, the API server does not.
 	del := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Delete, Name: "dc2"}}
-	if resp := m.admitClass(ctx, del); !resp.Allowed {
+	if resp := decideBy(t, m, ClassWebhookName, ctx, del); !resp.Allowed {
 		t.Fatalf("deletion refused on a stale cache: %v", resp.Result.Message)
 	}
 	m.live = &view{releases: m.releases}
-	if resp := m.admitClass(ctx, del); resp.Allowed {
+	if resp := decideBy(t, m, ClassWebhookName, ctx, del); resp.Allowed {
 		t.Fatal("deletion of a class the API server says is in use was admitted")
 	}
 }
@@ -268,13 +268,13 @@ func TestTerminatingClass(t *testing.T) {
 	}}}
 	labels := map[string]any{applicationKindLabel: "Postgres"}
 	create := releaseRequest(t, admissionv1.Create, helmRelease(map[string]any{"affinityClass": "old"}, labels))
-	if resp := m.admitRelease(ctx, create); resp.Allowed || !strings.Contains(resp.Result.Message, `AffinityClass "old" (from spec.values.affinityClass) is being deleted`) {
+	if resp := decideBy(t, m, ReleaseWebhookName, ctx, create); resp.Allowed || !strings.Contains(resp.Result.Message, `AffinityClass "old" (from spec.values.affinityClass) is being deleted`) {
 		t.Fatalf("a release took a class being deleted: %+v", resp.Result)
 	}
 	update := releaseRequest(t, admissionv1.Update, helmRelease(map[string]any{"affinityClass": "old"}, labels))
 	oldRaw, _ := json.Marshal(helmRelease(map[string]any{"affinityClass": "old"}, map[string]any{applicationKindLabel: "Postgres", classLabel: "old"}))
 	update.OldObject = runtime.RawExtension{Raw: oldRaw}
-	if resp := m.admitRelease(ctx, update); !resp.Allowed {
+	if resp := decideBy(t, m, ReleaseWebhookName, ctx, update); !resp.Allowed {
 		t.Fatalf("a release keeping its class being deleted was refused: %+v", resp.Result)
 	}
 
@@ -291,14 +291,14 @@ func TestTerminatingClass(t *testing.T) {
 		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update, Name: "old",
 			OldObject: runtime.RawExtension{Raw: old}, Object: runtime.RawExtension{Raw: obj}}}
 	}
-	if resp := m.admitClass(ctx, req(class("a/hold"), class())); resp.Allowed || !strings.Contains(resp.Result.Message, `AffinityClass "old" cannot be deleted (by removing its last finalizer): 1 HelmRelease(s) use it`) {
+	if resp := decideBy(t, m, ClassWebhookName, ctx, req(class("a/hold"), class())); resp.Allowed || !strings.Contains(resp.Result.Message, `AffinityClass "old" cannot be deleted (by removing its last finalizer): 1 HelmRelease(s) use it`) {
 		t.Fatalf("removing the last finalizer of a class in use: %+v", resp.Result)
 	}
-	if resp := m.admitClass(ctx, req(class("a/hold", "b/hold"), class("b/hold"))); !resp.Allowed {
+	if resp := decideBy(t, m, ClassWebhookName, ctx, req(class("a/hold", "b/hold"), class("b/hold"))); !resp.Allowed {
 		t.Fatal("removing a finalizer that is not the last was refused")
 	}
 	m.releases = memReleases{}
-	if resp := m.admitClass(ctx, req(class("a/hold"), class())); !resp.Allowed {
+	if resp := decideBy(t, m, ClassWebhookName, ctx, req(class("a/hold"), class())); !resp.Allowed {
 		t.Fatal("removing the last finalizer of an unused class was refused")
 	}
 }

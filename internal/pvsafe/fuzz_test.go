@@ -139,7 +139,7 @@ var fuzzLookup = memLookup{
 	namespaces: map[string]*corev1.Namespace{"app": {ObjectMeta: metav1.ObjectMeta{Name: "app"}}},
 }
 
-// FuzzAdmitDelete sends random oldObjects through Admit as DELETEs of each
+// FuzzAdmitDelete sends random oldObjects through the webhook as DELETEs of each
 // kind against a small cluster: it never panics, and answers allowed, a
 // 403 denial or, for an oldObject that does not decode, a 400 (never a
 // 500); in the label bypass mode, an object labelled with the bypass label
@@ -154,12 +154,14 @@ func FuzzAdmitDelete(f *testing.F) {
 	// is tested in module_test.go.
 	m := &Module{cached: fuzzLookup, live: fuzzLookup, opts: Options{Bypass: BypassLabelOnly}}
 	m.opts.setDefaults()
+	// Decided as the server does: Admit, and the confirmation of a denial.
+	hook := m.Webhooks()[0]
 	f.Fuzz(func(t *testing.T, selector uint8, raw []byte) {
 		gvk := fuzzKinds[int(selector)%len(fuzzKinds)]
-		resp := m.Admit(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		resp := hook.Decide(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 			UID: "fuzz", Operation: admissionv1.Delete, Kind: gvk, Namespace: "app", Name: "x",
 			OldObject: runtime.RawExtension{Raw: raw},
-		}})
+		}}).Response
 		if resp.Allowed {
 			return
 		}

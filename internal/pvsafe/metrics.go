@@ -18,12 +18,8 @@ var (
 		Name: "gatehouse_pvsafe_bypass_review_failures_total",
 		Help: "SubjectAccessReviews of a bypass that failed (the bypass was refused).",
 	})
-	overturned = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "gatehouse_pvsafe_stale_denials_overturned_total",
-		Help: "Denials from the cache that the live confirmation turned into allows.",
-	})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(decisions, bypasses, bypassReviewFailures, overturned)
+	ctrlmetrics.Registry.MustRegister(decisions, bypasses, bypassReviewFailures)
 }

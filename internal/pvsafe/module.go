@@ -35,8 +35,9 @@ const (
 
 // Options tunes the module; zero values take the defaults in setDefaults.
 type Options struct {
-	// ConfirmTimeout bounds the live confirmation of a denial; it stays
-	// under the webhook's 10 s timeout. Default 6 s.
+	// ConfirmTimeout bounds a denial's decision with its live confirmation,
+	// counted from the start of the decision; it stays under the webhook's
+	// 10 s timeout. Default 6 s.
 	ConfirmTimeout time.Duration
 	// Bypass is what the bypass label needs to take effect. Default
 	// BypassAuthorized.
@@ -143,11 +144,67 @@ func (m *Module) Webhooks() []module.Webhook {
 		SideEffects:    admissionregistrationv1.SideEffectClassNoneOnDryRun,
 		TimeoutSeconds: 10,
 		Admit:          m.Admit,
+		Confirm:        &module.Confirmation{Decide: m.confirm, Timeout: m.opts.ConfirmTimeout},
+		DenialReasons:  denialReasons,
 	}}
 }
 
-// Admit decides one DELETE.
+// Denial reasons (gatehouse_webhook_denials_total, the audit annotation
+// pvsafe.gatehouse.dev/reason), by what the deletion would lose data of.
+const (
+	reasonClaim       = "claim-would-lose-data"
+	reasonVolume      = "volume-would-lose-data"
+	reasonNamespace   = "namespace-would-lose-data"
+	reasonStatefulSet = "statefulset-would-lose-data"
+	// reasonBypassRefused: the object carried the bypass label, and the
+	// deleting user may not bypass (BypassAuthorized).
+	reasonBypassRefused = "bypass-refused"
+)
+
+var denialReasons = []string{reasonClaim, reasonVolume, reasonNamespace, reasonStatefulSet, reasonBypassRefused}
+
+var reasonOfKind = map[string]string{
+	"PersistentVolumeClaim": reasonClaim,
+	"PersistentVolume":      reasonVolume,
+	"Namespace":             reasonNamespace,
+	"StatefulSet":           reasonStatefulSet,
+}
+
+// Admit decides one DELETE from the caches. A denial is made again from the
+// API server before it is returned (confirm, run by the server).
 func (m *Module) Admit(ctx context.Context, req admission.Request) admission.Response {
+	p := onlyPass
+	if m.live != nil {
+		p = cachedPass
+	}
+	return m.admit(ctx, req, p)
+}
+
+// pass says which of a request's decisions admit makes.
+type pass int
+
+const (
+	// onlyPass: no confirmation follows (no live reader).
+	onlyPass pass = iota
+	// cachedPass: from the caches; a denial is confirmed next, and its
+	// confirmation's answer, bypass included, is what counts.
+	cachedPass
+	// livePass: the confirmation, from the API server, or from the caches
+	// when it cannot be read.
+	livePass
+)
+
+// confirm decides a deletion the caches would refuse again from the API
+// server: a snapshot that became ready a moment ago, or a namespace that
+// started terminating, is honoured. Its answer replaces the cached one; when
+// the API server cannot be read, the cached denial stands (Unconfirmed): it
+// keeps its advice and its bypass, and warn mode warns of it.
+func (m *Module) confirm(ctx context.Context, req admission.Request, _ admission.Response) admission.Response {
+	return m.admit(ctx, req, livePass)
+}
+
+// admit decides one DELETE in pass p.
+func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admission.Response {
 	if req.Operation != admissionv1.Delete {
 		return admission.Allowed("pvsafe judges deletions only")
 	}
@@ -167,25 +224,17 @@ func (m *Module) Admit(ctx context.Context, req admission.Request) admission.Res
 	// The decision comes first, labelled or not: a bypass is one only when
 	// the deletion would otherwise be denied, and only then does the
 	// authorized mode ask the API server about the user.
-	verdict, err := decide(ctx, obj, m.cached)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
-	if !verdict.Allowed {
-		// Never deny from a stale cache: take the decision again from the
-		// API server. Only denials pay for this.
-		confirmCtx, cancel := context.WithTimeout(ctx, m.opts.ConfirmTimeout)
-		live, err := decide(confirmCtx, obj, m.live)
-		cancel()
-		switch {
-		case err != nil:
+	answer := func(resp admission.Response) admission.Response { return resp }
+	var verdict Verdict
+	if p == livePass {
+		if verdict, err = decide(ctx, obj, m.live); err != nil {
 			logf.FromContext(ctx).Error(err, "could not confirm the denial against the API server; denying from the cache")
-		case live.Allowed:
-			overturned.Inc()
-			logf.FromContext(ctx).Info("the cache was stale; the API server's state allows the deletion", "kind", kind, "name", t.name)
-			verdict = live
-		default:
-			verdict = live
+			answer = module.Unconfirmed
+		}
+	}
+	if p != livePass || err != nil {
+		if verdict, err = decide(ctx, obj, m.cached); err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
 		}
 	}
 	if verdict.CascadeBypass {
@@ -196,11 +245,16 @@ func (m *Module) Admit(ctx context.Context, req admission.Request) admission.Res
 		if !dryRun {
 			m.recordCascade(obj, kind, req.UserInfo)
 		}
-		return admission.Allowed(verdict.Reason)
+		return answer(admission.Allowed(verdict.Reason))
 	}
 	if verdict.Allowed {
 		decisions.WithLabelValues(kind, "allowed").Inc()
-		return admission.Allowed(verdict.Reason)
+		return answer(admission.Allowed(verdict.Reason))
+	}
+	if p == cachedPass {
+		// Confirmed next: the bypass is judged on what the confirmation
+		// finds, and the answer counted there.
+		return module.Deny(reasonOfKind[kind], denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, ""))
 	}
 	var refusal string
 	if obj.GetLabels()[BypassLabel] == "true" {
@@ -213,12 +267,17 @@ func (m *Module) Admit(ctx context.Context, req admission.Request) admission.Res
 			if !dryRun {
 				m.recordBypass(obj, kind, t, req, verdict)
 			}
-			return admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel))
+			// The state upholds the denial; the label admits it.
+			return answer(module.Excused(admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel))))
 		}
 		refusal = why
 	}
 	decisions.WithLabelValues(kind, "denied").Inc()
-	return admission.Denied(denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, refusal))
+	reason := reasonOfKind[kind]
+	if refusal != "" {
+		reason = reasonBypassRefused
+	}
+	return answer(module.Deny(reason, denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, refusal)))
 }
 
 // targetFor names the request's object as kubectl does, and returns its kind,

@@ -3,10 +3,14 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"golang.org/x/sync/semaphore"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,8 +52,18 @@ func (s *Server) admissionHandler(moduleName string, hook module.Webhook, mode m
 		h.concurrency = sem
 	}
 	// A zero series from the start lets alerts use rate() before the first
-	// panic.
+	// panic, denial or confirmation.
 	metrics.Panics.WithLabelValues(hook.Name, moduleName)
+	if hook.Type == module.Validating || hook.Type == module.Mutating {
+		for _, reason := range append(slices.Clone(hook.DenialReasons), module.ReasonOther) {
+			metrics.Denials.WithLabelValues(hook.Name, moduleName, reason, metrics.DecisionDenied)
+		}
+	}
+	if hook.Confirm != nil {
+		for _, result := range []string{module.ConfirmationConfirmed, module.ConfirmationOverturned, module.ConfirmationUndecided} {
+			metrics.Confirmations.WithLabelValues(hook.Name, moduleName, result)
+		}
+	}
 	return h, nil
 }
 
@@ -98,6 +112,8 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		resp, panicked = h.admit(r.Context(), req)
 	}
+	// Warn mode applies to the confirmed answer: a denial the API server's
+	// state overturned warns of nothing.
 	warned := false
 	if h.hook.Type == module.Validating && !panicked {
 		resp, warned = h.mode.Apply(h.module, resp)
@@ -106,10 +122,19 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case warned:
 		decision = metrics.DecisionWarned
-	case panicked || (!resp.Allowed && !module.IsDenial(resp)):
+	case panicked:
+		decision = metrics.DecisionErrored
+	case module.IsUndecided(resp):
+		decision = metrics.DecisionUndecided
+	case !resp.Allowed && !module.IsDenial(resp):
 		decision = metrics.DecisionErrored
 	case !resp.Allowed:
 		decision = metrics.DecisionDenied
+	}
+	denialReason := ""
+	if decision == metrics.DecisionDenied || decision == metrics.DecisionWarned {
+		resp, denialReason = h.withReason(resp)
+		metrics.Denials.WithLabelValues(h.hook.Name, h.module, denialReason, decision).Inc()
 	}
 	resp.UID = req.UID
 
@@ -142,7 +167,20 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	elapsed := time.Since(start)
 	metrics.Requests.WithLabelValues(h.hook.Name, h.module, string(req.Operation), decision).Inc()
 	metrics.Latency.WithLabelValues(h.hook.Name, h.module).Observe(elapsed.Seconds())
-	h.logDecision(req, resp, decision, elapsed)
+	h.logDecision(req, resp, decision, denialReason, elapsed)
+}
+
+// withReason bounds the reason resp's denial gives to the webhook's
+// declared set, in the metric and in the audit annotation the API server
+// records: whatever a module passes on, neither grows with what a request
+// carries.
+func (h *admissionHandler) withReason(resp admission.Response) (admission.Response, string) {
+	reason := module.DenialReason(resp, h.hook.DenialReasons)
+	annotations := make(map[string]string, len(resp.AuditAnnotations)+1)
+	maps.Copy(annotations, resp.AuditAnnotations)
+	annotations[module.ReasonAnnotation] = reason
+	resp.AuditAnnotations = annotations
+	return resp, reason
 }
 
 // writeGrace is how long after the webhook's declared timeout its answer
@@ -161,8 +199,9 @@ func (h *admissionHandler) writeBudget() time.Duration {
 	return budget
 }
 
-// admit calls the module, turning a panic into a 500 that is logged with the
-// request UID and counted; the server keeps serving.
+// admit calls the module, and its confirmation when it denies
+// (module.Webhook.Decide), turning a panic into a 500 that is logged with
+// the request UID and counted; the server keeps serving.
 func (h *admissionHandler) admit(ctx context.Context, req admission.Request) (resp admission.Response, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -171,15 +210,46 @@ func (h *admissionHandler) admit(ctx context.Context, req admission.Request) (re
 			panicked = true
 		}
 	}()
-	resp = h.hook.Admit(h.server.requestContext(ctx, h.hook, h.module, req.UID), req)
+	// Modules log through log.FromContext: the request's identity is bound
+	// once, here.
+	ctx = h.server.requestContext(ctx, h.hook, h.module, req.UID)
+	log := logf.FromContext(ctx)
+	d := h.hook.Decide(ctx, req)
+	resp = d.Response
+	if d.Confirmation != "" {
+		metrics.Confirmations.WithLabelValues(h.hook.Name, h.module, d.Confirmation).Inc()
+		switch d.Confirmation {
+		case module.ConfirmationOverturned:
+			log.Info("denial overturned by the API server's live state (a cache was behind): admitted", "cached", message(d.Denial))
+		case module.ConfirmationUndecided:
+			log.Info("the denial could not be confirmed against the API server", "cached", message(d.Denial),
+				"answer", message(resp))
+		}
+	}
 	if err := resp.Complete(req); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode patch: %w", err)), false
 	}
 	return resp, false
 }
 
-func (h *admissionHandler) logDecision(req admission.Request, resp admission.Response, decision string, elapsed time.Duration) {
+func message(resp admission.Response) string {
+	if resp.Result == nil {
+		return ""
+	}
+	return resp.Result.Message
+}
+
+func (h *admissionHandler) logDecision(req admission.Request, resp admission.Response, decision, denialReason string, elapsed time.Duration) {
 	log := h.server.opts.Log
+	switch h.server.opts.LogDecisions {
+	case LogNoDecisions:
+		return
+	case LogDeniedDecisions:
+		if decision == metrics.DecisionAllowed {
+			// Allowed decisions are most of them: a debug level.
+			log = log.V(1)
+		}
+	}
 	kv := []any{
 		"webhook", h.hook.Name, "module", h.module,
 		"uid", req.UID, "operation", req.Operation,
@@ -192,6 +262,9 @@ func (h *admissionHandler) logDecision(req admission.Request, resp admission.Res
 	}
 	if resp.Result != nil && resp.Result.Message != "" {
 		kv = append(kv, "reason", resp.Result.Message)
+	}
+	if denialReason != "" {
+		kv = append(kv, "denialReason", denialReason)
 	}
 	if len(resp.Warnings) > 0 {
 		kv = append(kv, "warnings", resp.Warnings)

@@ -61,6 +61,10 @@ type Options struct {
 	// ClientAuth, when set, refuses webhook calls without a client
 	// certificate from its CAs (401/403, before the body is read).
 	ClientAuth *ClientAuthOptions
+	// LogDecisions says which admission decisions are logged at info:
+	// all, denied (default: every answer but an allow; allows at V(1)) or
+	// none.
+	LogDecisions LogDecisions
 	// Certificates provides the serving certificate. Required.
 	Certificates certs.Source
 	Log          logr.Logger
@@ -108,6 +112,9 @@ func (o *Options) SetDefaults() {
 	if o.InFlightWait == 0 {
 		o.InFlightWait = time.Second
 	}
+	if o.LogDecisions == "" {
+		o.LogDecisions = LogDeniedDecisions
+	}
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
@@ -147,4 +154,27 @@ func ParseTLSVersion(s string) (uint16, error) {
 		return tls.VersionTLS13, nil
 	}
 	return 0, fmt.Errorf("TLS version %q: want 1.2 or 1.3 (older versions are never served)", s)
+}
+
+// LogDecisions is which admission decisions are logged at info.
+type LogDecisions string
+
+const (
+	// LogAllDecisions logs every decision at info.
+	LogAllDecisions LogDecisions = "all"
+	// LogDeniedDecisions logs denials, warnings, errors and undecided
+	// answers at info, and allows at V(1): allows are most decisions, and
+	// say least.
+	LogDeniedDecisions LogDecisions = "denied"
+	// LogNoDecisions logs none (panics are logged still).
+	LogNoDecisions LogDecisions = "none"
+)
+
+// ParseLogDecisions reads --log-decisions.
+func ParseLogDecisions(s string) (LogDecisions, error) {
+	switch l := LogDecisions(s); l {
+	case LogAllDecisions, LogDeniedDecisions, LogNoDecisions:
+		return l, nil
+	}
+	return "", fmt.Errorf("--log-decisions %q: want all, denied or none", s)
 }

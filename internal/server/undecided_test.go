@@ -39,8 +39,8 @@ func TestUndecidedIsAnswered503WithAStatus(t *testing.T) {
 	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			errored := metrics.Requests.WithLabelValues(tc.hook, "test", "CREATE", metrics.DecisionErrored)
-			before := testutil.ToFloat64(errored)
+			undecided := metrics.Requests.WithLabelValues(tc.hook, "test", "CREATE", metrics.DecisionUndecided)
+			before := testutil.ToFloat64(undecided)
 			resp, err := h.client.Post(h.url+tc.path, "application/json", bytes.NewReader(review("uid-503", admissionv1.Create)))
 			if err != nil {
 				t.Fatal(err)
@@ -72,8 +72,8 @@ func TestUndecidedIsAnswered503WithAStatus(t *testing.T) {
 			if _, ok := raw["response"]; ok {
 				t.Fatalf("a 503 carries an AdmissionReview response: %s", body)
 			}
-			if after := testutil.ToFloat64(errored); after != before+1 {
-				t.Fatalf("errored decisions went from %v to %v", before, after)
+			if after := testutil.ToFloat64(undecided); after != before+1 {
+				t.Fatalf("undecided decisions went from %v to %v", before, after)
 			}
 		})
 	}

@@ -61,6 +61,9 @@ type ControlPlane struct {
 	// Gatehouse does; WebhookClientCAFile holds its CA for --client-ca-file.
 	WebhookClient       *certs.ClientBundle
 	WebhookClientCAFile string
+	// AuditLog is kube-apiserver's audit log (JSON lines) of PVC
+	// deletions, at level Metadata: webhooks' audit annotations included.
+	AuditLog string
 
 	components []*component
 	nodeLog    *os.File
@@ -183,6 +186,16 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	// Presenting a client certificate is harmless to a webhook server that
 	// asks for none, so every test's admission calls carry it.
 	cp.Env.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", admissionConfig)
+	// An audit log of PVC deletions alone, for the tests that read what a
+	// webhook's denial leaves there (its reason annotation).
+	auditPolicy := filepath.Join(cp.Dir, "audit-policy.yaml")
+	if err := os.WriteFile(auditPolicy, []byte(auditPolicyPVCDeletions), 0o600); err != nil {
+		cp.closeLogs()
+		cp.cleanDir()
+		return nil, err
+	}
+	cp.AuditLog = filepath.Join(cp.Dir, "audit.log")
+	cp.Env.ControlPlane.GetAPIServer().Configure().Set("audit-policy-file", auditPolicy).Set("audit-log-path", cp.AuditLog)
 	var nodeIP string
 	if opts.RealNode != nil {
 		if nodeIP, err = eth0Address(); err == nil {
@@ -285,6 +298,18 @@ users:
   user:
     client-certificate: %q
     client-key: %q
+`
+
+const auditPolicyPVCDeletions = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [delete]
+  resources:
+  - group: ""
+    resources: [persistentvolumeclaims]
+- level: None
 `
 
 const admissionConfiguration = `apiVersion: apiserver.config.k8s.io/v1

@@ -73,7 +73,7 @@ func TestWatchExpiryRelists(t *testing.T) {
 		return namespace, pv
 	}
 	namespace, pv := claimOnDeleteVolume("expiry")
-	overturnedBefore := metric(t, metricsAddr, "gatehouse_pvsafe_stale_denials_overturned_total")
+	overturnedBefore := metric(t, metricsAddr, overturnedSeries)
 
 	if err := env.Process.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestWatchExpiryRelists(t *testing.T) {
 	if err := c.Delete(ctx, namespace.DeepCopy(), client.DryRunAll); err != nil {
 		t.Fatalf("deleting the namespace after its volume became Retain: %v", err)
 	}
-	if after := metric(t, metricsAddr, "gatehouse_pvsafe_stale_denials_overturned_total"); after != overturnedBefore {
+	if after := metric(t, metricsAddr, overturnedSeries); after != overturnedBefore {
 		t.Fatalf("stale denials overturned went from %v to %v: the cache had not relisted and a live read saved the decision", overturnedBefore, after)
 	}
 }
@@ -128,6 +128,10 @@ func waitFor(t *testing.T, what string, check func() error) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// overturnedSeries is pvsafe's count of stale denials overturned by the live
+// confirmation (Prometheus's text format sorts the labels).
+const overturnedSeries = `gatehouse_webhook_confirmations_total{module="pvsafe",result="overturned",webhook="pvsafe.gatehouse.dev"}`
 
 // metric sums a counter family from Gatehouse's /metrics.
 func metric(t *testing.T, addr, name string) float64 {

@@ -243,7 +243,9 @@ func TestPVSafeSnapshotCRDsInstalledAfterStart(t *testing.T) {
 
 	// Decided from the cache, not overturned by the live confirmation: the
 	// snapshot informers started by themselves.
-	overturned := func() float64 { return counterValue(t, "gatehouse_pvsafe_stale_denials_overturned_total") }
+	overturned := func() float64 {
+		return counterWithLabel("gatehouse_webhook_confirmations_total", "result", "overturned")
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		before := overturned()
