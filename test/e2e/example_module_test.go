@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+)
+
+// This file is the worked example of docs/architecture.md, "Adding a
+// module", followed step by step: ownerlabel is not shipped. The Go blocks
+// of that section are copied from here, and
+// TestArchitectureExampleIsThisFile keeps them so.
+
+// Step 1: the module, its name and its types.
+
+// ownerLabel refuses ConfigMaps without an owner label in namespaces that
+// ask for one (labelled example.gatehouse.dev/require-owner=true).
+type ownerLabel struct {
+	namespaces client.Reader // the module's cache: decisions read it
+	live       client.Reader // the API server: only to confirm a denial
+}
+
+const (
+	requireOwnerLabel = "example.gatehouse.dev/require-owner"
+	ownerLabelKey     = "example.gatehouse.dev/owner"
+	reasonNoOwner     = "owner-missing"
+)
+
+func (*ownerLabel) Name() string                      { return "ownerlabel" }
+func (*ownerLabel) AddToScheme(*runtime.Scheme) error { return nil } // built-in kinds only
+
+// Step 2: declare the webhook.
+
+func (m *ownerLabel) Webhooks() []module.Webhook {
+	return []module.Webhook{{
+		Name: "ownerlabel.gatehouse.dev", Path: "/validate-ownerlabel", Type: module.Validating,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+		}},
+		FailurePolicy:  admissionregistrationv1.Ignore, // a missing label loses no data
+		SideEffects:    admissionregistrationv1.SideEffectClassNone,
+		TimeoutSeconds: 5,
+		Admit: func(ctx context.Context, req admission.Request) admission.Response {
+			return m.decide(ctx, m.namespaces, req)
+		},
+		Confirm: &module.Confirmation{Decide: func(ctx context.Context, req admission.Request, _ admission.Response) admission.Response {
+			return m.decide(ctx, m.live, req)
+		}},
+		DenialReasons: []string{reasonNoOwner},
+	}}
+}
+
+// Step 3: ask the host for what the decision reads.
+
+func (m *ownerLabel) Setup(_ context.Context, host module.Host) error {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	c, err := host.NewCache("namespaces", cache.Options{ByObject: map[client.Object]cache.ByObject{ns: {}}})
+	if err != nil {
+		return err
+	}
+	m.namespaces, m.live = c, host.APIReader()
+	return nil
+}
+
+// Step 4: decide, over whichever reader it is given.
+
+func (m *ownerLabel) decide(ctx context.Context, r client.Reader, req admission.Request) admission.Response {
+	var obj metav1.PartialObjectMetadata
+	if err := jsonUnmarshal(req.Object.Raw, &obj); err != nil {
+		return admission.Errored(400, err)
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := r.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns); err != nil {
+		return admission.Errored(500, fmt.Errorf("namespace %s: %w", req.Namespace, err))
+	}
+	if ns.Labels[requireOwnerLabel] != "true" || obj.Labels[ownerLabelKey] != "" {
+		return admission.Allowed("")
+	}
+	return module.Deny(reasonNoOwner, fmt.Sprintf("ConfigMap %s/%s has no %s label, which namespace %s requires (%s=true).\nAdd the label naming its owner, e.g. %s=team-a.",
+		req.Namespace, obj.Name, ownerLabelKey, req.Namespace, requireOwnerLabel, ownerLabelKey))
+}
+
+// Step 5: enable it, and test it through kube-apiserver as a tenant.
+
+func TestExampleModuleFromTheArchitectureGuide(t *testing.T) {
+	startGatehouse(t, app.Options{
+		Catalogue: []module.Module{&ownerLabel{}},
+		Modules:   map[string]app.ModuleConfig{"ownerlabel": {Enabled: true}},
+	})
+	ctx := context.Background()
+	strict := namespace(t, "owners")
+	lax := namespace(t, "owners-lax")
+	var ns corev1.Namespace
+	if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: strict}, &ns); err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels[requireOwnerLabel] = "true"
+	if err := controlPlane.Client.Update(ctx, &ns); err != nil {
+		t.Fatal(err)
+	}
+	tenant := "tenant-" + randSuffix()
+	for _, n := range []string{strict, lax} {
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "edit", Namespace: n},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: tenant}}}
+		if err := controlPlane.Client.Create(ctx, rb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := impersonated(t, tenant)
+	create := func(namespace string, labels map[string]string) error {
+		return as.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "cm-", Namespace: namespace, Labels: labels}})
+	}
+
+	// The namespace's label reaches the cache a moment after the update;
+	// until then a ConfigMap is admitted, which is the module's answer
+	// too, so wait for the first denial.
+	var err error
+	eventually(t, "the first denial", func() error {
+		if err = create(strict, nil); err == nil {
+			return errors.New("admitted")
+		}
+		return nil
+	})
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Code != 403 ||
+		!strings.Contains(err.Error(), `admission webhook "ownerlabel.gatehouse.dev" denied the request`) ||
+		!strings.Contains(err.Error(), "has no example.gatehouse.dev/owner label") ||
+		!strings.Contains(err.Error(), "Add the label naming its owner") {
+		t.Fatalf("unlabelled ConfigMap in %s: %v; want the module's denial, with how to proceed", strict, err)
+	}
+	if err := create(strict, map[string]string{ownerLabelKey: "team-a"}); err != nil {
+		t.Fatalf("labelled ConfigMap refused: %v", err)
+	}
+	if err := create(lax, nil); err != nil {
+		t.Fatalf("a namespace that does not ask for owners refused a ConfigMap: %v", err)
+	}
+	// The denial was counted under the declared reason.
+	if got := testutil.ToFloat64(metrics.Denials.WithLabelValues("ownerlabel.gatehouse.dev", "ownerlabel", reasonNoOwner, "denied")); got < 1 {
+		t.Errorf("denials by reason = %v; want at least 1", got)
+	}
+}
+
+// TestArchitectureExampleIsThisFile: every Go block of the guide's worked
+// example is in this file, so the guide shows code that runs.
+func TestArchitectureExampleIsThisFile(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile("example_module_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(doc)
+	i := strings.Index(section, "## Adding a module")
+	if i < 0 {
+		t.Fatal(`docs/architecture.md has no "## Adding a module" section`)
+	}
+	section = section[i:]
+	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(section, -1)
+	if len(blocks) < 4 {
+		t.Fatalf("the guide's example has %d Go blocks; want the module's steps", len(blocks))
+	}
+	for _, b := range blocks {
+		if !strings.Contains(string(self), b[1]) {
+			t.Errorf("docs/architecture.md shows code that is not in the tested example:\n%s", b[1])
+		}
+	}
+}
