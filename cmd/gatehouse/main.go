@@ -22,6 +22,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
+	"github.com/gatehouse-dev/gatehouse/internal/reports"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
@@ -77,6 +78,8 @@ func serveFlags() func() error {
 	flag.Func("max-in-flight-decision-bytes", "Estimated memory of the decisions made at once (a quantity, e.g. 192Mi): a review costs its JSON tokens times what its module measured per token; beyond it 429, a review costing more alone 413. Default 192Mi; raise it with the memory limit.", quantityFlag(&opts.Server.MaxInFlightDecisionBytes))
 	flag.DurationVar(&opts.Server.ShutdownDelay, "shutdown-delay", 0, "On SIGTERM, keep answering this long with /readyz failing and every connection closed after its answer, before the server stops (up to 30 s more for requests in flight): kube-apiserver moves to the other replicas without a failed call. The chart sets 10s; the Pod's terminationGracePeriodSeconds must exceed it by 35s.")
 	flag.DurationVar(&opts.Server.InFlightWait, "in-flight-wait", time.Second, "How long a request waits for room in the in-flight budgets and its module's concurrency before 429 or 503.")
+	flag.DurationVar(&opts.Reports.Interval, "report-interval", 0, "How often the leader runs every module's periodic check and writes its wgpolicyk8s.io PolicyReports (when that API is served); 0 keeps each module's own period (docs/policy-reports.md).")
+	flag.IntVar(&opts.Reports.MaxResults, "report-max-results", reports.DefaultMaxResults, "Most results in one PolicyReport; the summary counts every finding and a skip result says how many were left out.")
 	flag.Func("placement-platform-users", "Comma-separated users who may change a tenant's placement settings in its cozystack-values Secret and remove a HelmRelease's application label (default "+strings.Join(placement.DefaultPlatformUsers, ",")+"; empty: none).", func(s string) error {
 		catalogueOpts.Placement.PlatformUsers = splitList(s)
 		return nil

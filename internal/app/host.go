@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/reports"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
@@ -52,6 +53,13 @@ func (h *host) Client() client.Client               { return h.g.writer }
 func (h *host) APIReader() client.Reader            { return h.g.Manager.GetAPIReader() }
 func (h *host) EventRecorder() record.EventRecorder { return h.events }
 func (h *host) Add(r manager.Runnable) error        { return h.g.Manager.Add(withLogger(r, h.log)) }
+
+func (h *host) AddAudit(a module.Audit) error {
+	if a.Run == nil || a.Period <= 0 {
+		return fmt.Errorf("module %s: an audit needs a Run function and a period", h.name)
+	}
+	return h.Add(&reports.Runner{Writer: h.g.reports, Module: h.name, Audit: a, Period: h.g.opts.Reports.Interval})
+}
 
 func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
 	h.mu.Lock()

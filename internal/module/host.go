@@ -67,6 +67,10 @@ type Host interface {
 	// Add runs r with the host: on every replica, unless r needs leader
 	// election.
 	Add(r manager.Runnable) error
+	// AddAudit runs a periodic check of what stands in the cluster, on the
+	// leader only; its findings are written as PolicyReports while that
+	// API is served (internal/reports).
+	AddAudit(a Audit) error
 }
 
 // Kind is an optional kind a module follows.
