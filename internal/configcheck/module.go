@@ -225,6 +225,9 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	if err := host.Add(&reconciler{m: m}); err != nil {
 		return err
 	}
+	if err := host.AddAudit(m.audit()); err != nil {
+		return err
+	}
 	return host.Add(m.publisher)
 }
 
