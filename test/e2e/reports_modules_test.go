@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	ngv1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
@@ -89,6 +90,10 @@ func TestPolicyReportsPlacementTenantViolations(t *testing.T) {
 		}
 		return nil
 	})
+	// The check's own gauge counts the same Pods, report or not.
+	if n := gaugeValue("gatehouse_placement_noncompliant_pods"); n != 12 {
+		t.Errorf("gatehouse_placement_noncompliant_pods %v, want 12", n)
+	}
 	if r, err := policyReport(t, other, "placement"); err != nil || r != nil {
 		t.Fatalf("a namespace without violations got a report: %+v (%v)", r, err)
 	}
@@ -106,8 +111,25 @@ func TestPolicyReportsPlacementTenantViolations(t *testing.T) {
 		if err != nil || r != nil {
 			return fmt.Errorf("report: %+v, %v", r, err)
 		}
+		if n := gaugeValue("gatehouse_placement_noncompliant_pods"); n != 0 {
+			return fmt.Errorf("gatehouse_placement_noncompliant_pods %v", n)
+		}
 		return nil
 	})
+}
+
+// gaugeValue is the value of a gauge without labels in this process.
+func gaugeValue(name string) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return -1
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }
 
 // A NodeGroup admitted under one ModuleConfig becomes one that today's
