@@ -38,34 +38,44 @@ type Runner struct {
 // NeedLeaderElection: only the leader audits and writes.
 func (r *Runner) NeedLeaderElection() bool { return true }
 
-// Start runs the audit at once, then every period, until ctx ends.
+// Start runs the audit at once, then every period, until ctx ends. A run
+// that fails is tried again sooner (retryAfter, at most the period): the
+// first run may come before an optional kind's informer has synced.
 func (r *Runner) Start(ctx context.Context) error {
 	period := r.Period
 	if period <= 0 {
 		period = r.Audit.Period
 	}
-	ticker := time.NewTicker(period)
-	defer ticker.Stop()
 	for {
-		r.runOnce(ctx)
+		next := period
+		if !r.runOnce(ctx) {
+			next = min(period, retryAfter)
+		}
+		timer := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return nil
-		case <-ticker.C:
+		case <-timer.C:
 		}
 	}
 }
 
-func (r *Runner) runOnce(ctx context.Context) {
+// retryAfter is how soon a failed run is tried again.
+const retryAfter = 10 * time.Second
+
+// runOnce runs the audit and writes its findings; it reports whether both
+// succeeded.
+func (r *Runner) runOnce(ctx context.Context) bool {
 	log := logf.FromContext(ctx).WithName("audit")
 	findings, err := r.Audit.Run(ctx)
 	if ctx.Err() != nil {
-		return
+		return true
 	}
 	if err != nil {
 		runs.WithLabelValues(r.Module, "error").Inc()
 		log.Error(err, "periodic check failed; its reports stay as they were")
-		return
+		return false
 	}
 	counts := map[module.Result]int{module.ResultFail: 0, module.ResultWarn: 0, module.ResultError: 0}
 	for _, f := range findings {
@@ -77,7 +87,8 @@ func (r *Runner) runOnce(ctx context.Context) {
 	if err := r.Writer.Write(ctx, r.Module, findings); err != nil {
 		runs.WithLabelValues(r.Module, "write_error").Inc()
 		log.Error(err, "writing the policy reports")
-		return
+		return false
 	}
 	runs.WithLabelValues(r.Module, "ok").Inc()
+	return true
 }

@@ -210,6 +210,29 @@ func TestPolicyReportsPVSafeInventory(t *testing.T) {
 		return nil
 	})
 
+	// Unchanged findings leave the report as it is: each result keeps the
+	// timestamp it was first reported with, across runs more than a
+	// second (the timestamp's resolution) apart.
+	written := &unstructured.Unstructured{}
+	written.SetGroupVersionKind(reports.PolicyReportKind)
+	if err := controlPlane.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: reports.ReportName("gatehouse", "pvsafe")}, written); err != nil {
+		t.Fatal(err)
+	}
+	runs, since := auditRuns("pvsafe", "ok"), time.Now()
+	eventually(t, "runs of the inventory over more than a second", func() error {
+		if n := auditRuns("pvsafe", "ok"); n < runs+3 || time.Since(since) < 1100*time.Millisecond {
+			return fmt.Errorf("%v runs in %v", n-runs, time.Since(since))
+		}
+		return nil
+	})
+	again := written.DeepCopy()
+	if err := controlPlane.Client.Get(context.Background(), client.ObjectKeyFromObject(written), again); err != nil {
+		t.Fatal(err)
+	}
+	if again.GetResourceVersion() != written.GetResourceVersion() {
+		t.Errorf("unchanged findings changed the report: resourceVersion %s, then %s", written.GetResourceVersion(), again.GetResourceVersion())
+	}
+
 	_, more1 := volumeFixture(t, ns, "more-1", corev1.PersistentVolumeReclaimDelete)
 	_, more2 := volumeFixture(t, ns, "more-2", corev1.PersistentVolumeReclaimDelete)
 	eventually(t, "three claims at risk fill a report bounded to two results", func() error {
