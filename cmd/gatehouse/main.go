@@ -22,6 +22,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
+	"github.com/gatehouse-dev/gatehouse/internal/reports"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
@@ -83,6 +84,8 @@ func serveFlags(fs *flag.FlagSet) func() error {
 		return err
 	})
 	fs.DurationVar(&opts.Server.InFlightWait, "in-flight-wait", opts.Server.InFlightWait, "How long a request waits for room in the in-flight budgets and its module's concurrency before 429 or 503.")
+	fs.DurationVar(&opts.Reports.Interval, "report-interval", 0, "How often the leader runs every module's periodic check and writes its wgpolicyk8s.io PolicyReports (when that API is served); 0 keeps each module's own period (docs/policy-reports.md).")
+	fs.IntVar(&opts.Reports.MaxResults, "report-max-results", reports.DefaultMaxResults, "Most results in one PolicyReport; the summary counts every finding and a skip result says how many were left out.")
 	fs.Func("placement-platform-users", "Comma-separated users who may change a tenant's placement settings in its cozystack-values Secret and remove a HelmRelease's application label (default "+strings.Join(placement.DefaultPlatformUsers, ",")+"; empty: none).", func(s string) error {
 		catalogueOpts.Placement.PlatformUsers = splitList(s)
 		return nil

@@ -46,7 +46,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "gatehouse: configcheck is left out:", missingHAProxy)
 	}
 	extra := strings.Fields(os.Getenv("GATEHOUSE_ARGS"))
-	opts := devenv.Options{Modules: strings.Join(names, ","), ExtraArgs: extra, Log: os.Stderr}
+	opts := devenv.Options{Modules: strings.Join(names, ","), ExtraArgs: extra, Log: os.Stderr, PolicyReports: true}
 	var gatehouseImage string
 	if os.Getenv("REAL_NODE") == "1" {
 		var err error

@@ -28,6 +28,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/kinds"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/reports"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
@@ -88,6 +89,9 @@ type Options struct {
 	// served but named by no configuration.
 	ManageWebhooks *webhookconfig.Target
 
+	// Reports tunes the PolicyReports of the modules' periodic checks.
+	Reports ReportOptions
+
 	// Catalogue is every module the binary ships; Modules says which are on.
 	Catalogue []module.Module
 	Modules   map[string]ModuleConfig
@@ -130,6 +134,17 @@ func (o *Options) SetDefaults() {
 	o.Server.Log = o.Log.WithName("server")
 }
 
+// ReportOptions tune the PolicyReports the leader writes of the modules'
+// periodic checks (internal/reports, docs/policy-reports.md).
+type ReportOptions struct {
+	// Interval, when set, runs every module's check this often instead of
+	// at the module's own period.
+	Interval time.Duration
+	// MaxResults bounds the results of one report; 0 takes
+	// reports.DefaultMaxResults.
+	MaxResults int
+}
+
 // DefaultMetricsAddr is loopback: metrics leave the pod only when asked.
 const DefaultMetricsAddr = "127.0.0.1:8080"
 
@@ -161,6 +176,7 @@ type Gatehouse struct {
 	writer         client.Client
 	kinds          *kinds.Tracker
 	reconciler     *webhookconfig.Reconciler
+	reports        *reports.Writer
 	certs          certs.Source
 	staticModeOnce sync.Once
 }
@@ -252,6 +268,9 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	if err := mgr.Add(withLogger(g.kinds, log.WithName("kinds"))); err != nil {
 		return nil, err
 	}
+	g.reports = reports.NewWriter(reports.Options{
+		Client: writer, Served: g.kinds.Served, Instance: opts.Instance, MaxResults: opts.Reports.MaxResults,
+	})
 	srv.AddReadyCheck("optional-kinds", func() error {
 		if !g.kinds.Ready() {
 			return errors.New("optional kinds not decided yet")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/reports"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
@@ -81,6 +82,13 @@ func (h *host) NewController(name string, opts controller.Options) (controller.C
 		return nil, fmt.Errorf("module %s: controller %s: %w", h.name, name, err)
 	}
 	return c, nil
+}
+
+func (h *host) AddAudit(a module.Audit) error {
+	if a.Run == nil || a.Period <= 0 {
+		return fmt.Errorf("module %s: an audit needs a Run function and a period", h.name)
+	}
+	return h.Add(&reports.Runner{Writer: h.g.reports, Module: h.name, Audit: a, Period: h.g.opts.Reports.Interval})
 }
 
 func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {

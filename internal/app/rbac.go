@@ -38,3 +38,8 @@ package app
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=gatehouse-system,resources=leases,resourceNames=gatehouse-leader,verbs=get;update
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=gatehouse-system,resources=leases,verbs=create
 // +kubebuilder:rbac:groups="";events.k8s.io,namespace=gatehouse-system,resources=events,verbs=create;patch
+
+// Policy reports (internal/reports): the leader lists its own reports by
+// label, applies them (server-side apply names the object) and deletes
+// those whose findings were mended, in every namespace a module audits.
+// +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports;clusterpolicyreports,verbs=list;create;patch;delete

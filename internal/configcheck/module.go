@@ -226,6 +226,9 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	if err := host.Add(reconciler); err != nil {
 		return err
 	}
+	if err := host.AddAudit(m.audit()); err != nil {
+		return err
+	}
 	return host.Add(m.publisher.controller)
 }
 

@@ -44,6 +44,10 @@ type Options struct {
 	// RealNode, when set, adds a kubelet-run Node beside the fake ones
 	// (make run REAL_NODE=1; docs/real-node.md).
 	RealNode *testenv.RealNodeOptions
+	// PolicyReports installs the wgpolicyk8s.io PolicyReport CRDs
+	// (config/crd/policyreport), so that the modules' periodic checks are
+	// written as reports (make run).
+	PolicyReports bool
 }
 
 // Env is a running environment.
@@ -91,7 +95,11 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		return nil, fmt.Errorf("%s not found: run `make build`", binary)
 	}
 
-	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{Dir: opts.Dir, RealNode: opts.RealNode})
+	cpOpts := testenv.ControlPlaneOptions{Dir: opts.Dir, RealNode: opts.RealNode}
+	if opts.PolicyReports {
+		cpOpts.CRDPaths = append(testenv.DefaultCRDPaths(), testenv.PolicyReportCRDs)
+	}
+	cp, err := testenv.StartControlPlane(cpOpts)
 	if err != nil {
 		return nil, err
 	}

@@ -83,6 +83,10 @@ type Host interface {
 	// module's caches (source.Kind); it needs leader election unless
 	// opts.NeedLeaderElection says otherwise. It runs once given to Add.
 	NewController(name string, opts controller.Options) (controller.Controller, error)
+	// AddAudit runs a periodic check of what stands in the cluster, on the
+	// leader only; its findings are written as PolicyReports while that
+	// API is served (internal/reports).
+	AddAudit(a Audit) error
 }
 
 // Kind is an optional kind a module follows, and the reader of it: the

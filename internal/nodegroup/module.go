@@ -65,7 +65,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	}
 	m.conv.lookup = state
 	m.val.state = state
-	return nil
+	return host.AddAudit(m.audit(host))
 }
 
 // Webhooks declares the conversion webhook and the policy validator.

@@ -2,23 +2,25 @@ package placement
 
 import (
 	"context"
+	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // audit re-checks every Pod in the cache with the admission decision. The
 // Pod webhook fails open (a Gatehouse outage must never stop Pods from
 // starting), so a Pod created while it was unreachable is found here: it is
 // counted in gatehouse_placement_noncompliant_pods and gets a Warning Event.
-// It runs on the leader only, so each violation is reported once.
+// The host runs it on the leader only (module.Audit), so each violation is
+// reported once, and writes what it returns as PolicyReports (report.go).
 type audit struct {
 	m        *Module
-	interval time.Duration
 	events   record.EventRecorder
 	excluded map[string]bool
 
@@ -26,31 +28,15 @@ type audit struct {
 	reported map[types.UID]bool
 }
 
-func (a *audit) NeedLeaderElection() bool { return true }
-
-func (a *audit) Start(ctx context.Context) error {
-	a.reported = map[types.UID]bool{}
-	ticker := time.NewTicker(a.interval)
-	defer ticker.Stop()
-	for {
-		a.run(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
-	}
-}
-
-// run checks every Pod once.
-func (a *audit) run(ctx context.Context) {
+// run checks every Pod once and returns the violations.
+func (a *audit) run(ctx context.Context) ([]module.Finding, error) {
 	log := logf.FromContext(ctx).WithName("placement-audit")
 	var pods corev1.PodList
 	if err := a.m.pods.List(ctx, &pods); err != nil {
 		audits.WithLabelValues("error").Inc()
-		log.Error(err, "listing Pods from the cache")
-		return
+		return nil, fmt.Errorf("listing Pods from the cache: %w", err)
 	}
+	var findings []module.Finding
 	found := 0
 	seen := make(map[types.UID]bool, len(pods.Items))
 	for i := range pods.Items {
@@ -67,6 +53,7 @@ func (a *audit) run(ctx context.Context) {
 		}
 		found++
 		seen[pod.UID] = true
+		findings = append(findings, podFinding(pod, v.Denials))
 		if !a.reported[pod.UID] {
 			a.reported[pod.UID] = true
 			a.events.Event(pod, corev1.EventTypeWarning, "AffinityClassViolation", strings.Join(v.Denials, "; "))
@@ -80,6 +67,7 @@ func (a *audit) run(ctx context.Context) {
 	}
 	noncompliant.Set(float64(found))
 	audits.WithLabelValues("ok").Inc()
+	return findings, nil
 }
 
 // hasLineage is the Pod webhook's match condition, for the audit.

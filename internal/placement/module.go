@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -226,7 +227,8 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	m.live = &view{tenants: readerTenants{live}, classes: readerClasses{live}, releases: readerReleases{live}}
 	// The namespaces no webhook intercepts are not audited either.
 	excluded := map[string]bool{"kube-system": true, "kube-node-lease": true, host.Namespace(): true}
-	return host.Add(&audit{m: m, interval: m.opts.AuditInterval, events: host.EventRecorder(), excluded: excluded})
+	a := &audit{m: m, events: host.EventRecorder(), excluded: excluded, reported: map[types.UID]bool{}}
+	return host.AddAudit(module.Audit{Period: m.opts.AuditInterval, Run: a.run})
 }
 
 // KeepPlacementFields is the Pod cache's transform: it keeps what a

@@ -111,7 +111,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	m.live = LiveLookup(host.APIReader())
 	m.review = subjectAccessReview(host.Client())
 	m.events = host.EventRecorder()
-	return nil
+	return host.AddAudit(m.inventory(host.Namespace()))
 }
 
 // Webhooks declares the DELETE webhook. failurePolicy Fail: an outage must

@@ -120,6 +120,15 @@ var Controllers = []string{
 	"clusterrole-aggregation-controller",
 }
 
+// DefaultCRDPaths are the CRDs a control plane installs unless told:
+// Gatehouse's and those of other projects its modules work with.
+func DefaultCRDPaths() []string { return []string{"config/crd/bases", "config/crd/external"} }
+
+// PolicyReportCRDs holds the wgpolicyk8s.io PolicyReport CRDs, which a
+// control plane installs only when asked (make run does; the e2e tests of
+// the reports install and remove them).
+const PolicyReportCRDs = "config/crd/policyreport"
+
 // StartControlPlane starts etcd and kube-apiserver (through envtest), then
 // kube-controller-manager and kube-scheduler, all from bin/, and registers
 // the fake Nodes. A missing binary is an error telling how to build it:
@@ -137,7 +146,7 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	}
 	paths := opts.CRDPaths
 	if paths == nil {
-		for _, dir := range []string{"config/crd/bases", "config/crd/external"} {
+		for _, dir := range DefaultCRDPaths() {
 			if _, err := os.Stat(filepath.Join(root, dir)); err == nil {
 				paths = append(paths, dir)
 			}

@@ -185,6 +185,15 @@ func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
 	return c, nil
 }
 
+// AddAudit accepts a periodic check and never runs it: a suite judges
+// requests, not what stands in a cluster (docs/testing-policies.md).
+func (h *host) AddAudit(a module.Audit) error {
+	if a.Run == nil || a.Period <= 0 {
+		return fmt.Errorf("module %s: an audit needs a Run function and a period", h.name)
+	}
+	return nil
+}
+
 // NewController builds an unstarted controller: a suite runs no loops
 // (docs/testing-policies.md), only the decisions.
 func (h *host) NewController(name string, opts controller.Options) (controller.Controller, error) {

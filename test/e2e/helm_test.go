@@ -294,6 +294,8 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{[]string{"modules.pvsafe.webhook.namespaceExclusions={Bad_Name}"}, "at '/modules/pvsafe/webhook/namespaceExclusions/0'"},
 		{[]string{"logLevel=verbose"}, "at '/logLevel'"},
 		{[]string{"leaderElection.leaseDuration=soon"}, "at '/leaderElection/leaseDuration'"},
+		{[]string{"policyReports.interval=soon"}, "at '/policyReports/interval'"},
+		{[]string{"policyReports.maxResults=0"}, "at '/policyReports/maxResults'"},
 		// A guard's failurePolicy and objectSelector are locked, in static
 		// mode as Gatehouse locks them in managed mode.
 		{[]string{"certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true", "modules.placement.webhook.failurePolicy=Ignore"},

@@ -38,6 +38,7 @@ type Host struct {
 	Mapper    meta.RESTMapper
 	Recorder  *record.FakeRecorder
 	Runnables []manager.Runnable
+	Audits    []module.Audit
 
 	mu          sync.Mutex
 	Caches      map[string]cache.Cache
@@ -86,6 +87,14 @@ func (h *Host) Add(r manager.Runnable) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.Runnables = append(h.Runnables, r)
+	return nil
+}
+
+// AddAudit records the module's periodic check.
+func (h *Host) AddAudit(a module.Audit) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Audits = append(h.Audits, a)
 	return nil
 }
 
