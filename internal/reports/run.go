@@ -85,6 +85,9 @@ func (r *Runner) runOnce(ctx context.Context) bool {
 		findingsGauge.WithLabelValues(r.Module, string(result)).Set(float64(n))
 	}
 	if err := r.Writer.Write(ctx, r.Module, findings); err != nil {
+		if ctx.Err() != nil {
+			return true // stopping (leadership lost): not a failure
+		}
 		runs.WithLabelValues(r.Module, "write_error").Inc()
 		log.Error(err, "writing the policy reports")
 		return false

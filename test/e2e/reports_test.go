@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,10 +20,14 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 	"github.com/gatehouse-dev/gatehouse/internal/reports"
+	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/uninstall"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
 // reportInterval runs the periodic checks often enough for a test.
@@ -94,13 +99,19 @@ type wgResult struct {
 // ClusterPolicyReport); nil when there is none.
 func policyReport(t testing.TB, namespace, moduleName string) (*wgReport, error) {
 	t.Helper()
+	return policyReportOf(t, "gatehouse", namespace, moduleName)
+}
+
+// policyReportOf is policyReport of another install.
+func policyReportOf(t testing.TB, instance, namespace, moduleName string) (*wgReport, error) {
+	t.Helper()
 	u := &unstructured.Unstructured{}
 	kind := reports.PolicyReportKind
 	if namespace == "" {
 		kind = reports.ClusterPolicyReportKind
 	}
 	u.SetGroupVersionKind(kind)
-	err := controlPlane.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: reports.ReportName("gatehouse", moduleName)}, u)
+	err := controlPlane.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: reports.ReportName(instance, moduleName)}, u)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -335,4 +346,63 @@ func TestPolicyReportsOnlyTheLeaderWrites(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// The chart's RBAC lets the leader list, create, update and delete its
+// reports: Gatehouse runs as the chart's ServiceAccount, with its roles.
+func TestPolicyReportsWithTheChartsRBAC(t *testing.T) {
+	installReportCRDs(t)
+	ctx := context.Background()
+	own := namespace(t, "rbac-reports")
+	release := "reports-" + randSuffix()
+	cfg, sa := chartIdentity(t, release, own, moduleValues([]string{"pvsafe"})...)
+	cp := *controlPlane
+	cp.Config = cfg
+	port := freePort(t)
+	g, err := testenv.StartGatehouse(ctx, &cp, t.TempDir(), app.Options{
+		Log: testr.New(t), Namespace: own, Instance: sa,
+		Catalogue: []module.Module{pvsafe.New(pvsafe.Options{})}, Modules: map[string]app.ModuleConfig{"pvsafe": {Enabled: true}},
+		CertSecret:       own + "/" + sa + "-serving-cert",
+		SelfManagedCerts: &certs.SelfManagedOptions{DNSNames: []string{"localhost"}},
+		LeaderElection:   true,
+		Server:           server.Options{Addr: "127.0.0.1:" + port},
+		ManageWebhooks:   &webhookconfig.Target{URL: "https://localhost:" + port},
+		Reports:          app.ReportOptions{Interval: reportInterval},
+	})
+	if err != nil {
+		t.Fatalf("Gatehouse with only the chart's RBAC: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := g.Stop(); err != nil {
+			t.Error(err)
+		}
+		if err := uninstall.Run(ctx, uninstall.Options{Client: controlPlane.Client, Instance: sa}); err != nil {
+			t.Errorf("remove install %s: %v", sa, err)
+		}
+	})
+	failed := auditRuns("pvsafe", "write_error")
+	ns := namespace(t, "reports-rbac")
+	_, pv := volumeFixture(t, ns, "data", corev1.PersistentVolumeReclaimDelete)
+	eventually(t, "the chart's identity writes the report", func() error {
+		r, err := policyReportOf(t, sa, ns, "pvsafe")
+		if err != nil || r.resultFor("PersistentVolumeClaim", "data") == nil {
+			return fmt.Errorf("report %+v, %v", r, err)
+		}
+		return nil
+	})
+	patch := client.MergeFrom(pv.DeepCopy())
+	pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
+	if err := controlPlane.Client.Patch(ctx, pv, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the chart's identity deletes the mended report", func() error {
+		r, err := policyReportOf(t, sa, ns, "pvsafe")
+		if err != nil || r != nil {
+			return fmt.Errorf("report %+v, %v", r, err)
+		}
+		return nil
+	})
+	if n := auditRuns("pvsafe", "write_error"); n != failed {
+		t.Errorf("%v runs could not write their reports", n-failed)
+	}
 }
