@@ -12,6 +12,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/uninstall"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
@@ -54,6 +55,14 @@ func startGatehouse(t testing.TB, opts app.Options) *testenv.Gatehouse {
 		}
 		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
 		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.MutatingName}})
+		// An install of its own name leaves its own configurations (and
+		// the conversions it took): a later test must never be called into
+		// this stopped server.
+		if opts.Instance != "" {
+			if err := uninstall.Run(context.Background(), uninstall.Options{Client: controlPlane.Client, Instance: opts.Instance}); err != nil {
+				t.Errorf("uninstall %s: %v", opts.Instance, err)
+			}
+		}
 	})
 	return g
 }
