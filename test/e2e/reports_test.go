@@ -308,11 +308,17 @@ func TestPolicyReportsOnlyTheLeaderWrites(t *testing.T) {
 			Reports:   app.ReportOptions{Interval: interval},
 		})
 	}
+	runsBefore := auditRuns("pvsafe", "ok")
 	leader := start(time.Hour)
-	eventually(t, "the leader's first run writes the report", func() error {
+	// The run is over when it is counted: the report of this namespace is
+	// written before those of the other tests' namespaces and the count.
+	eventually(t, "the leader's first run writes the report and ends", func() error {
 		r, err := policyReport(t, ns, "pvsafe")
 		if err != nil || r.resultFor("PersistentVolumeClaim", "data") == nil {
 			return fmt.Errorf("report %+v, %v", r, err)
+		}
+		if n := auditRuns("pvsafe", "ok"); n <= runsBefore {
+			return fmt.Errorf("the run is not counted yet (%v ok runs)", n)
 		}
 		return nil
 	})
