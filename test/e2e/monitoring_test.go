@@ -115,6 +115,14 @@ func TestEveryMonitoredMetricIsServed(t *testing.T) {
 	// As the chart runs it by default: leader election and self-managed
 	// certificates (the leader writes the Secret's first step).
 	ns := namespace(t, "e2e-monitoring")
+	// Registered before Gatehouse starts, so run after it stopped: the
+	// load's fixtures (a config watching every namespace's Ingresses
+	// among them) must not outlive this test.
+	t.Cleanup(func() {
+		if err := admissionload.Teardown(context.Background(), controlPlane.Client); err != nil {
+			t.Errorf("removing the load's fixtures: %v", err)
+		}
+	})
 	port := freePort(t)
 	metricsAddr := "127.0.0.1:" + freePort(t)
 	g := startGatehouse(t, app.Options{

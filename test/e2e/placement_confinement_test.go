@@ -215,6 +215,10 @@ func TestPlacementApplicationLabelCannotBeRemoved(t *testing.T) {
 // must not use them up, so that an operator's kind seen later is followed
 // and its Pods checked.
 func TestPlacementInventedOwnerKindsTakeNoSlot(t *testing.T) {
+	// The periodic check walks every Pod's lineage when Gatehouse starts,
+	// and a real owner kind it meets takes a slot: the Pods of earlier
+	// tests' namespaces must be gone first.
+	namespacesDeleted(t)
 	// One slot beyond the six workload kinds.
 	e := startPlacement(t, module.Enforce, placement.Options{MaxOwnerKinds: 7})
 	ctx := context.Background()

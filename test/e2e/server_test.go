@@ -133,6 +133,25 @@ func namespace(t *testing.T, base string) string {
 	return name
 }
 
+// namespacesDeleted waits until no namespace is being deleted: the objects
+// of earlier tests are gone, for a test that counts what the whole cluster
+// holds.
+func namespacesDeleted(t *testing.T) {
+	t.Helper()
+	eventually(t, "earlier tests' namespaces are deleted", func() error {
+		list := &corev1.NamespaceList{}
+		if err := controlPlane.Client.List(context.Background(), list); err != nil {
+			return err
+		}
+		for _, ns := range list.Items {
+			if ns.DeletionTimestamp != nil {
+				return fmt.Errorf("namespace %s is still being deleted", ns.Name)
+			}
+		}
+		return nil
+	})
+}
+
 // fixedNamespace creates a namespace whose name the test needs as it is
 // (Gatehouse's own), or finds it from an earlier run.
 func fixedNamespace(t *testing.T, name string) string {
