@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -93,12 +92,12 @@ func (h *Handle) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		return err
 	}
 	if h.State() != module.KindServed {
-		return h.notFound(key.Name)
+		return module.NoObjects(h.e.key.gvk).Get(ctx, key, obj)
 	}
 	err := h.e.key.cache.Get(ctx, key, obj, opts...)
 	if unreadable(err) {
 		// Its CRD removed, or the last follower gone, since the check.
-		return h.notFound(key.Name)
+		return module.NoObjects(h.e.key.gvk).Get(ctx, key, obj)
 	}
 	return err
 }
@@ -110,11 +109,11 @@ func (h *Handle) List(ctx context.Context, list client.ObjectList, opts ...clien
 		return err
 	}
 	if h.State() != module.KindServed {
-		return meta.SetList(list, nil)
+		return module.NoObjects(h.e.key.gvk).List(ctx, list)
 	}
 	err := h.e.key.cache.List(ctx, list, opts...)
 	if unreadable(err) {
-		return meta.SetList(list, nil)
+		return module.NoObjects(h.e.key.gvk).List(ctx, list)
 	}
 	return err
 }
@@ -140,9 +139,4 @@ func (h *Handle) mustRead(obj runtime.Object, isList bool) error {
 		return fmt.Errorf("the reader of %s cannot read %s", h.e.key.gvk, gvk)
 	}
 	return nil
-}
-
-func (h *Handle) notFound(name string) error {
-	gvk := h.e.key.gvk
-	return apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind)}, name)
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -287,14 +286,14 @@ func (k followedKind) readable() bool { return k.informer != nil && k.informer.H
 
 func (k followedKind) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if !k.readable() {
-		return apierrors.NewNotFound(schema.GroupResource{Group: k.gvk.Group, Resource: strings.ToLower(k.gvk.Kind)}, key.Name)
+		return module.NoObjects(k.gvk).Get(ctx, key, obj)
 	}
 	return k.cache.Get(ctx, key, obj, opts...)
 }
 
 func (k followedKind) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if !k.readable() {
-		return meta.SetList(list, nil)
+		return module.NoObjects(k.gvk).List(ctx, list)
 	}
 	return k.cache.List(ctx, list, opts...)
 }

@@ -10,10 +10,7 @@ package moduletest
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -156,7 +153,7 @@ func (h *Host) FollowKind(_ cache.Cache, obj client.Object, _ func()) (module.Ki
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.Followed = append(h.Followed, obj)
-	return &unreadableKind{h: h, gvk: gvk}, nil
+	return &unreadableKind{NoObjects: module.NoObjects(gvk), h: h, gvk: gvk}, nil
 }
 
 // Served says whether the test's scheme knows gvk.
@@ -177,16 +174,9 @@ func (h *Host) SetWebhooks(hooks []module.Webhook) error {
 
 // unreadableKind is a followed kind of the test host: never readable.
 type unreadableKind struct {
+	module.NoObjects
 	h   *Host
 	gvk schema.GroupVersionKind
-}
-
-func (k *unreadableKind) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
-	return apierrors.NewNotFound(schema.GroupResource{Group: k.gvk.Group, Resource: strings.ToLower(k.gvk.Kind)}, key.Name)
-}
-
-func (k *unreadableKind) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
-	return meta.SetList(list, nil)
 }
 
 func (k *unreadableKind) State() module.KindState {
