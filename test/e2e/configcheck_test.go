@@ -66,6 +66,13 @@ func startConfigcheck(t *testing.T) *configcheckEnv {
 // by change before it is created.
 func startConfigcheckWith(t *testing.T, change func(*gatehousev1alpha1.HAProxyTemplateConfig)) *configcheckEnv {
 	t.Helper()
+	return startConfigcheckOn(t, change, func(opts app.Options) *testenv.Gatehouse { return startGatehouse(t, opts) })
+}
+
+// startConfigcheckOn is startConfigcheckWith with Gatehouse started by
+// start, given configcheck's options.
+func startConfigcheckOn(t *testing.T, change func(*gatehousev1alpha1.HAProxyTemplateConfig), start func(app.Options) *testenv.Gatehouse) *configcheckEnv {
+	t.Helper()
 	c := controlPlane.Client
 	if err := gatehousev1alpha1.AddToScheme(c.Scheme()); err != nil {
 		t.Fatal(err)
@@ -84,7 +91,7 @@ func startConfigcheckWith(t *testing.T, change func(*gatehousev1alpha1.HAProxyTe
 		change(cfg)
 	}
 	e.cfgKey = types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
-	e.g = startConfigcheckGatehouse(t)
+	e.g = start(configcheckOptions())
 	// Created through Gatehouse's own webhook, which runs its embedded
 	// tests.
 	eventually(t, "the config is admitted", func() error { return c.Create(context.Background(), cfg) })
@@ -105,10 +112,15 @@ func startConfigcheckWith(t *testing.T, change func(*gatehousev1alpha1.HAProxyTe
 // alone.
 func startConfigcheckGatehouse(t testing.TB) *testenv.Gatehouse {
 	t.Helper()
-	return startGatehouse(t, app.Options{
+	return startGatehouse(t, configcheckOptions())
+}
+
+// configcheckOptions runs the configcheck module alone.
+func configcheckOptions() app.Options {
+	return app.Options{
 		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
 		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
-	})
+	}
 }
 
 func exampleConfig(t testing.TB) *gatehousev1alpha1.HAProxyTemplateConfig {

@@ -13,14 +13,11 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/app"
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
@@ -218,33 +215,11 @@ func TestPlacementStaleCacheDenialIsOverturnedByTheServer(t *testing.T) {
 // Ingress routing to it is admitted over the API server's lists.
 func TestConfigcheckStaleCacheDenialIsOverturnedByTheServer(t *testing.T) {
 	c := controlPlane.Client
-	if err := gatehousev1alpha1.AddToScheme(c.Scheme()); err != nil {
-		t.Fatal(err)
-	}
-	e := &configcheckEnv{t: t, c: c, app: namespace(t, "app"), scope: "cc-" + randSuffix()}
-	e.label(e.app)
-	cfg := exampleConfig(t)
-	cfg.Namespace = namespace(t, "lb")
-	for name, w := range cfg.Spec.WatchedResources {
-		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: e.scope}}
-		cfg.Spec.WatchedResources[name] = w
-	}
-	e.cfgKey = types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
 	var gate *watchGate
-	e.g, gate = startGatedGatehouse(t, app.Options{
-		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
-		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
-	})
-	eventually(t, "the config is admitted", func() error { return c.Create(context.Background(), cfg) })
-	e.waitFor("an Ingress to a missing Service is refused", func() error {
-		err := c.Create(context.Background(), e.ingress("web", "haproxy", "web.example", "web", 80), client.DryRunAll)
-		if err == nil {
-			return errAdmitted
-		}
-		if !strings.Contains(err.Error(), "Service 'web' not found") {
-			return err
-		}
-		return nil
+	e := startConfigcheckOn(t, nil, func(opts app.Options) *testenv.Gatehouse {
+		var g *testenv.Gatehouse
+		g, gate = startGatedGatehouse(t, opts)
+		return g
 	})
 	hook := webhookOfIngresses(t, e)
 	before := confirmations(t, hook, module.ConfirmationOverturned)
