@@ -28,7 +28,8 @@ type audit struct {
 	reported map[types.UID]bool
 }
 
-// run checks every Pod once and returns the violations.
+// run checks every Pod once and returns the violations, and the Pods it
+// could not judge.
 func (a *audit) run(ctx context.Context) ([]module.Finding, error) {
 	log := logf.FromContext(ctx).WithName("placement-audit")
 	var pods corev1.PodList
@@ -48,7 +49,11 @@ func (a *audit) run(ctx context.Context) ([]module.Finding, error) {
 		if v.Err == nil && len(v.Denials) > 0 && a.m.live != nil {
 			v = a.m.decidePod(ctx, *a.m.live, pod.Namespace, pod)
 		}
-		if v.Err != nil || len(v.Denials) == 0 {
+		if v.Err != nil {
+			findings = append(findings, podUndecided(pod, v.Err))
+			continue
+		}
+		if len(v.Denials) == 0 {
 			continue
 		}
 		found++

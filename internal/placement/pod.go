@@ -149,7 +149,7 @@ func (m *Module) judgePod(ctx context.Context, src view, req admission.Request, 
 	}
 	if v.Err != nil {
 		log.Error(v.Err, "placement could not be decided; answered undecided, the webhook's failure policy applies and the periodic check judges it again")
-		return module.Undecided(fmt.Sprintf("placement of pod %s/%s could not be decided: %v", req.Namespace, podName(pod), v.Err))
+		return module.Undecided(undecidedMessage(req.Namespace, pod, v.Err))
 	}
 	if len(v.Denials) > 0 {
 		return module.Deny(reasonPlacementMismatch, strings.Join(v.Denials, "\n"))

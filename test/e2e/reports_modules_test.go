@@ -118,6 +118,49 @@ func TestPolicyReportsPlacementTenantViolations(t *testing.T) {
 	})
 }
 
+// A Pod the periodic check cannot judge is an error result, in the Pod
+// webhook's own words, not a Pod skipped: here its owner kind is beyond
+// the module's bound (no slot past the six workload kinds), so the webhook
+// answered undecided and its failure policy (Ignore) admitted it. It would
+// comply if judged; the result goes with the Pod.
+func TestPolicyReportsPlacementUndecidedPodIsAnError(t *testing.T) {
+	installReportCRDs(t)
+	e := newPlacementEnv(t)
+	e.g = startGatehouse(t, app.Options{
+		Catalogue: []module.Module{placement.New(placement.Options{MaxOwnerKinds: 6})},
+		Modules:   map[string]app.ModuleConfig{"placement": {Enabled: true, Enforcement: module.Enforce}},
+		Reports:   app.ReportOptions{Interval: reportInterval},
+	})
+	ctx := context.Background()
+	pod, _ := e.operatorPod(t, "undecided.example.org", "pg", e.classes["dc2"])
+	created := pod(map[string]string{zoneKey: "zone-b"})
+	if err := e.c.Create(ctx, created); err != nil {
+		t.Fatalf("failurePolicy Ignore should admit an undecided Pod: %v", err)
+	}
+	want := fmt.Sprintf("placement of pod %s/%s could not be decided: ", e.ns, created.Name)
+	eventually(t, "the Pod stands in its namespace's report as an error", func() error {
+		r, err := policyReport(t, e.ns, "placement")
+		if err != nil || r == nil {
+			return fmt.Errorf("report: %v, %v", r, err)
+		}
+		res := r.resultFor("Pod", created.Name)
+		if res == nil || res.Result != "error" || res.Rule != placement.PodRule || r.Summary.Error != 1 || r.Summary.Fail != 0 ||
+			!strings.Contains(res.Message, want) || !strings.Contains(res.Message, "owner kinds exhausted") {
+			return fmt.Errorf("summary %+v, result %+v; want one error result saying %q", r.Summary, res, want)
+		}
+		return nil
+	})
+	if err := e.c.Delete(ctx, created, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Pod gone, the report goes", func() error {
+		if r, err := policyReport(t, e.ns, "placement"); err != nil || r != nil {
+			return fmt.Errorf("report: %+v, %v", r, err)
+		}
+		return nil
+	})
+}
+
 // gaugeValue is the value of a gauge without labels in this process.
 func gaugeValue(name string) float64 {
 	families, err := ctrlmetrics.Registry.Gather()
