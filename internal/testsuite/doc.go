@@ -17,7 +17,10 @@
 //     each module's enforcement, and posts every request to it as an
 //     AdmissionReview or ConversionReview, without TLS or a port: decoding,
 //     enforcement (warn mode), panic recovery and the answer's encoding are
-//     the server's own;
+//     the server's own. A request goes to the webhooks kube-apiserver would
+//     call: their rules, then (match.go) their namespaceSelector,
+//     objectSelector and matchConditions as Gatehouse renders them,
+//     weighed by kube-apiserver's own matchers;
 //  4. compares the answer with the test's expectation, each difference
 //     reported on a line of its own (expected, got, the field's path).
 //

@@ -21,10 +21,20 @@ func (e Expect) compare(got answer) []string {
 	}
 	if e.Allowed != nil && *e.Allowed != got.allowed {
 		line := fmt.Sprintf("allowed: expected %t (%s), got %t (%s)", *e.Allowed, verdict(*e.Allowed), got.allowed, verdict(got.allowed))
-		if !got.allowed {
+		switch {
+		case !got.allowed:
 			line += fmt.Sprintf(" by %s with code %d: %s", got.webhook, got.code, indentLines(got.message))
-		} else if len(got.warnings) > 0 {
+		case got.noneCalled:
+			line += " without calling Gatehouse: " + strings.Join(got.skipped, "; ")
+		case len(got.warnings) > 0:
 			line += fmt.Sprintf(" with warnings %q", got.warnings)
+		}
+		out = append(out, line)
+	}
+	if e.Called != nil && *e.Called == got.noneCalled {
+		line := fmt.Sprintf("called: expected %t, got %t", *e.Called, !got.noneCalled)
+		if got.noneCalled {
+			line += ": " + strings.Join(got.skipped, "; ")
 		}
 		out = append(out, line)
 	}

@@ -19,6 +19,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,6 +115,7 @@ type run struct {
 	server *server.Server
 	mapper meta.RESTMapper
 	hooks  []served
+	filter *callFilter
 	cancel context.CancelFunc
 }
 
@@ -180,6 +182,11 @@ func newRun(ctx context.Context, s *Suite, opts Options) (*run, error) {
 			r.hooks = append(r.hooks, served{module: m.Name(), hook: hook})
 		}
 	}
+	declared := make([]module.Webhook, len(r.hooks))
+	for i, h := range r.hooks {
+		declared[i] = h.hook
+	}
+	r.filter = newCallFilter(declared, namespace, api)
 	if err := r.env.start(ctx); err != nil {
 		return fail(err)
 	}
@@ -314,12 +321,20 @@ type answer struct {
 	converted []map[string]any
 	// webhook names the webhook that denied, or the last one called.
 	webhook string
+	// skipped are the webhooks whose rules match but that kube-apiserver
+	// would not call, each with why (callFilter); noneCalled says that
+	// none was called, so the request is admitted without Gatehouse.
+	skipped    []string
+	noneCalled bool
 }
 
 func (a answer) String() string {
 	verdict := "allowed"
 	if !a.allowed {
 		verdict = fmt.Sprintf("denied (code %d) by %s", a.code, a.webhook)
+	}
+	if a.noneCalled {
+		verdict += " without calling Gatehouse"
 	}
 	var b strings.Builder
 	b.WriteString(verdict)
@@ -328,6 +343,9 @@ func (a answer) String() string {
 	}
 	if len(a.warnings) > 0 {
 		fmt.Fprintf(&b, "; warnings: %q", a.warnings)
+	}
+	if len(a.skipped) > 0 {
+		fmt.Fprintf(&b, "; not called: %s", strings.Join(a.skipped, "; "))
 	}
 	return b.String()
 }
@@ -385,9 +403,14 @@ func (r *run) admit(ctx context.Context, i int, t Test) (answer, error) {
 		if what == "" {
 			what = "the suite's modules"
 		}
+		if t.Expect.Called != nil && !*t.Expect.Called {
+			// What the test asks: nothing of Gatehouse's is called.
+			return answer{allowed: true, noneCalled: true, skipped: []string{"the rules of no webhook of " + what + " match"}}, nil
+		}
 		return answer{}, fmt.Errorf("no webhook of %s matches %s %s (%s): kube-apiserver would not call Gatehouse", what, req.Operation, req.Resource.Resource, module.GVKString(schema.GroupVersionKind(req.Kind)))
 	}
 	got := answer{allowed: true, patched: object}
+	called := false
 	for n, h := range hooks {
 		review := admissionv1.AdmissionReview{Request: requests[n].DeepCopy()}
 		review.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"))
@@ -402,6 +425,17 @@ func (r *run) admit(ctx context.Context, i int, t Test) (answer, error) {
 			}
 			review.Request.Object.Raw = raw
 		}
+		// Weighed on the object as the mutating webhooks before left it,
+		// as kube-apiserver does.
+		why, err := r.filter.skips(ctx, h.hook.Name, review.Request)
+		if err != nil {
+			return answer{}, fmt.Errorf("webhook %s: %w", h.hook.Name, err)
+		}
+		if why != "" {
+			got.skipped = append(got.skipped, h.hook.Name+": "+why)
+			continue
+		}
+		called = true
 		code, body := r.post(ctx, h.hook.Path, &review)
 		one, err := readAdmission(code, body)
 		if err != nil {
@@ -419,6 +453,7 @@ func (r *run) admit(ctx context.Context, i int, t Test) (answer, error) {
 			}
 		}
 	}
+	got.noneCalled = !called
 	return got, nil
 }
 
@@ -525,20 +560,29 @@ func (r *run) admissionRequest(i int, in *Request) (*admissionv1.AdmissionReques
 	if err != nil {
 		return nil, nil, fmt.Errorf("request kind %s: %w", module.GVKString(gvk), err)
 	}
-	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+	switch {
+	case mapping.Scope.Name() == meta.RESTScopeNameNamespace:
 		namespace = or(namespace, metav1.NamespaceDefault)
-	} else {
+	case mapping.Resource.GroupResource() == corev1.Resource("namespaces"):
+		// kube-apiserver takes a Namespace's name as the request's
+		// namespace (its path is /api/v1/namespaces/<name>).
+		namespace = name
+	default:
 		namespace = ""
 	}
 	if old == nil && (in.Operation == "UPDATE" || in.Operation == "DELETE") {
 		// kube-apiserver sends the stored object.
+		stored := namespace
+		if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+			stored = ""
+		}
 		for _, o := range r.api.objects[mapping.Resource] {
-			if o.GetName() == name && o.GetNamespace() == namespace {
+			if o.GetName() == name && o.GetNamespace() == stored {
 				old = o.DeepCopy()
 			}
 		}
 		if old == nil {
-			return nil, nil, fmt.Errorf("%s of %s %s: the cluster state holds no such object to send as oldObject; give request.oldObject", in.Operation, kind, join(namespace, name))
+			return nil, nil, fmt.Errorf("%s of %s %s: the cluster state holds no such object to send as oldObject; give request.oldObject", in.Operation, kind, join(stored, name))
 		}
 	}
 	if object != nil && mapping.Scope.Name() == meta.RESTScopeNameNamespace && object.GetNamespace() == "" {
@@ -645,8 +689,7 @@ func (r *run) convertRaw(ctx context.Context, desired string, raw []byte) ([]byt
 
 // ruleMatches says whether kube-apiserver would send req to a webhook with
 // these rules (operations, group, version, resource and subresource,
-// scope). Its selectors and matchConditions are not applied: they only
-// spare Gatehouse requests it would allow.
+// scope). Its selectors and matchConditions are weighed next (callFilter).
 func ruleMatches(rules []admissionregistrationv1.RuleWithOperations, req *admissionv1.AdmissionRequest) bool {
 	resource := req.Resource.Resource
 	if req.SubResource != "" {

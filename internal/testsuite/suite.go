@@ -164,6 +164,11 @@ type Expect struct {
 	// ConvertedObjects are a conversion's output objects, compared whole
 	// and in order.
 	ConvertedObjects []map[string]any `yaml:"convertedObjects"`
+	// Called: whether kube-apiserver calls any of Gatehouse's webhooks for
+	// the request at all, after their rules, namespaceSelector,
+	// objectSelector and matchConditions (false: it admits the request
+	// without asking Gatehouse).
+	Called *bool `yaml:"called"`
 }
 
 // Load reads a suite file (- for standard input is the caller's to
@@ -266,8 +271,11 @@ func (s *Suite) validate() []string {
 			at("give a request or a conversion, not both")
 			continue
 		}
-		if t.Expect.Allowed == nil {
-			at("expect.allowed is required")
+		switch {
+		case t.Expect.Called != nil && t.Conversion != nil:
+			at("expect.called is for requests: a conversion is always called")
+		case t.Expect.Allowed == nil && t.Expect.Called == nil:
+			at("expect.allowed is required (or expect.called)")
 		}
 		if r := t.Request; r != nil {
 			switch r.Operation {

@@ -183,11 +183,6 @@ func TestConfigcheckFailOpenIsLoggedOncePerChange(t *testing.T) {
 
 	cfg := exampleConfig(t)
 	cfg.Namespace = namespace(t, "lb")
-	scope := "cc-" + randSuffix()
-	for name, w := range cfg.Spec.WatchedResources {
-		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: scope}}
-		cfg.Spec.WatchedResources[name] = w
-	}
 	key := client.ObjectKeyFromObject(cfg)
 	eventually(t, "the config is admitted", func() error { return c.Create(ctx, cfg) })
 	// observed waits until the leader's status describes the config's

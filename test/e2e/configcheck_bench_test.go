@@ -76,6 +76,7 @@ func startConfigcheckBench(b *testing.B) *ccBench {
 	}
 	g := startConfigcheckGatehouse(b)
 	cfg := exampleConfig(b)
+	unscoped(cfg)
 	cfg.Namespace = ccBenchLB
 	_ = c.Delete(ctx, cfg.DeepCopy())
 	eventually(b, "the config is admitted", func() error { return c.Create(ctx, cfg.DeepCopy()) })

@@ -83,10 +83,7 @@ func startConfigcheckOn(t *testing.T, change func(*gatehousev1alpha1.HAProxyTemp
 	cfg.Namespace = namespace(t, "lb")
 	// The config watches this test's namespaces only: Ingresses other runs
 	// left in the shared cluster must not enter its rendering.
-	for name, w := range cfg.Spec.WatchedResources {
-		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: e.scope}}
-		cfg.Spec.WatchedResources[name] = w
-	}
+	scopeTo(cfg, e.scope)
 	if change != nil {
 		change(cfg)
 	}
@@ -123,17 +120,41 @@ func configcheckOptions() app.Options {
 	}
 }
 
+// exampleConfig is examples/configcheck's config, watching only the
+// namespaces labelled with a scope of its own that no namespace carries
+// yet: a config outlives its test until its namespace is deleted, and one
+// watching every namespace would judge the next tests' Ingresses. A test
+// that means it to watch something scopes it (scopeTo) or labels a
+// namespace with its scope.
 func exampleConfig(t testing.TB) *gatehousev1alpha1.HAProxyTemplateConfig {
 	t.Helper()
 	data, err := os.ReadFile("../../examples/configcheck/config.yaml")
 	if err == nil {
 		cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
 		if err = yaml.UnmarshalStrict(data, cfg); err == nil {
+			scopeTo(cfg, "cc-"+randSuffix())
 			return cfg
 		}
 	}
 	t.Fatal(err)
 	return nil
+}
+
+// scopeTo has cfg watch the namespaces labelled scopeLabel=scope only.
+func scopeTo(cfg *gatehousev1alpha1.HAProxyTemplateConfig, scope string) {
+	for name, w := range cfg.Spec.WatchedResources {
+		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: scope}}
+		cfg.Spec.WatchedResources[name] = w
+	}
+}
+
+// unscoped has cfg watch every namespace, for a benchmark that owns the
+// cluster.
+func unscoped(cfg *gatehousev1alpha1.HAProxyTemplateConfig) {
+	for name, w := range cfg.Spec.WatchedResources {
+		w.NamespaceSelector = nil
+		cfg.Spec.WatchedResources[name] = w
+	}
 }
 
 func (e *configcheckEnv) waitFor(what string, check func() error) {

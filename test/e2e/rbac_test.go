@@ -206,10 +206,7 @@ func configcheckPublishesOnlyWhereGranted(t *testing.T, granted string) {
 	for _, ns := range []string{granted, elsewhere} {
 		cfg := exampleConfig(t)
 		cfg.Namespace = ns
-		for name, w := range cfg.Spec.WatchedResources {
-			w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: scope}}
-			cfg.Spec.WatchedResources[name] = w
-		}
+		scopeTo(cfg, scope)
 		eventually(t, "config "+ns+"/"+cfg.Name+" is admitted", func() error { return admin.Create(ctx, cfg) })
 		// Deleted while this Gatehouse still runs: a namespace deletion
 		// can take minutes once its webhooks point at nothing, and a

@@ -257,10 +257,7 @@ func TestPolicyReportsConfigcheckRenderFailure(t *testing.T) {
 	}
 	cfg := exampleConfig(t)
 	cfg.Namespace = namespace(t, "lb")
-	for name, w := range cfg.Spec.WatchedResources {
-		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: e.scope}}
-		cfg.Spec.WatchedResources[name] = w
-	}
+	scopeTo(cfg, e.scope)
 	e.g = startGatehouse(t, app.Options{
 		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
 		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},

@@ -98,6 +98,7 @@ func BenchmarkGatehouseMemoryAtScale(b *testing.B) {
 	ctx := context.Background()
 	c := controlPlane.Client
 	cfg := exampleConfig(b)
+	unscoped(cfg)
 	cfg.Namespace = ccBenchLB
 	for i := 0; i < b.N; i++ {
 		before := heapInUse()
