@@ -2,8 +2,6 @@ package testsuite
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -95,15 +93,7 @@ tests:
   request: {operation: CREATE, object: ` + configMap("c", "kube-system", "yes") + `}
   expect: {allowed: false, called: true}
 `
-	file := filepath.Join(t.TempDir(), "suite.yaml")
-	if err := os.WriteFile(file, []byte(suite), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := Run(context.Background(), s, Options{Modules: func() []module.Module { return []module.Module{picky{}} }})
+	res := runSuite(t, suite, picky{})
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}

@@ -124,6 +124,12 @@ func pod(name, namespace string) string {
 
 func runProbe(t *testing.T, suite string) SuiteResult {
 	t.Helper()
+	return runSuite(t, suite, &probe{})
+}
+
+// runSuite writes suite to a file, loads it and runs it with modules.
+func runSuite(t *testing.T, suite string, modules ...module.Module) SuiteResult {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "suite.yaml")
 	if err := os.WriteFile(file, []byte(suite), 0o644); err != nil {
 		t.Fatal(err)
@@ -132,7 +138,7 @@ func runProbe(t *testing.T, suite string) SuiteResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Run(context.Background(), s, Options{Modules: func() []module.Module { return []module.Module{&probe{}} }})
+	return Run(context.Background(), s, Options{Modules: func() []module.Module { return modules }})
 }
 
 // TestRunDecidesThroughTheModulesCaches: the module reads the suite's state
