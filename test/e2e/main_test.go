@@ -55,13 +55,13 @@ func startGatehouse(t testing.TB, opts app.Options) *testenv.Gatehouse {
 		}
 		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
 		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.MutatingName}})
-		// An install of its own name leaves its own configurations (and
-		// the conversions it took): a later test must never be called into
-		// this stopped server.
-		if opts.Instance != "" {
-			if err := uninstall.Run(context.Background(), uninstall.Options{Client: controlPlane.Client, Instance: opts.Instance}); err != nil {
-				t.Errorf("uninstall %s: %v", opts.Instance, err)
-			}
+		// Its configurations and the conversions it took go with it, as
+		// `gatehouse uninstall` removes them: a later test must never be
+		// called into this stopped server, and an install of another name
+		// never takes over a conversion this one left (a NodeGroup
+		// conversion pointing here failed a later install's test).
+		if err := uninstall.Run(context.Background(), uninstall.Options{Client: controlPlane.Client, Instance: opts.Instance}); err != nil {
+			t.Errorf("uninstall %s: %v", opts.Instance, err)
 		}
 	})
 	return g
