@@ -2,6 +2,7 @@ package uninstall
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
@@ -215,15 +217,34 @@ func resetConversions(ctx context.Context, opts Options, crds []apiextensionsv1.
 	var errs []error
 	for i := range crds {
 		crd := &crds[i]
-		patch := `{"metadata":{"annotations":{"` + webhookconfig.ConversionOwnerAnnotation + `":null}}`
-		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
-			patch = `{"metadata":{"annotations":{"` + webhookconfig.ConversionOwnerAnnotation + `":null}},"spec":{"conversion":{"strategy":"None","webhook":null}}}`
-		}
-		// The resourceVersion makes it a compare-and-swap: a stanza changed
-		// since it was read is not reset blindly.
-		raw := strings.Replace(patch, `{"metadata":{`, `{"metadata":{"resourceVersion":"`+crd.ResourceVersion+`",`, 1)
-		if err := opts.Client.Patch(ctx, crd, client.RawPatch(types.MergePatchType, []byte(raw))); err != nil {
+		reset, gone := false, false
+		// The resourceVersion makes each patch a compare-and-swap: a CRD
+		// changed since it was read (its status is written often) is read
+		// again, and reset only while it is still this install's and still
+		// safe to reset.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if reset {
+				if err := opts.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
+					gone = apierrors.IsNotFound(err)
+					return client.IgnoreNotFound(err)
+				}
+				if crd.Annotations[webhookconfig.ConversionOwnerAnnotation] != opts.Instance {
+					gone = true // taken over since: not this install's to reset
+					return nil
+				}
+				if err := checkResettable([]apiextensionsv1.CustomResourceDefinition{*crd}); err != nil {
+					return err
+				}
+			}
+			reset = true
+			return opts.Client.Patch(ctx, crd, client.RawPatch(types.MergePatchType, resetPatch(crd)))
+		})
+		if err != nil {
 			errs = append(errs, fmt.Errorf("reset the conversion of CRD %s: %w", crd.Name, err))
+			continue
+		}
+		if gone {
+			fmt.Fprintf(opts.Out, "crd %s: deleted or taken over by another owner since it was read; left as it is\n", crd.Name)
 			continue
 		}
 		served := []string{}
@@ -236,4 +257,20 @@ func resetConversions(ctx context.Context, opts Options, crds []apiextensionsv1.
 		fmt.Fprintf(opts.Out, "crd %s: conversion reset to None (versions %s are served as stored, in %s)\n", crd.Name, strings.Join(served, ", "), storageVersion(crd))
 	}
 	return errors.Join(errs...)
+}
+
+// resetPatch drops the install's ownership mark from crd and, when its
+// stanza is a webhook, sets it to None; a stanza already reset (by hand, or
+// by an apply of the CRD's manifest) only loses the mark. It is a merge
+// patch carrying crd's resourceVersion.
+func resetPatch(crd *apiextensionsv1.CustomResourceDefinition) []byte {
+	patch := map[string]any{"metadata": map[string]any{
+		"resourceVersion": crd.ResourceVersion,
+		"annotations":     map[string]any{webhookconfig.ConversionOwnerAnnotation: nil},
+	}}
+	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		patch["spec"] = map[string]any{"conversion": map[string]any{"strategy": "None", "webhook": nil}}
+	}
+	raw, _ := json.Marshal(patch) // maps of strings and nil: cannot fail
+	return raw
 }

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -287,5 +288,32 @@ func TestUninstallResetsItsConversionAndLeavesOthers(t *testing.T) {
 		if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
 			t.Errorf("read NodeGroup %s as %s after uninstall: %v", name, version, err)
 		}
+	}
+}
+
+// A conversion stanza an install owns but that is already reset (by hand,
+// or by an apply of the CRD's manifest, which sets strategy None and keeps
+// the annotation) only loses its ownership mark. Uninstall used to send a
+// malformed patch for it ("invalid JSON patch") and fail.
+func TestUninstallForgetsAConversionAlreadyReset(t *testing.T) {
+	ctx := context.Background()
+	crd := schemalessCRD(schema.GroupVersionKind{Group: "reset-" + randSuffix() + ".example.com", Version: "v1", Kind: "Thing"}, "things")
+	crd.Annotations = map[string]string{webhookconfig.ConversionOwnerAnnotation: "gh-reset"}
+	if err := controlPlane.Client.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = controlPlane.Client.Delete(context.Background(), crd) })
+	if err := uninstall.Run(ctx, uninstall.Options{Client: controlPlane.Client, Instance: "gh-reset"}); err != nil {
+		t.Fatalf("uninstall of an install whose conversion is already None: %v", err)
+	}
+	got := &apiextensionsv1.CustomResourceDefinition{}
+	if err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
+		t.Fatal(err)
+	}
+	if owner, ok := got.Annotations[webhookconfig.ConversionOwnerAnnotation]; ok {
+		t.Fatalf("the CRD is still marked as %q's", owner)
+	}
+	if got.Spec.Conversion == nil || got.Spec.Conversion.Strategy != apiextensionsv1.NoneConverter {
+		t.Fatalf("conversion %+v, want None", got.Spec.Conversion)
 	}
 }
