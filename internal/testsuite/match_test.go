@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -128,5 +129,28 @@ tests:
 		if got := strings.Join(r.Failures, "\n"); got != strings.Join(w.failures, "\n") || r.Passed != (len(w.failures) == 0) {
 			t.Errorf("%s: passed %t, failures:\n%s\nwant:\n%s", r.Name, r.Passed, got, strings.Join(w.failures, "\n"))
 		}
+	}
+}
+
+// TestRuleScopeOfANamespaceRequest: a Namespace's request carries its name
+// as its namespace, as kube-apiserver sends it, and still matches a rule
+// scoped to cluster-scoped resources only, not one scoped to namespaced
+// ones.
+func TestRuleScopeOfANamespaceRequest(t *testing.T) {
+	req := &admissionv1.AdmissionRequest{
+		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Namespace"}, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "namespaces"},
+		Name: "team-a", Namespace: "team-a", Operation: admissionv1.Delete,
+	}
+	rule := func(scope admissionregistrationv1.ScopeType) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"}, Scope: &scope},
+		}}
+	}
+	if !ruleMatches(rule(admissionregistrationv1.ClusterScope), req) {
+		t.Error("a Cluster-scoped rule does not match a Namespace's DELETE")
+	}
+	if ruleMatches(rule(admissionregistrationv1.NamespacedScope), req) {
+		t.Error("a Namespaced-scoped rule matches a Namespace's DELETE")
 	}
 }

@@ -27,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/admission"
+	webhookrules "k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	configsuite "github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
@@ -689,46 +691,17 @@ func (r *run) convertRaw(ctx context.Context, desired string, raw []byte) ([]byt
 
 // ruleMatches says whether kube-apiserver would send req to a webhook with
 // these rules (operations, group, version, resource and subresource,
-// scope). Its selectors and matchConditions are weighed next (callFilter).
+// scope: a Namespace, whose requests carry its name as their namespace, is
+// cluster-scoped), by kube-apiserver's own rule matcher. Its selectors and
+// matchConditions are weighed next (callFilter).
 func ruleMatches(rules []admissionregistrationv1.RuleWithOperations, req *admissionv1.AdmissionRequest) bool {
-	resource := req.Resource.Resource
-	if req.SubResource != "" {
-		resource += "/" + req.SubResource
-	}
+	attr := admission.NewAttributesRecord(nil, nil, schema.GroupVersionKind(req.Kind), req.Namespace, req.Name,
+		schema.GroupVersionResource(req.Resource), req.SubResource, admission.Operation(req.Operation), nil, false, nil)
 	for _, rule := range rules {
-		opOK := false
-		for _, op := range rule.Operations {
-			if op == admissionregistrationv1.OperationAll || string(op) == string(req.Operation) {
-				opOK = true
-			}
+		m := webhookrules.Matcher{Rule: rule, Attr: attr}
+		if m.Matches() {
+			return true
 		}
-		if !opOK || !matches(rule.APIGroups, req.Resource.Group) || !matches(rule.APIVersions, req.Resource.Version) {
-			continue
-		}
-		resOK := false
-		for _, res := range rule.Resources {
-			main, sub, _ := strings.Cut(res, "/")
-			wantMain, wantSub, _ := strings.Cut(resource, "/")
-			if (main == "*" || main == wantMain) && (sub == wantSub || (sub == "*" && wantSub != "")) {
-				resOK = true
-			}
-		}
-		if !resOK {
-			continue
-		}
-		if rule.Scope != nil {
-			switch *rule.Scope {
-			case admissionregistrationv1.ClusterScope:
-				if req.Namespace != "" {
-					continue
-				}
-			case admissionregistrationv1.NamespacedScope:
-				if req.Namespace == "" {
-					continue
-				}
-			}
-		}
-		return true
 	}
 	return false
 }
