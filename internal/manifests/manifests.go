@@ -375,10 +375,8 @@ func readRoles(path string) ([]rbacv1.Role, error) {
 // server checks them.
 func declaredWebhooks(m module.Module) ([]module.Webhook, error) {
 	hooks := m.Webhooks()
-	for _, h := range hooks {
-		if err := h.Validate(); err != nil {
-			return nil, fmt.Errorf("module %s: %w", m.Name(), err)
-		}
+	if err := module.ValidateWebhooks(hooks); err != nil {
+		return nil, fmt.Errorf("module %s: %w", m.Name(), err)
 	}
 	return hooks, nil
 }

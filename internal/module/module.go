@@ -135,6 +135,17 @@ type Cost struct {
 	Concurrency int
 }
 
+// ValidateWebhooks reports the first of hooks the server cannot serve:
+// every host checks a module's declarations with it.
+func ValidateWebhooks(hooks []Webhook) error {
+	for _, w := range hooks {
+		if err := w.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Validate reports a declaration the server cannot serve.
 func (w Webhook) Validate() error {
 	if w.Name == "" || w.Path == "" || w.Path[0] != '/' {

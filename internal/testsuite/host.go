@@ -133,9 +133,6 @@ type host struct {
 
 	mu     sync.Mutex
 	caches map[string]bool
-	// webhooks are the run-time webhooks the module asked for; a suite
-	// serves only the static ones.
-	webhooks []module.Webhook
 }
 
 var _ module.Host = (*host)(nil)
@@ -261,16 +258,10 @@ func (h *host) Served(gvk schema.GroupVersionKind) bool {
 	return err == nil
 }
 
+// SetWebhooks checks the module's run-time webhooks; a suite serves only
+// the static ones (docs/testing-policies.md), so they are not kept.
 func (h *host) SetWebhooks(hooks []module.Webhook) error {
-	for _, w := range hooks {
-		if err := w.Validate(); err != nil {
-			return err
-		}
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.webhooks = hooks
-	return nil
+	return module.ValidateWebhooks(hooks)
 }
 
 // followedKind reads a kind the suite's API server serves through the

@@ -172,10 +172,10 @@ func newRun(ctx context.Context, s *Suite, opts Options) (*run, error) {
 		if err := m.Setup(logf.IntoContext(ctx, opts.Log.WithName(m.Name())), h); err != nil {
 			return fail(fmt.Errorf("module %s: %w", m.Name(), err))
 		}
+		if err := module.ValidateWebhooks(hooks); err != nil {
+			return fail(fmt.Errorf("module %s: %w", m.Name(), err))
+		}
 		for _, hook := range hooks {
-			if err := hook.Validate(); err != nil {
-				return fail(fmt.Errorf("module %s: %w", m.Name(), err))
-			}
 			if hook.Type == module.Conversion {
 				r.server.Conversion(m.Name(), hook)
 			} else {

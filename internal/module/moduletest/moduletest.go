@@ -161,10 +161,8 @@ func (h *Host) Served(gvk schema.GroupVersionKind) bool { return h.Types.Recogni
 
 // SetWebhooks records the module's run-time webhooks.
 func (h *Host) SetWebhooks(hooks []module.Webhook) error {
-	for _, w := range hooks {
-		if err := w.Validate(); err != nil {
-			return err
-		}
+	if err := module.ValidateWebhooks(hooks); err != nil {
+		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
