@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,22 +74,7 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 		return u
 	}
 
-	httpClient, err := rest.HTTPClientFor(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cp.Config, httpClient)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newCache := func(opts cache.Options) cache.Cache {
-		opts.Scheme, opts.Mapper, opts.HTTPClient, opts.ReaderFailOnMissingInformer = cp.Scheme, mapper, httpClient, true
-		c, err := cache.New(cp.Config, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	mapper, newCache := cachesOf(t, cp)
 	crds := newCache(cache.Options{DefaultTransform: kinds.StripSchemas})
 	widgets := newCache(cache.Options{})
 	tracker, err := kinds.New(ctx, crds, kinds.Options{Scheme: cp.Scheme, Mapper: mapper, MayListWatch: kinds.SelfAccess(cp.Client)})
@@ -232,22 +218,7 @@ func TestForbiddenKindReadsAsEmpty(t *testing.T) {
 	obj.SetName("w1")
 	waitFor(t, "the CRD serves its kind", func() bool { return cp.Client.Create(ctx, obj.DeepCopy()) == nil })
 
-	httpClient, err := rest.HTTPClientFor(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cp.Config, httpClient)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newCache := func(opts cache.Options) cache.Cache {
-		opts.Scheme, opts.Mapper, opts.HTTPClient, opts.ReaderFailOnMissingInformer = cp.Scheme, mapper, httpClient, true
-		c, err := cache.New(cp.Config, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	mapper, newCache := cachesOf(t, cp)
 	// The access is asked as an identity with no rights but those of
 	// every authenticated user.
 	nobody := rest.CopyConfig(cp.Config)
@@ -283,5 +254,27 @@ func TestForbiddenKindReadsAsEmpty(t *testing.T) {
 	var notCached *cache.ErrResourceNotCached
 	if err := widgets.List(ctx, list); !errors.As(err, &notCached) {
 		t.Fatalf("a forbidden kind got an informer: %v", err)
+	}
+}
+
+// cachesOf returns the control plane's RESTMapper and a maker of caches
+// over it, configured as the process configures its caches.
+func cachesOf(t *testing.T, cp *testenv.ControlPlane) (meta.RESTMapper, func(cache.Options) cache.Cache) {
+	t.Helper()
+	httpClient, err := rest.HTTPClientFor(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cp.Config, httpClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mapper, func(opts cache.Options) cache.Cache {
+		opts.Scheme, opts.Mapper, opts.HTTPClient, opts.ReaderFailOnMissingInformer = cp.Scheme, mapper, httpClient, true
+		c, err := cache.New(cp.Config, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
 }
