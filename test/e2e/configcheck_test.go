@@ -540,17 +540,18 @@ func TestConfigcheckAdmission(t *testing.T) {
 
 // renderCount is the number of renders observed so far.
 func renderCount() uint64 {
-	return uint64(seriesSum("gatehouse_configcheck_phase_seconds", "phase", "render"))
+	return uint64(seriesSum("gatehouse_configcheck_phase_seconds", map[string]string{"phase": "render"}))
 }
 
 // counterWithLabel sums a counter's series carrying one label value.
 func counterWithLabel(name, label, value string) float64 {
-	return seriesSum(name, label, value)
+	return seriesSum(name, map[string]string{label: value})
 }
 
-// seriesSum sums, over the series of a family carrying one label value, the
+// seriesSum sums, over the series of a family in this process's registry
+// (every Gatehouse of a test shares it) that carry all of labels, the
 // counters' values or the histograms' sample counts.
-func seriesSum(name, label, value string) float64 {
+func seriesSum(name string, labels map[string]string) float64 {
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		return 0
@@ -560,16 +561,21 @@ func seriesSum(name, label, value string) float64 {
 		if f.GetName() != name {
 			continue
 		}
+	series:
 		for _, m := range f.GetMetric() {
+			have := map[string]string{}
 			for _, l := range m.GetLabel() {
-				if l.GetName() != label || l.GetValue() != value {
-					continue
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
 				}
-				if h := m.GetHistogram(); h != nil {
-					sum += float64(h.GetSampleCount())
-				} else {
-					sum += m.GetCounter().GetValue()
-				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				sum += float64(h.GetSampleCount())
+			} else {
+				sum += m.GetCounter().GetValue()
 			}
 		}
 	}

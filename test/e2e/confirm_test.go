@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -128,26 +127,7 @@ func startGatedGatehouse(t *testing.T, opts app.Options) (*testenv.Gatehouse, *w
 // result.
 func confirmations(t *testing.T, webhook, result string) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != "gatehouse_webhook_confirmations_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["webhook"] == webhook && labels["result"] == result {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
+	return seriesSum("gatehouse_webhook_confirmations_total", map[string]string{"webhook": webhook, "result": result})
 }
 
 // pvsafe: a volume switched to reclaimPolicy Retain a moment ago is not

@@ -22,7 +22,6 @@ import (
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
@@ -489,20 +488,7 @@ func TestPVSafeWarnModeAdmitsWithTheDenialAsWarnings(t *testing.T) {
 // counterValue sums a counter family from the registry Gatehouse uses.
 func counterValue(t *testing.T, name string) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return seriesSum(name, nil)
 }
 
 // BenchmarkPVSafeNamespaceDecision1000 decides the deletion of a namespace of

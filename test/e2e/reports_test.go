@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
@@ -140,29 +139,9 @@ func (r *wgReport) resultFor(kind, name string) *wgResult {
 	return nil
 }
 
-// auditRuns counts the runs of a module's periodic check with an outcome,
-// in this process (every Gatehouse of the test shares the registry).
+// auditRuns counts the runs of a module's periodic check with an outcome.
 func auditRuns(moduleName, outcome string) float64 {
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		return 0
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != "gatehouse_audit_runs_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["module"] == moduleName && labels["outcome"] == outcome {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
+	return seriesSum("gatehouse_audit_runs_total", map[string]string{"module": moduleName, "outcome": outcome})
 }
 
 func startPVSafeReports(t *testing.T, reportOpts app.ReportOptions) *testenv.Gatehouse {
