@@ -114,7 +114,14 @@ func newPlan(spec Spec) (plan, error) {
 		if !validEntryName(spec.Entry) {
 			return p, fmt.Errorf("sandbox: invalid entry name %q", spec.Entry)
 		}
-		p.Path = selfExe
+		program, err := entryProgram()
+		if err != nil {
+			return p, fmt.Errorf("sandbox: the program for entry %q: %w", spec.Entry, err)
+		}
+		if program == "" {
+			program = selfExe
+		}
+		p.Path = program
 		p.Argv = append([]string{entryArg0Prefix + spec.Entry}, spec.Args...)
 	case spec.Path != "":
 		if !filepath.IsAbs(spec.Path) {

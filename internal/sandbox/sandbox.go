@@ -16,7 +16,8 @@ type Spec struct {
 	// Entry, when set instead of Path, runs this same binary in the entry
 	// mode of that name; see [Entry]. The binary is /proc/self/exe, the
 	// very file the running process was started from, so an entry always
-	// speaks the protocol of the process that starts it.
+	// speaks the protocol of the process that starts it (unless
+	// [ServeEntriesFrom] named another build of the same source).
 	Entry string
 	// Dir is the working directory (absolute). The process may read
 	// beneath it.
