@@ -30,6 +30,7 @@ SOURCE_DATE_EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 IMAGE_PLATFORM      ?= linux/$(shell $(GO) env GOARCH)
 
 KUBE_VERSION := v1.37.1
+ETCD_VERSION := $(shell sed -n 's/^require go.etcd.io\/etcd\/server\/v3 //p' hack/tools/etcd/go.mod)
 KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 
@@ -39,7 +40,24 @@ HELM           := $(BIN)/helm
 PROMTOOL       := $(BIN)/promtool
 METRICNAMES    := $(BIN)/metricnames
 GOLANGCI_LINT  := $(BIN)/golangci-lint
-TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubelet $(BIN)/etcd $(BIN)/kubectl $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES)
+# RUN_TOOLS are what make run starts, nothing else: a newcomer's first
+# make run waits for these five and Gatehouse only. TOOLS adds what the
+# tests, make generate and the alert checks use; each target that needs one
+# depends on it alone.
+RUN_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd $(BIN)/kubectl
+TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES)
+
+# Progress: every build recipe starts with $(call step,$@,NAME,COLD-TIME),
+# which prints "make: building NAME (2 of 6; about COLD-TIME cold on two
+# cores)…". The count is over what this invocation builds: the goal's tools
+# missing from bin/ and, for run, test and build, Gatehouse itself. go build
+# prints nothing while it compiles, so without these lines a first make run
+# sits silent for minutes. COLD-TIME was measured with empty Go caches
+# (README's table).
+STEP_TOOLS := $(if $(filter run,$(MAKECMDGOALS)),$(RUN_TOOLS),$(if $(filter test tools,$(MAKECMDGOALS)),$(TOOLS)))
+STEPS      := $(filter-out $(wildcard $(STEP_TOOLS)),$(STEP_TOOLS)) $(if $(filter run test build,$(MAKECMDGOALS)),gatehouse) $(if $(filter run,$(MAKECMDGOALS)),devenv)
+step_index  = $(strip $(foreach i,$(shell seq $(words $(STEPS))),$(if $(filter $1,$(word $i,$(STEPS))),$i)))
+step        = @echo "make: building $2 ($(if $(call step_index,$1),$(call step_index,$1) of $(words $(STEPS)); )about $3 cold on two cores)…"
 
 .PHONY: all
 all: build
@@ -47,35 +65,47 @@ all: build
 ##@ Tools, built once from the pinned module versions in hack/tools/*/go.mod
 
 .PHONY: tools
-tools: $(TOOLS) ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd, kubectl, controller-gen, conversion-gen, helm, promtool and metricnames into bin/.
+tools: $(TOOLS) ## Build every tool into bin/: what make run starts (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl) and what the tests use (kubelet, controller-gen, conversion-gen, helm, promtool, metricnames).
+
+.PHONY: run-tools
+run-tools: $(RUN_TOOLS) ## Build only what make run starts.
 
 $(BIN)/kube-apiserver: hack/tools/kube/go.mod hack/tools/kube/go.sum
+	$(call step,$@,kube-apiserver $(KUBE_VERSION),10 min)
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 
 $(BIN)/kube-controller-manager: hack/tools/kube/go.mod hack/tools/kube/go.sum
+	$(call step,$@,kube-controller-manager $(KUBE_VERSION),3 min)
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 
 $(BIN)/kube-scheduler: hack/tools/kube/go.mod hack/tools/kube/go.sum
+	$(call step,$@,kube-scheduler $(KUBE_VERSION),15 s)
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
 
 # kubelet runs the real node (testenv RealNode, make run REAL_NODE=1) with
 # Debian's containerd, runc and CNI plugins: docs/real-node.md.
 $(BIN)/kubelet: hack/tools/kube/go.mod hack/tools/kube/go.sum
+	$(call step,$@,kubelet $(KUBE_VERSION),45 s)
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
 
 $(BIN)/kubectl: hack/tools/kube/go.mod hack/tools/kube/go.sum
+	$(call step,$@,kubectl $(KUBE_VERSION),50 s)
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
 
 $(BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
+	$(call step,$@,etcd $(ETCD_VERSION),1 min)
 	cd hack/tools/etcd && $(GO) build -trimpath -ldflags "-s -w" -o $@ go.etcd.io/etcd/server/v3
 
 $(CONTROLLER_GEN): hack/tools/controller-gen/go.mod hack/tools/controller-gen/go.sum
+	$(call step,$@,controller-gen,30 s)
 	cd hack/tools/controller-gen && $(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
 $(CONVERSION_GEN): hack/tools/conversion-gen/go.mod hack/tools/conversion-gen/go.sum
+	$(call step,$@,conversion-gen,10 s)
 	cd hack/tools/conversion-gen && $(GO) build -o $@ k8s.io/code-generator/cmd/conversion-gen
 
 $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
+	$(call step,$@,helm,2 min)
 	# As helm's own release build: its default Kubernetes version (helm
 	# template, lint) is the client-go it is built with, not 1.20.
 	cd hack/tools/helm && minor=$$($(GO) list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2) && \
@@ -87,15 +117,18 @@ $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 # metricnames, built from the same pinned Prometheus, lists the metrics the
 # alerts and the dashboard query for the e2e metric-existence test.
 $(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
+	$(call step,$@,promtool,6 min)
 	cd hack/tools/promtool && $(GO) build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=$$($(GO) list -m -f '{{.Version}}' github.com/prometheus/prometheus)" \
 		-o $@ github.com/prometheus/prometheus/cmd/promtool
 
 $(METRICNAMES): hack/tools/promtool/go.mod hack/tools/promtool/go.sum hack/tools/promtool/metricnames/main.go
+	$(call step,$@,metricnames,5 s)
 	cd hack/tools/promtool && $(GO) build -trimpath -o $@ ./metricnames
 
 # golangci-lint is not in TOOLS: only make lint needs it. Its version is
 # linked in as its own release build does (golangci-lint version).
 $(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.sum
+	$(call step,$@,golangci-lint,3 min)
 	cd hack/tools/golangci-lint && $(GO) build -trimpath -ldflags "-s -w -X main.version=$$($(GO) list -m -f '{{.Version}}' github.com/golangci/golangci-lint/v2 | sed 's/^v//')" \
 		-o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
@@ -103,6 +136,7 @@ $(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.su
 
 .PHONY: build
 build: ## Build bin/gatehouse.
+	$(call step,gatehouse,gatehouse $(VERSION),4 min)
 	$(GO) build -buildvcs=auto -ldflags "-X github.com/gatehouse-dev/gatehouse/internal/version.Version=$(VERSION)" -o $(BIN)/gatehouse ./cmd/gatehouse
 
 # The images' binaries are static (CGO_ENABLED=0: nothing in Gatehouse
@@ -188,8 +222,14 @@ test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/file
 test-install: tools image ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
 	$(GO) test -count=1 -v -timeout 30m ./test/install/
 
+.PHONY: test-loaded
+# RUNS is how many make test runs in a row test-loaded makes (all must pass).
+RUNS ?= 1
+test-loaded: ## make test on a busy machine: a CPU hog on one core and a make run beside it, RUNS times in a row (RUNS=3).
+	RUNS=$(RUNS) MAKE=$(MAKE) hack/test-loaded.sh
+
 .PHONY: chaos
-chaos: tools build ## Fault tests alone (Gatehouse killed and restarted under load); make test runs them too.
+chaos: $(RUN_TOOLS) build ## Fault tests alone (Gatehouse killed and restarted under load); make test runs them too.
 	$(GO) test -count=1 -v -timeout 10m ./test/chaos/
 
 # FUZZTIME is how long each fuzz target runs; FUZZMINIMIZETIME bounds the
@@ -204,7 +244,7 @@ fuzz: ## Run every native Go fuzz target for FUZZTIME each (default 30s), one af
 	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) FUZZFLAGS='$(FUZZFLAGS)' hack/fuzz.sh
 
 .PHONY: bench
-bench: tools build ## Go benchmarks, then the HTTPS load generator against Gatehouse and the bare-TLS floor.
+bench: $(RUN_TOOLS) build ## Go benchmarks, then the HTTPS load generator against Gatehouse and the bare-TLS floor.
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./internal/... ./api/... ./test/e2e/ | tee bin/bench-go.txt
 	$(GO) run ./test/bench/loadgen
 
@@ -215,9 +255,14 @@ bench: tools build ## Go benchmarks, then the HTTPS load generator against Gateh
 # images in bin/gatehouse-image.tar and bin/pause-image.tar: docs/real-node.md.
 REAL_NODE ?=
 
-run: tools build $(if $(filter 1,$(REAL_NODE)),image) ## Start etcd, kube-apiserver and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. REAL_NODE=1 adds a kubelet-run Node.
+# RUN_STARTED is when this make began, so that make run's ready line says
+# how long the whole first wait was, builds included.
+RUN_STARTED := $(if $(filter run,$(MAKECMDGOALS)),$(shell date +%s))
+
+run: $(RUN_TOOLS) build $(if $(filter 1,$(REAL_NODE)),$(BIN)/kubelet image) ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. Builds only those (and kubelet and images with REAL_NODE=1). REAL_NODE=1 adds a kubelet-run Node.
+	$(call step,devenv,devenv (make run's launcher),15 s)
 	$(GO) build -o $(BIN)/devenv ./hack/devenv
-	REAL_NODE=$(REAL_NODE) GATEHOUSE_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) PAUSE_IMAGE_ARCHIVE=$(PAUSE_IMAGE_ARCHIVE) exec $(BIN)/devenv
+	REAL_NODE=$(REAL_NODE) GATEHOUSE_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) PAUSE_IMAGE_ARCHIVE=$(PAUSE_IMAGE_ARCHIVE) GATEHOUSE_RUN_STARTED=$(RUN_STARTED) exec $(BIN)/devenv
 
 .PHONY: help
 help:

@@ -10,8 +10,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/devenv"
@@ -87,8 +89,8 @@ func run() int {
 	fmt.Printf(`gatehouse: webhooks at %s, metrics at http://127.0.0.1:8080/metrics
 gatehouse: kubeconfig written to .gatehouse/kubeconfig; try
     bin/kubectl --kubeconfig .gatehouse/kubeconfig get validatingwebhookconfigurations
-gatehouse: ready
-`, env.URL)
+gatehouse: ready%s
+`, env.URL, sinceMakeRun())
 	if missingHAProxy != "" {
 		fmt.Fprintln(os.Stderr, "gatehouse: configcheck is not running:", missingHAProxy)
 	}
@@ -107,6 +109,18 @@ gatehouse: ready
 	}
 	fmt.Println("gatehouse: stopped")
 	return code
+}
+
+// sinceMakeRun is " in 12m3s (since make run started)" when make run
+// passed its start time (GATEHOUSE_RUN_STARTED, Unix seconds), so that the
+// ready line tells a newcomer what the whole first wait cost, builds
+// included.
+func sinceMakeRun() string {
+	started, err := strconv.ParseInt(os.Getenv("GATEHOUSE_RUN_STARTED"), 10, 64)
+	if err != nil || started <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" in %s (since make run started)", time.Since(time.Unix(started, 0)).Round(time.Second))
 }
 
 // realNodeOptions imports the images make image and make pause-image

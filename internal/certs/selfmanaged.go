@@ -247,6 +247,11 @@ func (r *Rotator) Start(ctx context.Context) error {
 	backoff := time.Duration(0)
 	for {
 		wake, err := r.step(ctx)
+		if err != nil && ctx.Err() != nil {
+			// Stopped while writing (leadership lost, shutdown): not a
+			// failure to retry or to log as one.
+			return nil
+		}
 		if err != nil {
 			backoff = min(max(2*backoff, 500*time.Millisecond), time.Minute)
 			log.Error(err, "certificate rotation; will retry", "in", backoff)

@@ -225,8 +225,13 @@ func TestSelfManagedRequestedRotation(t *testing.T) {
 	// The rotator logs through the logger it is started with, as the
 	// manager starts it (named, with the Secret it writes).
 	var logs testlog.Lines
-	go func() { _ = sm.Rotator().Start(logf.IntoContext(ctx, logs.Logger(t).WithName("certs"))) }()
-	defer func() { cancel(); <-done }()
+	// Both return before the test does: the rotator logs through t.
+	rotated := make(chan struct{})
+	go func() {
+		defer close(rotated)
+		_ = sm.Rotator().Start(logf.IntoContext(ctx, logs.Logger(t).WithName("certs")))
+	}()
+	defer func() { cancel(); <-done; <-rotated }()
 	if err := sm.RequestCARotation(ctx); err != nil {
 		t.Fatal(err)
 	}

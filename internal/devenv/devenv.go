@@ -64,6 +64,7 @@ type Env struct {
 	args   []string
 	env    []string
 	logOut io.Writer
+	lock   *dirLock
 }
 
 // Start brings the environment up and returns once Gatehouse is ready.
@@ -84,6 +85,12 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, err
 	}
+	// Before anything in Dir is touched: a second environment must leave
+	// the first one's certificates and kubeconfig alone.
+	lock, err := lockDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
 	binary := opts.Binary
 	if binary == "" {
 		binary = os.Getenv("GATEHOUSE_BINARY")
@@ -92,6 +99,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		binary = filepath.Join(root, "bin", "gatehouse")
 	}
 	if _, err := os.Stat(binary); err != nil {
+		lock.release()
 		return nil, fmt.Errorf("%s not found: run `make build`", binary)
 	}
 
@@ -101,9 +109,10 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	}
 	cp, err := testenv.StartControlPlane(cpOpts)
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
-	env := &Env{ControlPlane: cp, exited: make(chan error, 1)}
+	env := &Env{ControlPlane: cp, exited: make(chan error, 1), lock: lock}
 	fail := func(err error) (*Env, error) {
 		_ = env.Stop() // err is the cause
 		return nil, err
@@ -251,5 +260,6 @@ func (e *Env) Stop() error {
 			errs = append(errs, err)
 		}
 	}
+	e.lock.release()
 	return errors.Join(errs...)
 }

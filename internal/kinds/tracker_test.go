@@ -96,7 +96,14 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	// The tracker logs through the logger its runnable is started with,
 	// as the manager's runnables and controller-runtime's reconcilers do.
 	var logs testlog.Lines
-	go func() { _ = tracker.Start(logf.IntoContext(ctx, logs.Logger(t).WithName("kinds"))) }()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = tracker.Start(logf.IntoContext(ctx, logs.Logger(t).WithName("kinds")))
+	}()
+	// The tracker logs through t: it must stop before the test returns
+	// (a log after it panics the test binary on a slow machine).
+	defer func() { cancel(); <-stopped }()
 
 	waitFor(t, "the absent kind is decided", tracker.Ready)
 	if first.Readable() {
@@ -240,7 +247,12 @@ func TestForbiddenKindReadsAsEmpty(t *testing.T) {
 	for _, c := range []cache.Cache{crds, widgets} {
 		go func() { _ = c.Start(ctx) }()
 	}
-	go func() { _ = tracker.Start(logf.IntoContext(ctx, testr.New(t))) }()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = tracker.Start(logf.IntoContext(ctx, testr.New(t)))
+	}()
+	defer func() { cancel(); <-stopped }() // it logs through t
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, time.Minute)
 	defer cancelWait()
