@@ -11,7 +11,9 @@
 //     spec.values._scheduling for the application's chart.
 //   - A validating webhook on Pod CREATE walks the Pod's ownerReferences
 //     through metadata caches up to the objects Flux labelled with their
-//     release, and checks the Pod against each release's class.
+//     release (in the Pod's own namespace only), and checks the Pod against
+//     each release's class, and a Pod bound to a Node at creation
+//     (spec.nodeName) against that Node's labels.
 //   - A validating webhook refuses to delete or change a class that
 //     releases still use.
 //   - A validating webhook on Secrets named cozystack-values lets only the

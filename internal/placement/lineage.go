@@ -99,17 +99,25 @@ func walkLineage(ctx context.Context, namespace string, obj metav1.Object, o own
 	return out
 }
 
-// fluxRelease reads the release Flux labelled an object with. Cozystack's
-// lineage webhook ignores the namespace label; a release may render into
-// another namespace than its own, so it is honoured.
+// fluxRelease reads the release Flux labelled an object with, in the
+// object's own namespace only, as Cozystack's lineage webhook does. The
+// labels are the object's writer's: anyone who may create a Pod in a
+// namespace writes helm.toolkit.fluxcd.io/namespace at will, and a release
+// followed there would be read, and named with its class and node
+// constraint in the Pod's denial and its namespace's PolicyReport, for a
+// tenant who may not read it. So an object whose namespace label names
+// another namespace names no release here (unlike Cozystack, which looks up
+// the name in the object's namespace whatever the label says, and so may
+// take a namesake for the release that rendered the object).
+// Applications' releases render into their own namespace.
 func fluxRelease(namespace string, obj metav1.Object) (releaseKey, bool) {
 	labels := obj.GetLabels()
 	name := labels[fluxNameLabel]
 	if name == "" {
 		return releaseKey{}, false
 	}
-	if ns := labels[fluxNamespaceLabel]; ns != "" {
-		namespace = ns
+	if ns := labels[fluxNamespaceLabel]; ns != "" && ns != namespace {
+		return releaseKey{}, false
 	}
 	return releaseKey{Namespace: namespace, Name: name}, true
 }

@@ -40,14 +40,16 @@ func flux(name string) map[string]string { return map[string]string{fluxNameLabe
 func TestWalkLineage(t *testing.T) {
 	deploy := owned("web", "d1", flux("web-app"))
 	rs := owned("web-5d4f", "r1", nil, ref("Deployment", "web", "d1"))
-	cronJob := owned("backup", "c1", map[string]string{fluxNameLabel: "db", fluxNamespaceLabel: "tenant-root"})
+	cronJob := owned("backup", "c1", map[string]string{fluxNameLabel: "db", fluxNamespaceLabel: "app"})
 	job := owned("backup-1", "j1", nil, ref("CronJob", "backup", "c1"))
+	// Labelled by its writer with another namespace's release.
+	foreign := owned("foreign", "f1", map[string]string{fluxNameLabel: "db", fluxNamespaceLabel: "tenant-b"})
 	cluster := owned("pg", "p1", flux("postgres"))
 	loopA := owned("a", "a1", nil, ref("Loop", "b", "b1"))
 	loopB := owned("b", "b1", nil, ref("Loop", "a", "a1"))
 	graph := ownerGraph{objects: map[string]*metav1.ObjectMeta{
 		"Deployment/app/web": deploy, "ReplicaSet/app/web-5d4f": rs, "CronJob/app/backup": cronJob, "Job/app/backup-1": job,
-		"Cluster/app/pg": cluster, "Loop/app/a": loopA, "Loop/app/b": loopB,
+		"Cluster/app/pg": cluster, "Loop/app/a": loopA, "Loop/app/b": loopB, "Deployment/app/foreign": foreign,
 	}, failKind: "Broken"}
 
 	for _, tc := range []struct {
@@ -57,7 +59,9 @@ func TestWalkLineage(t *testing.T) {
 		unresolved int
 	}{
 		{"ReplicaSet to Deployment", owned("web-5d4f-x", "", nil, ref("ReplicaSet", "web-5d4f", "r1")), []releaseKey{{"app", "web-app"}}, 0},
-		{"Job to CronJob, the namespace label honoured", owned("backup-1-x", "", nil, ref("Job", "backup-1", "j1")), []releaseKey{{"tenant-root", "db"}}, 0},
+		{"Job to CronJob, the namespace label naming its own", owned("backup-1-x", "", nil, ref("Job", "backup-1", "j1")), []releaseKey{{"app", "db"}}, 0},
+		{"another namespace's release is not followed", owned("f-x", "", nil, ref("Deployment", "foreign", "f1")), nil, 0},
+		{"nor on the Pod itself", owned("solo", "", map[string]string{fluxNameLabel: "db", fluxNamespaceLabel: "tenant-b"}), nil, 0},
 		{"an operator's CR", owned("pg-1", "", nil, ref("Cluster", "pg", "p1")), []releaseKey{{"app", "postgres"}}, 0},
 		{"a Pod Helm made itself", owned("solo", "", flux("solo-app")), []releaseKey{{"app", "solo-app"}}, 0},
 		{"no release anywhere", owned("plain", "", nil), nil, 0},
@@ -66,7 +70,7 @@ func TestWalkLineage(t *testing.T) {
 		{"owner replaced by a namesake", owned("y", "", nil, ref("Deployment", "web", "other-uid")), nil, 1},
 		{"a cycle ends", owned("z", "", nil, ref("Loop", "a", "a1")), nil, 0},
 		{"two owners, two releases, decided on each", owned("two", "", nil, ref("ReplicaSet", "web-5d4f", "r1"), ref("Job", "backup-1", "j1")),
-			[]releaseKey{{"app", "web-app"}, {"tenant-root", "db"}}, 0},
+			[]releaseKey{{"app", "db"}, {"app", "web-app"}}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := walkLineage(context.Background(), "app", tc.pod, graph)

@@ -81,8 +81,11 @@ const namespaceController = "system:serviceaccount:kube-system:namespace-control
 // following such a kind it asks, with a SelfSubjectAccessReview, whether it
 // may list and watch it (a kind it may not takes no slot).
 //
-// A denial is confirmed by a live read, hence get on classes, releases and
-// the tenant Secrets (by name). The tenant-values guard reads only the
+// A Pod bound to a node at creation (spec.nodeName) is judged against the
+// Node's labels, read from a cache of Nodes' metadata.
+//
+// A denial is confirmed by a live read, hence get on classes, releases,
+// Nodes and the tenant Secrets (by name). The tenant-values guard reads only the
 // request.
 //
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=selfsubjectaccessreviews,verbs=create
@@ -90,6 +93,7 @@ const namespaceController = "system:serviceaccount:kube-system:namespace-control
 // +kubebuilder:rbac:groups="",resources=secrets,resourceNames=cozystack-values,verbs=get;list;watch
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=replicasets;deployments;statefulsets;daemonsets,verbs=list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=list;watch
 // +kubebuilder:rbac:groups=postgresql.cnpg.io,resources=clusters,verbs=list;watch
@@ -160,11 +164,17 @@ type Module struct {
 	pods   client.Reader
 }
 
-// view is where decisions read tenants, classes and releases from.
+// view is where decisions read tenants, classes, releases and Nodes from.
 type view struct {
 	tenants  tenants
 	classes  classes
 	releases releases
+	nodes    nodes
+	// fromAPIServer: the view reads the API server, so a Node it does not
+	// hold does not exist. A Node missing from a cache may only be newer
+	// than the cache: the decision denies provisionally, and the
+	// confirmation reads the Node live (readBoundNode).
+	fromAPIServer bool
 }
 
 // What the decisions read: in production one implementation over a
@@ -180,6 +190,11 @@ type (
 	releases interface {
 		get(ctx context.Context, key releaseKey) (*metav1.PartialObjectMetadata, bool, error)
 		usingClass(ctx context.Context, class string) ([]releaseKey, error)
+	}
+	nodes interface {
+		// get returns the labels of the Node named name; found is false
+		// when the reader holds no such Node.
+		get(ctx context.Context, name string) (labels map[string]string, found bool, err error)
 	}
 )
 
@@ -223,8 +238,11 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 		return err
 	}
 	m.pods = pods
+	if m.nodes, err = newNodeCache(host); err != nil {
+		return err
+	}
 	live := host.APIReader()
-	m.live = &view{tenants: readerTenants{live}, classes: readerClasses{live}, releases: readerReleases{live}}
+	m.live = &view{tenants: readerTenants{live}, classes: readerClasses{live}, releases: readerReleases{live}, nodes: readerNodes{live}, fromAPIServer: true}
 	// The namespaces no webhook intercepts are not audited either.
 	excluded := map[string]bool{"kube-system": true, "kube-node-lease": true, host.Namespace(): true}
 	a := &audit{m: m, events: host.EventRecorder(), excluded: excluded, reported: map[types.UID]bool{}}

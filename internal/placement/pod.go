@@ -8,6 +8,8 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -48,8 +50,9 @@ func podName(pod *corev1.Pod) string {
 }
 
 // decidePod walks the Pod's lineage to its applications' HelmReleases and
-// checks the Pod against each release's AffinityClass, reading releases and
-// classes from src. The lineage is always read from the owner caches.
+// checks the Pod against each release's AffinityClass, reading releases,
+// classes and the Node it is bound to from src. The lineage is always read
+// from the owner caches.
 func (m *Module) decidePod(ctx context.Context, src view, namespace string, pod *corev1.Pod) podVerdict {
 	var v podVerdict
 	l := walkLineage(ctx, namespace, pod, m.owners)
@@ -58,6 +61,8 @@ func (m *Module) decidePod(ctx context.Context, src view, namespace string, pod 
 		v.Err = l.Err
 		return v
 	}
+	var node *boundNode
+	nodeRead := false
 	for _, key := range l.Releases {
 		release, found, err := src.releases.get(ctx, key)
 		if err != nil {
@@ -80,15 +85,73 @@ func (m *Module) decidePod(ctx context.Context, src view, namespace string, pod 
 			v.Denials = append(v.Denials, fmt.Sprintf("AffinityClass %q not found (HelmRelease %s)", className, key))
 			continue
 		}
-		v.Denials = append(v.Denials, checkPod(namespace, pod, c, key)...)
+		if !nodeRead {
+			nodeRead = true
+			if node, err = readBoundNode(ctx, src, pod.Spec.NodeName); err != nil {
+				v.Err = err
+				return v
+			}
+		}
+		v.Denials = append(v.Denials, checkPod(namespace, pod, c, key, node)...)
 	}
 	return v
 }
 
+// boundNode is the Node a Pod names in spec.nodeName, as a decision reads it.
+type boundNode struct {
+	name   string
+	labels map[string]string
+	// unknown: the cache holds no such Node. It may be newer than the
+	// cache, so the Pod is denied provisionally, and the confirmation reads
+	// the Node from the API server.
+	unknown bool
+}
+
+// readBoundNode reads the Node a Pod is bound to: nil when the Pod names
+// none, or names one that does not exist (the API server holds none).
+//
+// A Pod bound at creation skips the scheduler, so its nodeSelector and node
+// affinity, which the class check reads, say nothing of where it runs:
+// the Node's labels do. A Pod bound to a Node that does not exist runs
+// nowhere; it is judged on its nodeSelector and node affinity alone, which
+// is what a Node of that name joining later would be held to (the kubelet
+// refuses to run a Pod whose required node affinity does not match its
+// Node), and the periodic check judges it against that Node then.
+func readBoundNode(ctx context.Context, src view, name string) (*boundNode, error) {
+	if name == "" {
+		return nil, nil
+	}
+	if src.nodes == nil {
+		return nil, fmt.Errorf("the Pod is bound to node %q and Nodes cannot be read", name)
+	}
+	labels, found, err := src.nodes.get(ctx, name)
+	switch {
+	case err != nil:
+		return nil, err
+	case found:
+		return &boundNode{name: name, labels: labels}, nil
+	case src.fromAPIServer:
+		return nil, nil
+	}
+	return &boundNode{name: name, unknown: true}, nil
+}
+
+// nodeInClass says whether a Node's labels satisfy the class, as the
+// scheduler and the kubelet match a Pod carrying the class's nodeSelector
+// and node affinity.
+func nodeInClass(c *class, labels map[string]string) (bool, error) {
+	var affinity *corev1.Affinity
+	if c.Required != nil {
+		affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: c.Required}}
+	}
+	return nodeaffinity.NewRequiredNodeAffinity(c.NodeSelector, affinity).Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: labels}})
+}
+
 // checkPod applies one class to a Pod: the class's nodeSelector pairs must
-// all be in the Pod's nodeSelector (the seed's contract), and the Pod's
-// placement must guarantee the class's node affinity.
-func checkPod(namespace string, pod *corev1.Pod, c *class, release releaseKey) []string {
+// all be in the Pod's nodeSelector (the seed's contract), the Pod's
+// placement must guarantee the class's node affinity, and the Node the Pod
+// is bound to, if any, must be in the class.
+func checkPod(namespace string, pod *corev1.Pod, c *class, release releaseKey, node *boundNode) []string {
 	var out []string
 	name := namespace + "/" + podName(pod)
 	if missing := MissingSelectorPairs(c.NodeSelector, pod.Spec.NodeSelector); len(missing) > 0 {
@@ -103,6 +166,19 @@ func checkPod(namespace string, pod *corev1.Pod, c *class, release releaseKey) [
 		if ok, why := ImpliesNodeAffinity(pod.Spec.NodeSelector, podRequired, c.Required); !ok {
 			out = append(out, fmt.Sprintf("pod %s belongs to application with AffinityClass %q but its placement does not guarantee the class's node affinity: %s",
 				name, c.Name, why))
+		}
+	}
+	if node != nil {
+		// The message says whether the Node is in the class, never which of
+		// its labels are not: a Pod's author may not be able to read Nodes.
+		if node.unknown {
+			out = append(out, fmt.Sprintf("pod %s belongs to application with AffinityClass %q and is bound to node %q (spec.nodeName), which Gatehouse's cache does not hold yet",
+				name, c.Name, node.name))
+		} else if in, err := nodeInClass(c, node.labels); err != nil || !in {
+			// err: a class the CRD admitted but the matcher cannot read;
+			// no Node is in it.
+			out = append(out, fmt.Sprintf("pod %s belongs to application with AffinityClass %q but is bound to node %q (spec.nodeName), which is not in the class: leave spec.nodeName to the scheduler, or name a node of the class",
+				name, c.Name, node.name))
 		}
 	}
 	if len(out) > 0 {

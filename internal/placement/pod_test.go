@@ -127,3 +127,105 @@ type failingClasses struct{}
 func (failingClasses) get(context.Context, string) (*class, bool, error) {
 	return nil, false, errClassAPI
 }
+
+type memNodes map[string]map[string]string
+
+func (m memNodes) get(_ context.Context, name string) (map[string]string, bool, error) {
+	l, ok := m[name]
+	return l, ok, nil
+}
+
+// A Pod bound at creation (spec.nodeName) skips the scheduler: it is judged
+// against its Node's labels too, whatever its nodeSelector says. The denial
+// says whether the Node is in the class, never which of its labels are not.
+func TestPodBoundToANodeIsJudgedByTheNode(t *testing.T) {
+	m := podModule()
+	m.nodes = memNodes{
+		"dc1-node": {"topology.kubernetes.io/zone": "dc1", "secret-rack": "r7"},
+		"dc2-node": {"topology.kubernetes.io/zone": "dc2", "secret-rack": "r9"},
+		"h100":     {"gpu": "true", "gpu-model": "h100"},
+		"t4":       {"gpu": "true", "gpu-model": "t4"},
+	}
+	zone := map[string]string{"topology.kubernetes.io/zone": "dc1"}
+	gpu := func(node string) *corev1.Pod {
+		p := podOf("ml-", map[string]string{"gpu": "true"}, ref("Deployment", "ml", "d2"))
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu-model", Operator: corev1.NodeSelectorOpIn, Values: []string{"h100"}}}}},
+		}}}
+		p.Spec.NodeName = node
+		return p
+	}
+	bound := func(node string) *corev1.Pod {
+		p := podOf("web-1-", zone, ref("ReplicaSet", "web-1", "r1"))
+		p.Spec.NodeName = node
+		return p
+	}
+	for _, tc := range []struct {
+		name   string
+		pod    *corev1.Pod
+		denied string
+	}{
+		{"on a node of the class", bound("dc1-node"), ""},
+		{"the class's selector, a node of another zone", bound("dc2-node"),
+			`pod app/web-1- belongs to application with AffinityClass "dc1" but is bound to node "dc2-node" (spec.nodeName), which is not in the class`},
+		{"node affinity: a node the class allows", gpu("h100"), ""},
+		{"node affinity: a node the class does not allow", gpu("t4"), `is bound to node "t4" (spec.nodeName), which is not in the class`},
+		{"a node the cache does not hold is denied provisionally", bound("new-node"),
+			`is bound to node "new-node" (spec.nodeName), which Gatehouse's cache does not hold yet`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := m.decidePod(context.Background(), m.view, "app", tc.pod)
+			if v.Err != nil {
+				t.Fatal(v.Err)
+			}
+			got := strings.Join(v.Denials, "\n")
+			if tc.denied == "" && got != "" || !strings.Contains(got, tc.denied) {
+				t.Fatalf("denials %q, want %q", got, tc.denied)
+			}
+			if strings.Contains(got, "secret-rack") || strings.Contains(got, "r9") || strings.Contains(got, "zone=dc2") {
+				t.Fatalf("the denial tells the Node's labels: %q", got)
+			}
+		})
+	}
+}
+
+// A Node missing from the cache is read from the API server before a Pod
+// bound to it is denied: a Node that joined a moment ago is judged by its
+// labels, and one that does not exist leaves the Pod judged on its
+// selectors alone (it runs nowhere, and a Node of that name joining later
+// is held to them by the kubelet).
+func TestPodBoundToANodeTheCacheDoesNotHoldIsConfirmedLive(t *testing.T) {
+	ctx := context.Background()
+	request := func(node string, selector map[string]string) admission.Request {
+		p := podOf("web-1-", selector, ref("ReplicaSet", "web-1", "r1"))
+		p.Spec.NodeName = node
+		raw, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: "app", Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}}
+	}
+	zone := map[string]string{"topology.kubernetes.io/zone": "dc1"}
+	m := podModule()
+	m.nodes = memNodes{}
+	live := m.view
+	live.fromAPIServer = true
+	live.nodes = memNodes{"joined-dc1": {"topology.kubernetes.io/zone": "dc1"}, "joined-dc2": {"topology.kubernetes.io/zone": "dc2"}}
+	m.live = &live
+
+	if resp := decideBy(t, m, PodWebhookName, ctx, request("joined-dc1", zone)); !resp.Allowed {
+		t.Fatalf("a Pod on a new Node of its class: %v", resp.Result.Message)
+	}
+	resp := decideBy(t, m, PodWebhookName, ctx, request("joined-dc2", zone))
+	if resp.Allowed || !strings.Contains(resp.Result.Message, `is bound to node "joined-dc2" (spec.nodeName), which is not in the class`) ||
+		strings.Contains(resp.Result.Message, "cache") {
+		t.Fatalf("a Pod on a new Node of another zone: allowed=%v %+v", resp.Allowed, resp.Result)
+	}
+	if resp := decideBy(t, m, PodWebhookName, ctx, request("nowhere", zone)); !resp.Allowed {
+		t.Fatalf("a Pod bound to no existing Node, with its class's selector: %v", resp.Result.Message)
+	}
+	resp = decideBy(t, m, PodWebhookName, ctx, request("nowhere", nil))
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "missing required nodeSelector") || strings.Contains(resp.Result.Message, "nowhere") {
+		t.Fatalf("a Pod bound to no existing Node, without its class's selector: allowed=%v %+v", resp.Allowed, resp.Result)
+	}
+}

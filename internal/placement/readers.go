@@ -483,3 +483,46 @@ func notListable(gvr schema.GroupVersionResource) string {
 func classOf(ac *cozyv1alpha1.AffinityClass) *class {
 	return &class{Name: ac.Name, NodeSelector: ac.Spec.NodeSelector, Required: ac.Spec.Required(), Terminating: ac.DeletionTimestamp != nil}
 }
+
+var nodeGVK = corev1.SchemeGroupVersion.WithKind("Node")
+
+// newNodeCache caches the Nodes' metadata, stripped to their names and
+// labels: what judging a Pod bound to a Node reads, at a few hundred bytes a
+// Node.
+func newNodeCache(host module.Host) (nodes, error) {
+	c, err := host.NewCache("nodes", cache.Options{ByObject: map[client.Object]cache.ByObject{
+		metadataOf(nodeGVK): {Transform: keepNodeLabels},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return readerNodes{c}, nil
+}
+
+// keepNodeLabels is the Node cache's transform: a Node's name and labels.
+func keepNodeLabels(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	slim := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels,
+	}}
+	return slim, nil
+}
+
+// readerNodes reads Nodes' labels through r: the Node cache, or the API
+// server to confirm a denial.
+type readerNodes struct{ r client.Reader }
+
+func (l readerNodes) get(ctx context.Context, name string) (map[string]string, bool, error) {
+	m := metadataOf(nodeGVK)
+	err := l.r.Get(ctx, client.ObjectKey{Name: name}, m, client.UnsafeDisableDeepCopy)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("read Node %s: %w", name, err)
+	}
+	return m.Labels, true, nil
+}

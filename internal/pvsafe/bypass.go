@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -123,19 +124,34 @@ const (
 	EventBypassed        = "DeletionBypassed"
 	EventCascadeBypassed = "ClaimDeletionBypassed"
 	// maxEventMessageLength is what the API server accepts for an Event's
-	// message (events.k8s.io's note limit).
+	// message (events.k8s.io's note limit); audit annotations are held to
+	// it too.
 	maxEventMessageLength = 1024
 )
 
-// recordBypass records an admitted bypass as a Warning Event on the deleted
-// object, naming the deleting user, how the bypass was granted, the label's
-// last writer and the data lost. Events about cluster-scoped objects
-// (Namespaces, PersistentVolumes) are stored in the default namespace, so
-// that the record of a namespace's deletion does not go with it.
-func (m *Module) recordBypass(obj client.Object, kind string, t target, req admission.Request, v Verdict) {
-	if m.events == nil {
-		return
+// BypassAnnotation is the audit annotation an admitted bypass is recorded
+// in: kube-apiserver writes it into the deletion's audit event as
+// "pvsafe.gatehouse.dev/bypass", beside the user who deleted, where no
+// tenant can erase or forge it.
+const BypassAnnotation = "bypass"
+
+// RecordKind is the kind of the reference the bypass records in
+// Gatehouse's namespace are about. No API serves it: an Event's object must
+// be in the Event's namespace, and the deleted object is in a tenant's (or
+// in none); the Event's message names it.
+const RecordKind = "DeletionBypass"
+
+// bounded cuts s to what an Event's message or an audit annotation holds.
+func bounded(s string) string {
+	if len(s) > maxEventMessageLength {
+		return s[:maxEventMessageLength-3] + "..."
 	}
+	return s
+}
+
+// bypassSummary says what an admitted bypass deleted and on what grounds:
+// how the bypass was granted, the label's last writer and the data lost.
+func (m *Module) bypassSummary(obj client.Object, kind string, t target, req admission.Request, v Verdict) string {
 	how := "the label alone allows it (bypass mode label)"
 	if m.opts.Bypass == BypassAuthorized {
 		how = fmt.Sprintf("the user may %s %s.%s (bypass mode authorized)", BypassVerb, t.plural, BypassGroup)
@@ -155,12 +171,39 @@ func (m *Module) recordBypass(obj client.Object, kind string, t target, req admi
 			lost += fmt.Sprintf(" (and %d more claims)", len(v.Risks)-1)
 		}
 	}
-	msg := fmt.Sprintf("pvsafe allowed user %q (groups %s) to delete %s %s with %s=true: %s; the label was last set by %s; %s",
-		req.UserInfo.Username, strings.Join(req.UserInfo.Groups, ","), kind, displayName(obj), BypassLabel, how, setter, lost)
-	if len(msg) > maxEventMessageLength {
-		msg = msg[:maxEventMessageLength-3] + "..."
+	return fmt.Sprintf("delete %s %s with %s=true: %s; the label was last set by %s; %s", kind, displayName(obj), BypassLabel, how, setter, lost)
+}
+
+// cascadeSummary says what a bypass by the terminating namespace's label
+// deleted.
+func cascadeSummary(obj client.Object, kind string) string {
+	return fmt.Sprintf("delete %s %s/%s while namespace %s terminates with %s=true; its data is not kept",
+		kind, obj.GetNamespace(), obj.GetName(), obj.GetNamespace(), BypassLabel)
+}
+
+// withBypassAnnotation records an admitted bypass in the admission
+// response's audit annotations.
+func withBypassAnnotation(resp admission.Response, summary string) admission.Response {
+	annotations := make(map[string]string, len(resp.AuditAnnotations)+1)
+	maps.Copy(annotations, resp.AuditAnnotations)
+	annotations[BypassAnnotation] = bounded(summary)
+	resp.AuditAnnotations = annotations
+	return resp
+}
+
+// recordBypass records an admitted bypass as a Warning Event on the deleted
+// object, naming the deleting user and the summary, and the same in
+// Gatehouse's namespace (recordInOwnNamespace). Events about cluster-scoped
+// objects (Namespaces, PersistentVolumes) are stored in the default
+// namespace, so that the record of a namespace's deletion does not go with
+// it.
+func (m *Module) recordBypass(obj client.Object, kind, summary string, user authenticationv1.UserInfo) {
+	if m.events == nil {
+		return
 	}
+	msg := bounded(fmt.Sprintf("pvsafe allowed user %q (groups %s) to %s", user.Username, strings.Join(user.Groups, ","), summary))
 	m.events.Event(obj, corev1.EventTypeWarning, EventBypassed, msg)
+	m.recordInOwnNamespace(obj, kind, EventBypassed, msg)
 }
 
 func displayName(obj client.Object) string {
@@ -173,15 +216,38 @@ func displayName(obj client.Object) string {
 // recordCascade records a claim deleted while its namespace terminates with
 // the bypass label. The claim's own namespace refuses new objects while it
 // terminates, so the Event is on the Namespace (stored in the default
-// namespace).
-func (m *Module) recordCascade(obj client.Object, kind string, user authenticationv1.UserInfo) {
+// namespace), and in Gatehouse's namespace.
+func (m *Module) recordCascade(obj client.Object, kind, summary string, user authenticationv1.UserInfo) {
 	if m.events == nil {
 		return
 	}
 	ns := &corev1.Namespace{}
 	ns.Name = obj.GetNamespace()
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	m.events.Eventf(ns, corev1.EventTypeWarning, EventCascadeBypassed,
-		"pvsafe allowed %q to delete %s %s/%s while namespace %s terminates with %s=true; its data is not kept",
-		user.Username, kind, obj.GetNamespace(), obj.GetName(), obj.GetNamespace(), BypassLabel)
+	msg := bounded(fmt.Sprintf("pvsafe allowed %q to %s", user.Username, summary))
+	m.events.Event(ns, corev1.EventTypeWarning, EventCascadeBypassed, msg)
+	m.recordInOwnNamespace(obj, kind, EventCascadeBypassed, msg)
+}
+
+// recordInOwnNamespace records a bypass in Gatehouse's namespace. An Event
+// in the tenant's namespace is the tenant's to delete, and to forge: the
+// edit role writes Events there. No tenant role reaches Gatehouse's
+// namespace, so this copy stays for the Events' time to live, and a
+// "DeletionBypassed" Event there was written by Gatehouse (or by whoever
+// administers Gatehouse). The Event is about a reference named after the
+// deleted object's kind and UID, one per deletion, so that the recorder
+// neither aggregates nor rate-limits the records of different deletions.
+func (m *Module) recordInOwnNamespace(obj client.Object, kind, reason, msg string) {
+	if m.namespace == "" {
+		return
+	}
+	name := string(obj.GetUID())
+	if name == "" {
+		name = "no-uid"
+	}
+	ref := &corev1.ObjectReference{
+		APIVersion: BypassGroup + "/v1", Kind: RecordKind, Namespace: m.namespace,
+		Name: strings.ToLower(kind) + "-" + name,
+	}
+	m.events.Event(ref, corev1.EventTypeWarning, reason, msg)
 }

@@ -67,9 +67,12 @@ type Module struct {
 	live   Lookup
 	// review asks the API server's authorizers about a bypass.
 	review accessReviewer
-	// events records admitted bypasses on the deleted object; nil in unit
-	// tests that do not look at Events.
+	// events records admitted bypasses on the deleted object and in
+	// namespace; nil in unit tests that do not look at Events.
 	events record.EventRecorder
+	// namespace is Gatehouse's own, where every bypass is recorded out of
+	// the tenants' reach.
+	namespace string
 }
 
 // New returns the pvsafe module.
@@ -111,6 +114,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	m.live = LiveLookup(host.APIReader())
 	m.review = subjectAccessReview(host.Client())
 	m.events = host.EventRecorder()
+	m.namespace = host.Namespace()
 	return host.AddAudit(m.inventory(host.Namespace()))
 }
 
@@ -242,10 +246,11 @@ func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admis
 			"namespace", obj.GetNamespace(), "name", obj.GetName(), "user", req.UserInfo.Username, "groups", req.UserInfo.Groups, "dryRun", dryRun)
 		bypasses.WithLabelValues(kind, "namespace").Inc()
 		decisions.WithLabelValues(kind, "bypassed").Inc()
+		summary := cascadeSummary(obj, kind)
 		if !dryRun {
-			m.recordCascade(obj, kind, req.UserInfo)
+			m.recordCascade(obj, kind, summary, req.UserInfo)
 		}
-		return answer(admission.Allowed(verdict.Reason))
+		return answer(withBypassAnnotation(admission.Allowed(verdict.Reason), summary))
 	}
 	if verdict.Allowed {
 		decisions.WithLabelValues(kind, "allowed").Inc()
@@ -264,11 +269,14 @@ func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admis
 				"namespace", obj.GetNamespace(), "name", obj.GetName(), "user", req.UserInfo.Username, "groups", req.UserInfo.Groups, "dryRun", dryRun)
 			bypasses.WithLabelValues(kind, "object").Inc()
 			decisions.WithLabelValues(kind, "bypassed").Inc()
+			summary := m.bypassSummary(obj, kind, t, req, verdict)
 			if !dryRun {
-				m.recordBypass(obj, kind, t, req, verdict)
+				m.recordBypass(obj, kind, summary, req.UserInfo)
 			}
-			// The state upholds the denial; the label admits it.
-			return answer(module.Excused(admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel))))
+			// The state upholds the denial; the label admits it. The audit
+			// annotation records it where no tenant can reach, dry runs
+			// included (they are audited as such).
+			return answer(withBypassAnnotation(module.Excused(admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel))), summary))
 		}
 		refusal = why
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -196,5 +198,95 @@ func TestTheAuthorizedBypassAsksTheAPIServerOnlyWhenItMatters(t *testing.T) {
 	m.cached, m.live = memLookup{}, memLookup{}
 	if resp := admit(context.Background(), req); !resp.Allowed || len(asked) != 0 || len(recorder.Events) != 0 {
 		t.Fatalf("safe labelled claim: %+v, %d reviews, %d events", resp.Result, len(asked), len(recorder.Events))
+	}
+}
+
+// capturedEvent is one Event a captureRecorder was asked to record.
+type capturedEvent struct {
+	namespace, kind, name, reason, message string
+}
+
+// captureRecorder records where each Event would be stored and what about.
+type captureRecorder struct{ events []capturedEvent }
+
+func (r *captureRecorder) Event(obj runtime.Object, _, reason, message string) {
+	e := capturedEvent{reason: reason, message: message}
+	switch o := obj.(type) {
+	case *corev1.ObjectReference:
+		e.namespace, e.kind, e.name = o.Namespace, o.Kind, o.Name
+	case client.Object:
+		e.namespace, e.kind, e.name = o.GetNamespace(), o.GetObjectKind().GroupVersionKind().Kind, o.GetName()
+	}
+	r.events = append(r.events, e)
+}
+
+func (r *captureRecorder) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
+	r.Event(obj, eventtype, reason, fmt.Sprintf(format, args...))
+}
+
+func (r *captureRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, format string, args ...any) {
+	r.Eventf(obj, eventtype, reason, format, args...)
+}
+
+// An admitted bypass is recorded where the tenant who may delete (or
+// forge) Events in its own namespace cannot reach: in Gatehouse's
+// namespace, and in the admission response's audit annotations, which
+// kube-apiserver writes into its audit log (a dry run gets the annotation,
+// no Event). So is a claim deleted by the cascade of a labelled namespace.
+func TestABypassIsRecordedOutOfTheTenantsReach(t *testing.T) {
+	risky := memLookup{volumes: map[string]*corev1.PersistentVolume{"pv1": pv("pv1", del, corev1.VolumeBound, "app/data")}}
+	recorder := &captureRecorder{}
+	m := &Module{cached: risky, live: risky, events: recorder, namespace: "gatehouse-system",
+		review: func(context.Context, *authorizationv1.SubjectAccessReview) (bool, error) { return true, nil }}
+	m.opts.setDefaults()
+	claim := pvc("app", "data", "pv1", bound)
+	claim.UID = "1234-abcd"
+	claim.Labels = map[string]string{BypassLabel: "true"}
+	req := deleteRequest(t, claim)
+	req.UserInfo = authenticationv1.UserInfo{Username: "alice", Groups: []string{"team-a"}}
+
+	req.DryRun = ptr.To(true)
+	d := m.Webhooks()[0].Decide(context.Background(), req)
+	const summary = "delete PersistentVolumeClaim app/data with pv-safe.io/force-delete=true: the user may bypass persistentvolumeclaims.pvsafe.gatehouse.dev (bypass mode authorized)"
+	if !d.Response.Allowed || !strings.HasPrefix(d.Response.AuditAnnotations[BypassAnnotation], summary) || len(recorder.events) != 0 {
+		t.Fatalf("dry-run bypass: %+v, %d events", d.Response.AdmissionResponse, len(recorder.events))
+	}
+	req.DryRun = nil
+	d = m.Webhooks()[0].Decide(context.Background(), req)
+	annotation := d.Response.AuditAnnotations[BypassAnnotation]
+	if !d.Response.Allowed || !strings.HasPrefix(annotation, summary) || !strings.Contains(annotation, "data lost: data: volume pv1 has reclaimPolicy Delete") {
+		t.Fatalf("bypass: allowed=%v, audit annotations %v", d.Response.Allowed, d.Response.AuditAnnotations)
+	}
+	want := []capturedEvent{
+		{namespace: "app", name: "data", reason: EventBypassed},
+		{namespace: "gatehouse-system", kind: RecordKind, name: "persistentvolumeclaim-1234-abcd", reason: EventBypassed},
+	}
+	if len(recorder.events) != len(want) {
+		t.Fatalf("events %+v", recorder.events)
+	}
+	for i, w := range want {
+		got := recorder.events[i]
+		if got.namespace != w.namespace || got.name != w.name || got.reason != w.reason || (w.kind != "" && got.kind != w.kind) ||
+			!strings.HasPrefix(got.message, `pvsafe allowed user "alice" (groups team-a) to `+summary) {
+			t.Fatalf("event %d: %+v, want %+v", i, got, w)
+		}
+	}
+
+	// The namespace-controller's deletion of a claim of a namespace
+	// terminating with the label.
+	recorder.events = nil
+	terminating := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app", DeletionTimestamp: ptr.To(metav1.Now()), Labels: map[string]string{BypassLabel: "true"}}}
+	m.cached = memLookup{volumes: risky.volumes, namespaces: map[string]*corev1.Namespace{"app": terminating}}
+	claim.Labels = nil
+	req = deleteRequest(t, claim)
+	req.UserInfo = authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:namespace-controller"}
+	d = m.Webhooks()[0].Decide(context.Background(), req)
+	if want := "delete PersistentVolumeClaim app/data while namespace app terminates with pv-safe.io/force-delete=true"; !d.Response.Allowed ||
+		!strings.HasPrefix(d.Response.AuditAnnotations[BypassAnnotation], want) {
+		t.Fatalf("cascade: allowed=%v, audit annotations %v", d.Response.Allowed, d.Response.AuditAnnotations)
+	}
+	if len(recorder.events) != 2 || recorder.events[0].reason != EventCascadeBypassed || recorder.events[0].name != "app" ||
+		recorder.events[1].namespace != "gatehouse-system" || recorder.events[1].reason != EventCascadeBypassed {
+		t.Fatalf("cascade events %+v", recorder.events)
 	}
 }
