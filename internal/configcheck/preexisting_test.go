@@ -11,16 +11,21 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 )
 
-// TestSameFailure judges a cluster state and the same state with a change,
+// TestAddsNoFailure judges a cluster state and the same state with a change,
 // with the real haproxy, and asks whether the change fails for no reason
 // of its own.
-func TestSameFailure(t *testing.T) {
+func TestAddsNoFailure(t *testing.T) {
 	c, errs := compileConfig(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
 	const failedTests = "Validation tests failed: 1/1 tests failed\n\nFailed tests:\n\n- Test: t\n  Assertion failed: contains - no match"
 	ok := func(name string) map[string]any { return ingressWithLine(name, "http-request set-header X-"+name+" v") }
+	// long is an Ingress whose line haproxy rejects with an alert quoting
+	// 1,500 characters: three of them say more than a denial message holds.
+	long := func(name string) map[string]any {
+		return ingressWithLine(name, "no_such_keyword_"+strings.Repeat("x", 1500))
+	}
 	inNamespace := func(obj map[string]any, ns string) map[string]any {
 		obj["metadata"].(map[string]any)["namespace"] = ns
 		return obj
@@ -49,6 +54,12 @@ func TestSameFailure(t *testing.T) {
 		{name: "a render failure where the state fails only haproxy -c: not the same",
 			current: []map[string]any{ingressWithLine("web", "no_such_keyword here")},
 			changed: []map[string]any{ingressWithLine("web", "no_such_keyword here"), ingressWithLine("refused", "")}},
+		{name: "alerts longer together than any message bound, a change adding a good line: the same",
+			current: []map[string]any{long("a"), long("b"), long("c")},
+			changed: []map[string]any{long("a"), long("b"), long("c"), ok("tenant-b")}, want: true},
+		{name: "one more alert exactly like the state's: not the same (alerts are counted)",
+			current: []map[string]any{long("a"), long("b"), long("c")},
+			changed: []map[string]any{long("a"), long("b"), long("c"), long("d")}},
 		{name: "failed embedded tests, a change that renders and passes haproxy -c: the same",
 			current: []map[string]any{ok("web")}, changed: []map[string]any{ok("web"), ok("unrelated")},
 			failedTests: failedTests, want: true},
@@ -63,21 +74,26 @@ func TestSameFailure(t *testing.T) {
 			if changed.denial == "" || current.undecided != "" || changed.undecided != "" {
 				t.Fatalf("the case must have a refused change: current %+v, changed %+v", current, changed)
 			}
-			if got := sameFailure(changed, current); got != tc.want {
-				t.Fatalf("sameFailure = %v, want %v\nchanged: %s\ncurrent: %s", got, tc.want, changed.denial, current.denial)
+			if got := addsNoFailure(changed, current); got != tc.want {
+				t.Fatalf("addsNoFailure = %v, want %v\nchanged: %s\ncurrent: %s", got, tc.want, changed.denial, current.denial)
 			}
 		})
 	}
 }
 
-func TestSameFailureNeverMatchesAlertsCutShort(t *testing.T) {
-	cut := verdict{phase: phaseHAProxy, denial: "haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad\n(3 more alerts not shown)"}
-	if sameFailure(cut, cut) {
-		t.Fatal("an alert list cut short hides alerts; it must not count as the same failure")
-	}
-	whole := verdict{phase: phaseHAProxy, denial: "haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad\n  line 9: bad"}
-	if !sameFailure(whole, whole) {
+func TestAddsNoFailureNeverMatchesIncompleteAlerts(t *testing.T) {
+	alert := haproxy.KeyOf("config : parsing [haproxy.cfg:9] : bad")
+	whole := verdict{phase: phaseHAProxy, denial: "haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad",
+		alerts: haproxy.Alerts{Keys: []haproxy.AlertKey{alert}}}
+	if !addsNoFailure(whole, whole) {
 		t.Fatal("the same whole alert list is the same failure")
+	}
+	for _, cut := range []haproxy.Alerts{{Keys: whole.alerts.Keys, LeftOut: 1}, {Keys: whole.alerts.Keys, Truncated: true}} {
+		v := whole
+		v.alerts = cut
+		if addsNoFailure(v, v) || addsNoFailure(v, whole) || addsNoFailure(whole, v) {
+			t.Fatalf("an alert list %+v may hide alerts; it must not count as the same failure", cut)
+		}
 	}
 }
 
