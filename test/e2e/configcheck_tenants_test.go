@@ -42,16 +42,23 @@ func (e *configcheckEnv) tenantNamespace(t *testing.T, base string) (string, cli
 	return ns, c
 }
 
-// tenantIngress routes host to Service api in namespace; backend, when
-// set, is its backend-name annotation.
+// tenantIngress routes host to port 80 of Service api in namespace;
+// backend, when set, is its backend-name annotation.
 func tenantIngress(namespace, name, host, backend string) *networkingv1.Ingress {
+	return tenantIngressToPort(namespace, name, host, backend, 80)
+}
+
+// tenantIngressToPort is tenantIngress to another port: the example makes a
+// backend per namespace, Service and port, named by the annotation when
+// there is one.
+func tenantIngressToPort(namespace, name, host, backend string, port int32) *networkingv1.Ingress {
 	ing := &networkingv1.Ingress{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: networkingv1.IngressSpec{
 			IngressClassName: ptr.To("haproxy"),
 			Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: networkingv1.IngressBackend{
-					Service: &networkingv1.IngressServiceBackend{Name: "api", Port: networkingv1.ServiceBackendPort{Number: 80}},
+					Service: &networkingv1.IngressServiceBackend{Name: "api", Port: networkingv1.ServiceBackendPort{Number: port}},
 				}}},
 			}}}},
 		},
@@ -82,8 +89,8 @@ func (e *configcheckEnv) waitCondition(kind string, status metav1.ConditionStatu
 }
 
 // TestConfigcheckConcurrentAdmissionsAreJudgedTogether: tenant A creates
-// three Ingresses at the same moment, each alone fine, together claiming
-// one backend name twice over. Judged apart, all three were stored and the
+// three Ingresses at the same moment (to three ports of its Service, so
+// three backends), each alone fine, together naming three backends alike. Judged apart, all three were stored and the
 // config's rendering failed haproxy -c for everyone from then on. Judged
 // together, one is admitted and the rendering stays valid.
 func TestConfigcheckConcurrentAdmissionsAreJudgedTogether(t *testing.T) {
@@ -105,7 +112,7 @@ func TestConfigcheckConcurrentAdmissionsAreJudgedTogether(t *testing.T) {
 		go func() {
 			defer done.Done()
 			start.Wait()
-			errs[i] = tenantA.Create(ctx, tenantIngress(nsA, fmt.Sprintf("a%d", i), fmt.Sprintf("a%d.example", i), longBackendName))
+			errs[i] = tenantA.Create(ctx, tenantIngressToPort(nsA, fmt.Sprintf("a%d", i), fmt.Sprintf("a%d.example", i), longBackendName, int32(80+i)))
 		}()
 	}
 	start.Done()
@@ -173,7 +180,7 @@ func TestConfigcheckWayOutOfAFailingState(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if err := tenantA.Create(ctx, tenantIngress(nsA, fmt.Sprintf("a%d", i), fmt.Sprintf("a%d.example", i), longBackendName)); err != nil {
+		if err := tenantA.Create(ctx, tenantIngressToPort(nsA, fmt.Sprintf("a%d", i), fmt.Sprintf("a%d.example", i), longBackendName, int32(80+i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,15 +188,6 @@ func TestConfigcheckWayOutOfAFailingState(t *testing.T) {
 	// once.
 	e.label(nsA)
 
-	failing := e.waitCondition("Failing", metav1.ConditionTrue, "Attributed")
-	for i := range 3 {
-		if want := fmt.Sprintf("ingresses %s/a%d", nsA, i); !strings.Contains(failing.Message, want) {
-			t.Fatalf("Failing names %q; want it to name %s", failing.Message, want)
-		}
-	}
-	if strings.Contains(failing.Message, nsB+"/b0") {
-		t.Fatalf("Failing names tenant B's Ingress, which is not part of the failure: %q", failing.Message)
-	}
 	e.waitCondition("Published", metav1.ConditionFalse, "HAProxyCheckFailed")
 	if got := e.published(); !maps.Equal(got, good) {
 		t.Fatal("the published rendering changed while the state fails; the last good one must stay")
@@ -224,6 +222,16 @@ func TestConfigcheckWayOutOfAFailingState(t *testing.T) {
 		err := tenantB.Create(ctx, tenantIngress(nsB, "b-dup", "b-dup.example", longBackendName))
 		denied(t, err, "has the same name as backend")
 	})
+	// The config's readers see which objects cause the failure.
+	failing := e.waitCondition("Failing", metav1.ConditionTrue, "Attributed")
+	for i := range 3 {
+		if want := fmt.Sprintf("ingresses %s/a%d", nsA, i); !strings.Contains(failing.Message, want) {
+			t.Fatalf("Failing names %q; want it to name %s", failing.Message, want)
+		}
+	}
+	if strings.Contains(failing.Message, nsB+"/b0") {
+		t.Fatalf("Failing names tenant B's Ingress, which is not part of the failure: %q", failing.Message)
+	}
 	t.Run("tenant A deletes its own Ingress", func(t *testing.T) {
 		if err := tenantA.Delete(ctx, tenantIngress(nsA, "a0", "", "")); err != nil {
 			t.Fatal(err)
