@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
 // TestAddsNoFailure judges a cluster state and the same state with a change,
@@ -114,5 +115,70 @@ func TestPreexistingWarnings(t *testing.T) {
 				t.Fatalf("warning of %d bytes: the API server's limit is 256", len(line))
 			}
 		}
+	}
+}
+
+// TestWayOut judges changes out of a failing state with the real haproxy:
+// every DELETE is let out, a fix of the object a render stops at is let
+// out although the render then stops at the next failure, and a change
+// adding a failure of its own is not.
+func TestWayOut(t *testing.T) {
+	c, errs := compileConfig(judgeSpec(), inProcess)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	w := c.watched["ingresses"]
+	st := &configState{compiled: c}
+	m := &Module{checker: testChecker(t, nil)}
+	stores := func(objs ...map[string]any) map[string]render.IndexedStore {
+		s, err := render.NewMemoryStore(w.indexer, objs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]render.IndexedStore{"ingresses": s}
+	}
+	// A printed line break stops the render at the Ingress printing it.
+	broken := func(name, value string) map[string]any { return ingressWithLine(name, value+"\nx") }
+	fine := func(name string) map[string]any { return ingressWithLine(name, "http-request set-header X-"+name+" v") }
+	cases := []struct {
+		name    string
+		current []map[string]any
+		op      render.Operation
+		obj     map[string]any
+		want    bool
+	}{
+		{"a DELETE out of a failing state, another failure left", []map[string]any{broken("a", "1"), broken("b", "2")},
+			render.OperationDelete, broken("a", "1"), true},
+		// Without the backend section "a" opens, b's server line is in the
+		// frontend, where haproxy refuses it.
+		{"a DELETE out of a passing state is judged as any change",
+			[]map[string]any{ingressWithLine("a", "backend be"), ingressWithLine("b", "server s1 127.0.0.1:80")},
+			render.OperationDelete, ingressWithLine("a", "backend be"), false},
+		{"a fix of the object the render stops at", []map[string]any{broken("a", "1"), broken("b", "2")},
+			render.OperationUpdate, fine("a"), true},
+		{"an UPDATE breaking the object the render stops at otherwise", []map[string]any{broken("a", "1"), broken("b", "2")},
+			render.OperationUpdate, broken("a", "3"), false},
+		{"a new object rendered before the failure, failing itself", []map[string]any{broken("b", "2")},
+			render.OperationCreate, broken("a", "1"), false},
+		{"a new object that renders, in a failing state", []map[string]any{broken("b", "2")},
+			render.OperationCreate, fine("a"), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			current := stores(tc.current...)
+			data, err := overlaid(current, "ingresses", tc.op, w.stored(tc.obj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			proposed := m.judge(ctx, c, data, "")
+			if proposed.denial == "" {
+				t.Fatalf("the case must have a refused change")
+			}
+			if _, got := m.wayOut(ctx, st, current, "ingresses", tc.op, w.stored(tc.obj), proposed); got != tc.want {
+				t.Fatalf("let out = %v, want %v (the change: %s)", got, tc.want, proposed.denial)
+			}
+		})
 	}
 }
