@@ -81,8 +81,13 @@ func TestPendingOverlay(t *testing.T) {
 	if len(adm.pending) != 2 {
 		t.Fatalf("%d pending changes, want 2 (one per object)", len(adm.pending))
 	}
-	if !adm.othersPending("ingresses", "app", "third") || adm.othersPending("ingresses", "app", "new") && len(adm.pending) == 1 {
-		t.Fatal("othersPending")
+	if !adm.othersPending("ingresses", "app", "new") {
+		t.Fatal("app/old's deletion is pending beside app/new")
+	}
+	alone := newAdmissions(time.Minute, clock.now)
+	alone.record("ingresses", render.OperationCreate, w.stored(ingressWithLine("new", "a")))
+	if alone.othersPending("ingresses", "app", "new") || !alone.othersPending("ingresses", "app", "other") {
+		t.Fatal("othersPending counts the changes of other objects only")
 	}
 
 	get := func(watched, namespace, name string) (map[string]any, bool) { return cache.Get(namespace, name) }
