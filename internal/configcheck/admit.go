@@ -39,6 +39,9 @@ type verdict struct {
 	// undecided is why no decision could be made in time.
 	undecided string
 	cached    bool
+	// alerts are haproxy's, every one, when phase is haproxy: what the
+	// failure is, to tell whether a change adds to it.
+	alerts haproxy.Alerts
 }
 
 // watchedBytesPerToken is what a watched resource's decision allocates per
@@ -131,17 +134,31 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 		countPhase(phaseStructure, "namespace-terminating")
 		return admission.Allowed("namespace " + req.Namespace + " is being deleted")
 	}
-	if st.unchanged(w, op, obj) {
+	if !st.synced() {
+		countUndecided("not-synced")
+		return module.Undecided(fmt.Sprintf("configcheck: the watched resources of HAProxyTemplateConfig %s are still loading; try again in a moment", st.key))
+	}
+	// Judged in the config's turn, against the stores and the changes
+	// admitted before this one (pending.go).
+	adm := m.admissionsOf(st.key)
+	release, err := adm.acquire(ctx)
+	if err != nil {
+		countUndecided("deadline")
+		return module.Undecided("configcheck: " + err.Error())
+	}
+	defer release()
+	adm.prune(st.cachedGetter())
+	if st.unchanged(w, op, obj, adm) {
 		// What the templates see would not change, so neither would the
 		// rendering: refusing the change could protect nothing.
 		HAProxyChecks.WithLabelValues("unchanged").Inc()
 		return admission.Allowed("what the templates see is unchanged")
 	}
-	if !st.synced() {
-		countUndecided("not-synced")
-		return module.Undecided(fmt.Sprintf("configcheck: the watched resources of HAProxyTemplateConfig %s are still loading; try again in a moment", st.key))
+	stores, err := adm.overlay(st.stores())
+	if err != nil {
+		return module.Deny(phaseStructure, err.Error())
 	}
-	data, err := overlaid(st.stores(), w.name, op, obj)
+	data, err := overlaid(stores, w.name, op, obj)
 	if err != nil {
 		return module.Deny(phaseStructure, err.Error())
 	}
@@ -151,11 +168,53 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 		return module.Undecided(v.undecided)
 	}
 	if v.denial == "" {
+		if v = m.judgeAlone(ctx, st, adm, st.stores(), w, op, obj); v.undecided != "" {
+			countUndecided("deadline")
+			return module.Undecided(v.undecided)
+		}
+	}
+	if v.denial == "" {
+		if !dryRun(req) {
+			adm.record(w.name, op, obj)
+		}
 		return admission.Allowed("")
 	}
 	// Counted once confirmed.
 	return module.Deny(v.phase, v.denial)
 }
+
+// needsPending opens a denial of a change that passes only with changes
+// admitted a moment ago that are not stored yet.
+const needsPending = "this change needs a change admitted a moment ago that is not stored yet (it may never be): try again once it is stored; without it: "
+
+// judgeAlone judges the change against stores without the pending changes
+// of other objects, when there are any: an admitted change may never be
+// stored, and nothing admitted may need it. The turn is held.
+func (m *Module) judgeAlone(ctx context.Context, st *configState, adm *admissions, stores map[string]render.IndexedStore,
+	w *watchedSpec, op render.Operation, obj map[string]any) verdict {
+	namespace, name := identityOf(obj)
+	if !adm.othersPending(w.name, namespace, name) {
+		return verdict{}
+	}
+	data, err := overlaid(stores, w.name, op, obj)
+	if err != nil {
+		return verdict{denial: err.Error(), phase: phaseStructure}
+	}
+	v := m.judge(ctx, st.compiled, data, st.failedTests())
+	if v.denial != "" {
+		v.denial = needsPending + v.denial
+	}
+	return v
+}
+
+func identityOf(obj map[string]any) (namespace, name string) {
+	meta, _ := obj["metadata"].(map[string]any)
+	namespace, _ = meta["namespace"].(string)
+	name, _ = meta["name"].(string)
+	return namespace, name
+}
+
+func dryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRun }
 
 // confirmWatched returns the confirmation of one config's watched resource:
 // the change judged again over the API server's lists, and, when it fails
@@ -188,25 +247,50 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 	if err != nil || op == "" {
 		return denial
 	}
+	adm := m.admissionsOf(st.key)
+	release, err := adm.acquire(ctx)
+	if err != nil {
+		return module.Undecided("configcheck: " + err.Error())
+	}
+	defer release()
+	adm.prune(st.cachedGetter())
 	live, err := m.liveStores(ctx, st)
 	if err != nil {
 		return module.Undecided(fmt.Sprintf("configcheck: the denial could not be confirmed against the API server in time (%v); the first check said: %s", err, bounded(denial.Result.Message, 1000)))
 	}
-	liveData, err := overlaid(live, w.name, op, obj)
+	withPending, err := adm.overlay(live)
+	if err != nil {
+		return module.Deny(phaseStructure, err.Error())
+	}
+	liveData, err := overlaid(withPending, w.name, op, obj)
 	if err != nil {
 		return module.Deny(phaseStructure, err.Error())
 	}
 	confirmed := m.judge(ctx, st.compiled, liveData, st.failedTests())
+	alone := false
+	if confirmed.undecided == "" && confirmed.denial == "" {
+		confirmed, alone = m.judgeAlone(ctx, st, adm, live, w, op, obj), true
+	}
 	switch {
 	case confirmed.undecided != "":
 		return module.Undecided(confirmed.undecided)
 	case confirmed.denial == "":
+		if !dryRun(req) {
+			adm.record(w.name, op, obj)
+		}
 		return admission.Allowed("")
 	}
-	if m.failsAlready(ctx, st, live, confirmed) {
-		countPhase(confirmed.phase, "pre-existing")
-		log.Info("admitted: the cluster's state fails the same way without this change", "phase", confirmed.phase, "failure", bounded(confirmed.denial, 500))
-		return module.Excused(admission.Allowed("").WithWarnings(preexistingWarnings(st.key, confirmed.denial)...))
+	// A change refused for needing a pending change is not judged against
+	// a failing state: it passed there.
+	if !alone {
+		if way, ok := m.wayOut(ctx, st, withPending, w.name, op, obj, confirmed); ok {
+			countPhase(confirmed.phase, "pre-existing")
+			log.Info("admitted: the cluster's state fails without this change, and it adds no failure", "phase", confirmed.phase, "failure", bounded(confirmed.denial, 500), "delete", op == render.OperationDelete)
+			if !dryRun(req) {
+				adm.record(w.name, op, obj)
+			}
+			return module.Excused(admission.Allowed("").WithWarnings(preexistingWarnings(st.key, way)...))
+		}
 	}
 	countPhase(confirmed.phase, "denied")
 	return module.Deny(confirmed.phase, confirmed.denial)
@@ -342,7 +426,7 @@ func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, faile
 		return verdict{denial: checked.Message, phase: phasePolicy, cached: checked.Cached}
 	}
 	if !checked.Valid {
-		return verdict{denial: haproxyRejects + "\n" + checked.Message, phase: phaseHAProxy, cached: checked.Cached}
+		return verdict{denial: haproxyRejects + "\n" + checked.Message, phase: phaseHAProxy, cached: checked.Cached, alerts: checked.Alerts}
 	}
 	if failedTests != "" {
 		return verdict{denial: failedTests, phase: phaseTests, cached: checked.Cached}

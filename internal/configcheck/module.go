@@ -137,6 +137,8 @@ type Module struct {
 
 	mu     sync.RWMutex
 	states map[types.NamespacedName]*configState
+	// admitted holds each config's turn and pending changes (pending.go).
+	admitted map[types.NamespacedName]*admissions
 	// failOpenLogged is set once "no config asks for validation" was logged.
 	failOpenLogged bool
 }

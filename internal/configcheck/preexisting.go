@@ -3,7 +3,6 @@ package configcheck
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -13,53 +12,67 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
-// failsAlready reports whether the live state without the change fails the
-// way the change's rendering does. Then the change does not cause the
-// failure: refusing it would block every team's changes behind one
-// object that got in while the webhook was off or under Ignore, and would
-// protect nothing, since the published rendering stays the last accepted
-// one until the failure is fixed.
-func (m *Module) failsAlready(ctx context.Context, st *configState, live map[string]render.IndexedStore, proposed verdict) bool {
-	baseline := m.judge(ctx, st.compiled, dataOf(live), st.failedTests())
-	return baseline.undecided == "" && sameFailure(proposed, baseline)
+// wayOut reports whether a change refused over current (the live state
+// with the changes admitted before it) is admitted all the same, because
+// current fails already and the change adds no failure to it: it returns
+// current's failure, for the warnings. Refusing such a change protects
+// nothing (the published rendering stays the last accepted one until the
+// failure is fixed) and would block every team behind one object that got
+// in while the webhook was off, under Ignore, or before its config.
+//
+// A DELETE out of a failing state is always admitted: removing an object
+// is how a failure is fixed, by its owner or an administrator, even when
+// it leaves or uncovers another one; the status names what still fails.
+// Any other change must add no failure: a render stops at its first
+// failure, so its message must be current's; haproxy -c says every alert,
+// so each of the change's must be among current's (addsNoFailure). An
+// UPDATE may instead fail as current does without its object at all: a
+// fix of the object a render stops at moves the stop to the next failure.
+func (m *Module) wayOut(ctx context.Context, st *configState, current map[string]render.IndexedStore, watched string, op render.Operation, obj map[string]any, proposed verdict) (string, bool) {
+	baseline := m.judge(ctx, st.compiled, dataOf(current), st.failedTests())
+	if baseline.undecided != "" || baseline.denial == "" {
+		return "", false
+	}
+	if op == render.OperationDelete || addsNoFailure(proposed, baseline) {
+		return baseline.denial, true
+	}
+	if op != render.OperationUpdate {
+		return "", false
+	}
+	// A fix of the object a render stops at moves the stop to the next
+	// failure: the change adds nothing when the state fails the same with
+	// the object gone altogether.
+	without, err := render.Overlay(current[watched], render.OperationDelete, obj)
+	if err != nil {
+		return "", false
+	}
+	removed := make(map[string]render.IndexedStore, len(current))
+	for name, s := range current {
+		removed[name] = s
+	}
+	removed[watched] = without
+	if v := m.judge(ctx, st.compiled, dataOf(removed), st.failedTests()); v.undecided == "" && addsNoFailure(proposed, v) {
+		return baseline.denial, true
+	}
+	return "", false
 }
 
-// sameFailure reports whether proposed fails for no reason current does
+// addsNoFailure reports whether proposed fails for no reason current does
 // not fail for already. A render stops at its first failure, so the
 // messages must be equal; haproxy -c reports every alert, so each of
-// proposed's alerts must be among current's, line numbers aside (an
-// object added above a broken line moves it). An alert list cut short
-// hides alerts, and is never taken as the same.
-func sameFailure(proposed, current verdict) bool {
+// proposed's alerts must be among current's as many times (three backends
+// of one name are two alerts), line numbers aside (an object added above a
+// broken line moves it). A list of alerts that is not complete (more than
+// haproxy.MaxAlerts, or haproxy's output cut) may hide the alert the change
+// adds, and is never taken as the same.
+func addsNoFailure(proposed, current verdict) bool {
 	if proposed.denial == "" || current.denial == "" || proposed.phase != current.phase {
 		return false
 	}
-	if proposed.phase != phaseHAProxy {
+	if proposed.phase != phaseHAProxy || len(proposed.alerts.Keys) == 0 && proposed.alerts.Complete() {
 		return proposed.denial == current.denial
 	}
-	if alertsLeftOut.MatchString(proposed.denial) || alertsLeftOut.MatchString(current.denial) {
-		return false
-	}
-	known := map[string]bool{}
-	for _, line := range strings.Split(withoutLineNumbers(current.denial), "\n") {
-		known[line] = true
-	}
-	for _, line := range strings.Split(withoutLineNumbers(proposed.denial), "\n") {
-		if !known[line] {
-			return false
-		}
-	}
-	return true
-}
-
-var (
-	alertsLeftOut = regexp.MustCompile(`\(\d+ more alerts not shown\)`)
-	fileLine      = regexp.MustCompile(`(\.(?:cfg|map|pem|lst|txt|http)):\d+`)
-	quotedLine    = regexp.MustCompile(`\bline \d+\b`)
-)
-
-func withoutLineNumbers(s string) string {
-	return quotedLine.ReplaceAllString(fileLine.ReplaceAllString(s, "$1:N"), "line N")
+	return proposed.alerts.Within(current.alerts)
 }
 
 // preexistingWarnings tell the person whose change was admitted what

@@ -9,18 +9,24 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
-// TestSameFailure judges a cluster state and the same state with a change,
+// TestAddsNoFailure judges a cluster state and the same state with a change,
 // with the real haproxy, and asks whether the change fails for no reason
 // of its own.
-func TestSameFailure(t *testing.T) {
+func TestAddsNoFailure(t *testing.T) {
 	c, errs := compileConfig(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
 	const failedTests = "Validation tests failed: 1/1 tests failed\n\nFailed tests:\n\n- Test: t\n  Assertion failed: contains - no match"
 	ok := func(name string) map[string]any { return ingressWithLine(name, "http-request set-header X-"+name+" v") }
+	// long is an Ingress whose line haproxy rejects with an alert quoting
+	// 1,500 characters: three of them say more than a denial message holds.
+	long := func(name string) map[string]any {
+		return ingressWithLine(name, "no_such_keyword_"+strings.Repeat("x", 1500))
+	}
 	inNamespace := func(obj map[string]any, ns string) map[string]any {
 		obj["metadata"].(map[string]any)["namespace"] = ns
 		return obj
@@ -49,6 +55,12 @@ func TestSameFailure(t *testing.T) {
 		{name: "a render failure where the state fails only haproxy -c: not the same",
 			current: []map[string]any{ingressWithLine("web", "no_such_keyword here")},
 			changed: []map[string]any{ingressWithLine("web", "no_such_keyword here"), ingressWithLine("refused", "")}},
+		{name: "alerts longer together than any message bound, a change adding a good line: the same",
+			current: []map[string]any{long("a"), long("b"), long("c")},
+			changed: []map[string]any{long("a"), long("b"), long("c"), ok("tenant-b")}, want: true},
+		{name: "one more alert exactly like the state's: not the same (alerts are counted)",
+			current: []map[string]any{long("a"), long("b"), long("c")},
+			changed: []map[string]any{long("a"), long("b"), long("c"), long("d")}},
 		{name: "failed embedded tests, a change that renders and passes haproxy -c: the same",
 			current: []map[string]any{ok("web")}, changed: []map[string]any{ok("web"), ok("unrelated")},
 			failedTests: failedTests, want: true},
@@ -63,21 +75,26 @@ func TestSameFailure(t *testing.T) {
 			if changed.denial == "" || current.undecided != "" || changed.undecided != "" {
 				t.Fatalf("the case must have a refused change: current %+v, changed %+v", current, changed)
 			}
-			if got := sameFailure(changed, current); got != tc.want {
-				t.Fatalf("sameFailure = %v, want %v\nchanged: %s\ncurrent: %s", got, tc.want, changed.denial, current.denial)
+			if got := addsNoFailure(changed, current); got != tc.want {
+				t.Fatalf("addsNoFailure = %v, want %v\nchanged: %s\ncurrent: %s", got, tc.want, changed.denial, current.denial)
 			}
 		})
 	}
 }
 
-func TestSameFailureNeverMatchesAlertsCutShort(t *testing.T) {
-	cut := verdict{phase: phaseHAProxy, denial: "haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad\n(3 more alerts not shown)"}
-	if sameFailure(cut, cut) {
-		t.Fatal("an alert list cut short hides alerts; it must not count as the same failure")
-	}
-	whole := verdict{phase: phaseHAProxy, denial: "haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad\n  line 9: bad"}
-	if !sameFailure(whole, whole) {
+func TestAddsNoFailureNeverMatchesIncompleteAlerts(t *testing.T) {
+	alert := haproxy.KeyOf("config : parsing [haproxy.cfg:9] : bad")
+	whole := verdict{phase: phaseHAProxy, denial: "haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad",
+		alerts: haproxy.Alerts{Keys: []haproxy.AlertKey{alert}}}
+	if !addsNoFailure(whole, whole) {
 		t.Fatal("the same whole alert list is the same failure")
+	}
+	for _, cut := range []haproxy.Alerts{{Keys: whole.alerts.Keys, LeftOut: 1}, {Keys: whole.alerts.Keys, Truncated: true}} {
+		v := whole
+		v.alerts = cut
+		if addsNoFailure(v, v) || addsNoFailure(v, whole) || addsNoFailure(whole, v) {
+			t.Fatalf("an alert list %+v may hide alerts; it must not count as the same failure", cut)
+		}
 	}
 }
 
@@ -98,5 +115,70 @@ func TestPreexistingWarnings(t *testing.T) {
 				t.Fatalf("warning of %d bytes: the API server's limit is 256", len(line))
 			}
 		}
+	}
+}
+
+// TestWayOut judges changes out of a failing state with the real haproxy:
+// every DELETE is let out, a fix of the object a render stops at is let
+// out although the render then stops at the next failure, and a change
+// adding a failure of its own is not.
+func TestWayOut(t *testing.T) {
+	c, errs := compileConfig(judgeSpec(), inProcess)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	w := c.watched["ingresses"]
+	st := &configState{compiled: c}
+	m := &Module{checker: testChecker(t, nil)}
+	stores := func(objs ...map[string]any) map[string]render.IndexedStore {
+		s, err := render.NewMemoryStore(w.indexer, objs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]render.IndexedStore{"ingresses": s}
+	}
+	// A printed line break stops the render at the Ingress printing it.
+	broken := func(name, value string) map[string]any { return ingressWithLine(name, value+"\nx") }
+	fine := func(name string) map[string]any { return ingressWithLine(name, "http-request set-header X-"+name+" v") }
+	cases := []struct {
+		name    string
+		current []map[string]any
+		op      render.Operation
+		obj     map[string]any
+		want    bool
+	}{
+		{"a DELETE out of a failing state, another failure left", []map[string]any{broken("a", "1"), broken("b", "2")},
+			render.OperationDelete, broken("a", "1"), true},
+		// Without the backend section "a" opens, b's server line is in the
+		// frontend, where haproxy refuses it.
+		{"a DELETE out of a passing state is judged as any change",
+			[]map[string]any{ingressWithLine("a", "backend be"), ingressWithLine("b", "server s1 127.0.0.1:80")},
+			render.OperationDelete, ingressWithLine("a", "backend be"), false},
+		{"a fix of the object the render stops at", []map[string]any{broken("a", "1"), broken("b", "2")},
+			render.OperationUpdate, fine("a"), true},
+		{"an UPDATE breaking the object the render stops at otherwise", []map[string]any{broken("a", "1"), broken("b", "2")},
+			render.OperationUpdate, broken("a", "3"), false},
+		{"a new object rendered before the failure, failing itself", []map[string]any{broken("b", "2")},
+			render.OperationCreate, broken("a", "1"), false},
+		{"a new object that renders, in a failing state", []map[string]any{broken("b", "2")},
+			render.OperationCreate, fine("a"), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			current := stores(tc.current...)
+			data, err := overlaid(current, "ingresses", tc.op, w.stored(tc.obj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			proposed := m.judge(ctx, c, data, "")
+			if proposed.denial == "" {
+				t.Fatalf("the case must have a refused change")
+			}
+			if _, got := m.wayOut(ctx, st, current, "ingresses", tc.op, w.stored(tc.obj), proposed); got != tc.want {
+				t.Fatalf("let out = %v, want %v (the change: %s)", got, tc.want, proposed.denial)
+			}
+		})
 	}
 }

@@ -36,6 +36,10 @@ type publisher struct {
 	// another replica a trigger has nothing to do.
 	mu    sync.Mutex
 	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// good is each config's state at its last rendering that passed, and
+	// attributions its last failure's attribution (attribute.go).
+	good         map[types.NamespacedName]goodState
+	attributions map[types.NamespacedName]attribution
 }
 
 // publishRetry is how soon a config is looked at again after an error (an
@@ -47,7 +51,7 @@ const publishRetry = time.Second
 // when it starts, one for every config: the previous leader may have left
 // a status or a rendering behind.
 func newPublisher(m *Module) (*publisher, error) {
-	p := &publisher{m: m}
+	p := &publisher{m: m, good: map[types.NamespacedName]goodState{}, attributions: map[types.NamespacedName]attribution{}}
 	c, err := m.host.NewController("HAProxyTemplateConfigPublisher", controller.Options{
 		Reconciler:         p,
 		NeedLeaderElection: ptr.To(true),
@@ -122,6 +126,10 @@ func (p *publisher) sync(ctx context.Context, key types.NamespacedName) (time.Du
 	st := m.state(key)
 	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
 	if st == nil {
+		p.mu.Lock()
+		delete(p.good, key)
+		delete(p.attributions, key)
+		p.mu.Unlock()
 		return 0, nil
 	}
 	if err := m.configs.Get(ctx, key, cfg); err != nil {
@@ -160,8 +168,9 @@ func (p *publisher) sync(ctx context.Context, key types.NamespacedName) (time.Du
 // It returns when to look again (0: at the next change).
 func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTemplateConfig, st *configState, status *gatehousev1alpha1.HAProxyTemplateConfigStatus) (time.Duration, error) {
 	m := p.m
+	stores := st.stores()
 	data := render.Data{Resources: map[string]render.Store{}, ExtraContext: st.compiled.extraContext}
-	for name, s := range st.stores() {
+	for name, s := range stores {
 		data.Resources[name] = s
 	}
 	out, err := st.compiled.renderer.Render(ctx, data)
@@ -169,6 +178,7 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "RenderFailed",
 			bounded("the cluster's current state does not render; the last accepted rendering stays published: "+renderFailure(err), 1000))
+		p.failing(ctx, st, stores, status, verdict{denial: renderFailure(err), phase: phaseRender})
 		return 0, nil
 	}
 	v, err := m.checker.Check(ctx, out)
@@ -180,14 +190,22 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "PolicyRefused",
 			bounded("the cluster's current rendering breaks the check policy and was not checked; the last accepted one stays published:\n"+v.Message, 1000))
+		p.failing(ctx, st, stores, status, verdict{denial: v.Message, phase: phasePolicy})
 		return 0, nil
 	}
 	if !v.Valid {
 		published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "HAProxyCheckFailed",
 			bounded("haproxy -c rejects the cluster's current rendering; the last accepted one stays published:\n"+v.Message, 1000))
+		p.failing(ctx, st, stores, status, verdict{denial: haproxyRejects + "\n" + v.Message, phase: phaseHAProxy, alerts: v.Alerts})
 		return 0, nil
 	}
+	p.mu.Lock()
+	p.good[st.key] = snapshotOf(stores)
+	delete(p.attributions, st.key)
+	p.mu.Unlock()
+	setCondition(status, st, gatehousev1alpha1.ConditionFailing, metav1.ConditionFalse, "Passes",
+		"the cluster's current state renders and passes haproxy -c")
 	if status.Output != nil && status.Output.Checksum == v.Checksum {
 		published.WithLabelValues("unchanged").Inc()
 	} else {
@@ -212,4 +230,32 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 	setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionTrue, "Published",
 		"the cluster's current state renders and passes haproxy -c; ConfigMap "+status.Output.ConfigMapName+" holds it")
 	return 0, nil
+}
+
+// failing sets the Failing condition of a config whose current state
+// fails as current says: the objects that cause it (attribute.go). An
+// unchanged failure over unchanged suspects keeps its attribution.
+func (p *publisher) failing(ctx context.Context, st *configState, stores map[string]render.IndexedStore,
+	status *gatehousev1alpha1.HAProxyTemplateConfigStatus, current verdict) {
+	p.mu.Lock()
+	good, seen := p.good[st.key]
+	previous, attributed := p.attributions[st.key]
+	p.mu.Unlock()
+	suspects := changedSince(good, stores)
+	fingerprint := fingerprintOf(current, suspects)
+	a := previous
+	if !attributed || previous.fingerprint != fingerprint {
+		a = p.m.attribute(ctx, st.compiled, stores, current, suspects)
+		a.fingerprint, a.fresh = fingerprint, !seen
+		if a.incomplete == "" {
+			p.mu.Lock()
+			p.attributions[st.key] = a
+			p.mu.Unlock()
+		}
+	}
+	reason := "Attributed"
+	if len(a.culprits) == 0 {
+		reason = "Unattributed"
+	}
+	setCondition(status, st, gatehousev1alpha1.ConditionFailing, metav1.ConditionTrue, reason, bounded(a.message(), 2000))
 }

@@ -183,6 +183,9 @@ func (m *Module) replaceState(ctx context.Context, key types.NamespacedName, st 
 	if old != nil {
 		m.releaseFeeds(old)
 	}
+	if st == nil {
+		m.forgetAdmissions(key)
+	}
 	m.registerWebhooks(ctx)
 	m.publisher.trigger(key)
 }

@@ -58,20 +58,19 @@ func (st *configState) stores() map[string]render.IndexedStore {
 	return out
 }
 
-// unchanged says whether a CREATE or UPDATE of obj would leave w's store as
-// it is: the same object is already stored (a re-apply, or a change to
-// ignored fields only). A DELETE always renders: an object missing from the
-// store may only be late to arrive in it.
-func (st *configState) unchanged(w *watchedSpec, op render.Operation, obj map[string]any) bool {
+// unchanged says whether a CREATE or UPDATE of obj would leave w's store,
+// with the changes adm admitted before it, as it is: the same object is
+// already there (a re-apply, or a change to ignored fields only). A DELETE
+// always renders: an object missing from the store may only be late to
+// arrive in it.
+func (st *configState) unchanged(w *watchedSpec, op render.Operation, obj map[string]any, adm *admissions) bool {
 	f := st.feeds[w.name]
-	if f == nil || !f.synced() {
+	if f == nil || !f.synced() || op == render.OperationDelete {
 		return false
 	}
-	meta, _ := obj["metadata"].(map[string]any)
-	namespace, _ := meta["namespace"].(string)
-	name, _ := meta["name"].(string)
-	if op == render.OperationDelete {
-		return false
+	namespace, name := identityOf(obj)
+	if p := adm.find(w.name, namespace, name); p != nil {
+		return p.obj != nil && equality.Semantic.DeepEqual(p.obj, obj)
 	}
 	stored, ok := f.store.Get(namespace, name)
 	return ok && equality.Semantic.DeepEqual(stored, obj)

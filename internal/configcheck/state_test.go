@@ -3,6 +3,7 @@ package configcheck
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -62,14 +63,25 @@ func TestUnchangedComparesWhatTheTemplatesSee(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := st.unchanged(w, tc.op, tc.obj); got != tc.want {
+			if got := st.unchanged(w, tc.op, tc.obj, newAdmissions(pendingTTL, time.Now)); got != tc.want {
 				t.Fatalf("unchanged = %v, want %v", got, tc.want)
 			}
 		})
 	}
+	t.Run("a pending change of the object is what the templates see", func(t *testing.T) {
+		adm := newAdmissions(pendingTTL, time.Now)
+		adm.record("ingresses", render.OperationDelete, with(func(map[string]any) {}))
+		if st.unchanged(w, render.OperationUpdate, with(func(map[string]any) {}), adm) {
+			t.Fatal("a re-apply of an object whose deletion is pending is a change")
+		}
+		adm.record("ingresses", render.OperationUpdate, with(func(m map[string]any) { m["annotations"] = map[string]any{"owner": "y"} }))
+		if !st.unchanged(w, render.OperationUpdate, with(func(m map[string]any) { m["annotations"] = map[string]any{"owner": "y"} }), adm) {
+			t.Fatal("the pending object applied again is no change")
+		}
+	})
 	t.Run("a store not synced is not trusted", func(t *testing.T) {
 		unsynced := &configState{feeds: map[string]*feed{"ingresses": {spec: w, store: store}}}
-		if unsynced.unchanged(w, render.OperationUpdate, with(func(map[string]any) {})) {
+		if unsynced.unchanged(w, render.OperationUpdate, with(func(map[string]any) {}), newAdmissions(pendingTTL, time.Now)) {
 			t.Fatal("unchanged from a store that has not synced")
 		}
 	})

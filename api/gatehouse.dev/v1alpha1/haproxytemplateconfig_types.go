@@ -252,6 +252,9 @@ const (
 	ConditionPublished = "Published"
 	// ConditionReady: Valid and Published.
 	ConditionReady = "Ready"
+	// ConditionFailing: the current state of the cluster does not render
+	// or check; the message names the watched objects that cause it.
+	ConditionFailing = "Failing"
 )
 
 // HAProxyTemplateConfigStatus is what Gatehouse last found.

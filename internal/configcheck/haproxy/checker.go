@@ -86,6 +86,11 @@ type Verdict struct {
 	// Message is the simplified haproxy output when invalid, "" when
 	// valid.
 	Message string
+	// Alerts are every alert haproxy said when invalid, up to MaxAlerts,
+	// to compare one failure with another (Message is bounded text, for a
+	// person). Empty when the failure is not haproxy's (a file name
+	// refused before it ran, the Policy).
+	Alerts Alerts
 	// Checksum identifies the checked configuration and auxiliary files;
 	// see Checksum.
 	Checksum string
@@ -296,7 +301,7 @@ func (c *Checker) verify(ctx context.Context, out render.Output) (Verdict, error
 		return Verdict{}, err
 	}
 	c.observe(elapsed)
-	return Verdict{Valid: result.Valid, Message: result.Message, Duration: elapsed}, nil
+	return Verdict{Valid: result.Valid, Message: result.Message, Alerts: result.Alerts, Duration: elapsed}, nil
 }
 
 // observe adds a run's duration to the average.

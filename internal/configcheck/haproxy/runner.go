@@ -42,6 +42,8 @@ type RunResult struct {
 	Valid bool
 	// Message is the simplified output when invalid.
 	Message string
+	// Alerts are every alert of the output when invalid (ParseAlerts).
+	Alerts Alerts
 }
 
 // RunnerOptions configure the process runner. Every zero field has a
@@ -162,7 +164,7 @@ func (r *ProcessRunner) Run(ctx context.Context, out render.Output) (RunResult, 
 	case err == nil:
 		return RunResult{Valid: true}, nil
 	case errors.As(err, &exitErr) && exitErr.ExitCode() > 0 && strings.TrimSpace(text) != "":
-		return RunResult{Message: Simplify(text, out.HAProxyConfig)}, nil
+		return RunResult{Message: Simplify(text, out.HAProxyConfig), Alerts: ParseAlerts(text)}, nil
 	default:
 		return RunResult{}, fmt.Errorf("haproxy -c ended without a verdict: %w (output: %q)", err, bound(strings.TrimSpace(text), 512))
 	}
@@ -185,6 +187,9 @@ func writeTree(dir string, out render.Output) error {
 	return os.WriteFile(filepath.Join(dir, ConfigFile), []byte(out.HAProxyConfig), 0o600)
 }
 
+// outputTruncated ends an output cut at maxOutput.
+const outputTruncated = "\n(output truncated)"
+
 // limitedBuffer keeps the first maxOutput bytes written to it. exec writes
 // from one goroutine at a time when Stdout and Stderr are the same writer.
 type limitedBuffer struct {
@@ -205,7 +210,7 @@ func (lb *limitedBuffer) Write(p []byte) (int, error) {
 
 func (lb *limitedBuffer) String() string {
 	if lb.truncated {
-		return string(lb.b) + "\n(output truncated)"
+		return string(lb.b) + outputTruncated
 	}
 	return string(lb.b)
 }

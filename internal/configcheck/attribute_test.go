@@ -1,0 +1,72 @@
+package configcheck
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// TestAttributeNamesWhatFails puts back each object changed since the last
+// state that passed, with the real haproxy: the three Ingresses declaring
+// one backend are named, the unrelated new one and the unchanged one are
+// not.
+func TestAttributeNamesWhatFails(t *testing.T) {
+	c, errs := compileConfig(judgeSpec(), inProcess)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	w := c.watched["ingresses"]
+	store := func(objs ...map[string]any) map[string]render.IndexedStore {
+		s, err := render.NewMemoryStore(w.indexer, objs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]render.IndexedStore{"ingresses": s}
+	}
+	fine := w.stored(ingressWithLine("fine", "http-request set-header X-fine v"))
+	good := snapshotOf(store(fine))
+	now := store(fine,
+		w.stored(ingressWithLine("dup-1", "backend dup")), w.stored(ingressWithLine("dup-2", "backend dup")),
+		w.stored(ingressWithLine("dup-3", "backend dup")), w.stored(ingressWithLine("unrelated", "http-request set-header X-u v")))
+
+	m := &Module{checker: testChecker(t, nil)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	current := m.judge(ctx, c, dataOf(now), "")
+	if current.phase != phaseHAProxy || len(current.alerts.Keys) != 2 {
+		t.Fatalf("the state must fail haproxy -c with two duplicate alerts: %+v", current)
+	}
+	suspects := changedSince(good, now)
+	if len(suspects) != 4 {
+		t.Fatalf("suspects %v: want the four new Ingresses", suspects)
+	}
+	a := m.attribute(ctx, c, now, current, suspects)
+	var got []string
+	for _, s := range a.culprits {
+		got = append(got, s.String())
+	}
+	want := []string{"ingresses app/dup-1 (new)", "ingresses app/dup-2 (new)", "ingresses app/dup-3 (new)"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("culprits %v, want %v", got, want)
+	}
+	if msg := a.message(); !strings.HasPrefix(msg, "caused by ingresses app/dup-1 (new), ingresses app/dup-2 (new), ingresses app/dup-3 (new)") {
+		t.Fatalf("message %q", msg)
+	}
+
+	t.Run("a deleted object a render needs is named", func(t *testing.T) {
+		before := store(fine, w.stored(ingressWithLine("gone", "http-request set-header X-g v")))
+		after := store(fine, w.stored(ingressWithLine("refused", "")))
+		suspects := changedSince(snapshotOf(before), after)
+		if len(suspects) != 2 || suspects[0].String() != "ingresses app/gone (deleted)" || suspects[1].String() != "ingresses app/refused (new)" {
+			t.Fatalf("suspects %v", suspects)
+		}
+		current := m.judge(ctx, c, dataOf(after), "")
+		a := m.attribute(ctx, c, after, current, suspects)
+		if len(a.culprits) != 1 || a.culprits[0].name != "refused" {
+			t.Fatalf("culprits %v: want the Ingress the template refuses", a.culprits)
+		}
+	})
+}

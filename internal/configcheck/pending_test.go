@@ -1,0 +1,212 @@
+package configcheck
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// fakeClock is a clock the test moves.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+func names(t *testing.T, s render.IndexedStore) []string {
+	t.Helper()
+	var out []string
+	for _, obj := range s.List() {
+		ns, name := identityOf(obj)
+		out = append(out, ns+"/"+name)
+	}
+	return out
+}
+
+func sameNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestPendingOverlay(t *testing.T) {
+	c, errs := compileConfig(judgeSpec(), inProcess)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	w := c.watched["ingresses"]
+	cache, err := render.NewMemoryStore(w.indexer, w.stored(ingressWithLine("old", "x")), w.stored(ingressWithLine("kept", "x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := map[string]render.IndexedStore{"ingresses": cache}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	adm := newAdmissions(time.Minute, clock.now)
+
+	view := func() []string {
+		t.Helper()
+		o, err := adm.overlay(stores)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names(t, o["ingresses"])
+	}
+	if got := view(); !sameNames(got, []string{"app/kept", "app/old"}) {
+		t.Fatalf("nothing pending: %v", got)
+	}
+	adm.record("ingresses", render.OperationCreate, w.stored(ingressWithLine("new", "a")))
+	adm.record("ingresses", render.OperationDelete, w.stored(ingressWithLine("old", "x")))
+	if got := view(); !sameNames(got, []string{"app/kept", "app/new"}) {
+		t.Fatalf("a create and a delete pending: %v", got)
+	}
+	// A later admitted change of the same object replaces the earlier.
+	adm.record("ingresses", render.OperationUpdate, w.stored(ingressWithLine("new", "b")))
+	o, err := adm.overlay(stores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := o["ingresses"].GetSingle("app", "new")
+	if err != nil || got["spec"].(map[string]any)["line"] != "b" {
+		t.Fatalf("the later change of app/new is shown: %v, %v", got, err)
+	}
+	if len(adm.pending) != 2 {
+		t.Fatalf("%d pending changes, want 2 (one per object)", len(adm.pending))
+	}
+	if !adm.othersPending("ingresses", "app", "new") {
+		t.Fatal("app/old's deletion is pending beside app/new")
+	}
+	alone := newAdmissions(time.Minute, clock.now)
+	alone.record("ingresses", render.OperationCreate, w.stored(ingressWithLine("new", "a")))
+	if alone.othersPending("ingresses", "app", "new") || !alone.othersPending("ingresses", "app", "other") {
+		t.Fatal("othersPending counts the changes of other objects only")
+	}
+
+	get := func(watched, namespace, name string) (map[string]any, bool) { return cache.Get(namespace, name) }
+	t.Run("kept while the cache does not show them", func(t *testing.T) {
+		adm.prune(get)
+		if len(adm.pending) != 2 {
+			t.Fatalf("%d pending, want 2", len(adm.pending))
+		}
+	})
+	t.Run("dropped once the cache shows them", func(t *testing.T) {
+		if err := cache.Upsert(w.stored(ingressWithLine("new", "a"))); err != nil {
+			t.Fatal(err)
+		}
+		adm.prune(get)
+		if len(adm.pending) != 2 {
+			t.Fatal("the cache shows an earlier version of app/new, not the pending one: still pending")
+		}
+		if err := cache.Upsert(w.stored(ingressWithLine("new", "b"))); err != nil {
+			t.Fatal(err)
+		}
+		cache.Delete("app", "old")
+		adm.prune(get)
+		if len(adm.pending) != 0 {
+			t.Fatalf("%d pending after the cache shows both", len(adm.pending))
+		}
+	})
+	t.Run("dropped after the bound when never stored", func(t *testing.T) {
+		adm.record("ingresses", render.OperationCreate, w.stored(ingressWithLine("never", "a")))
+		clock.t = clock.t.Add(59 * time.Second)
+		adm.prune(get)
+		if len(adm.pending) != 1 {
+			t.Fatal("dropped before the bound")
+		}
+		clock.t = clock.t.Add(time.Second)
+		adm.prune(get)
+		if len(adm.pending) != 0 {
+			t.Fatal("kept past the bound")
+		}
+	})
+}
+
+// TestPendingJudgedTogether is the concurrent-creates attack on the
+// judgement: three Ingresses, each fine alone, that together break
+// haproxy -c. Judged in turn against the cache plus the changes admitted
+// before it, only the first is admitted.
+func TestPendingJudgedTogether(t *testing.T) {
+	c, errs := compileConfig(judgeSpec(), inProcess)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	w := c.watched["ingresses"]
+	cache, err := render.NewMemoryStore(w.indexer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := map[string]render.IndexedStore{"ingresses": cache}
+	m := &Module{checker: testChecker(t, nil)}
+	adm := newAdmissions(time.Minute, time.Now)
+	// A section keyword starts a section wherever it is indented: each
+	// Ingress declares backend "dup", which one may, and two may not.
+	line := "backend dup"
+	var admitted []string
+	for _, name := range []string{"one", "two", "three"} {
+		obj := w.stored(ingressWithLine(name, line))
+		withPending, err := adm.overlay(stores)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := overlaid(withPending, "ingresses", render.OperationCreate, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		v := m.judge(ctx, c, data, "")
+		apart := m.judge(ctx, c, judgeData(t, c, obj), "")
+		cancel()
+		if v.undecided != "" || apart.undecided != "" {
+			t.Fatal(v.undecided, apart.undecided)
+		}
+		if apart.denial != "" {
+			t.Fatalf("Ingress %s alone must pass: %s", name, apart.denial)
+		}
+		if v.denial == "" {
+			admitted = append(admitted, name)
+			adm.record("ingresses", render.OperationCreate, obj)
+		}
+	}
+	if !sameNames(admitted, []string{"one"}) {
+		t.Fatalf("admitted %v; judged together only the first may be", admitted)
+	}
+}
+
+func TestAdmissionsTakeTurnsPerConfig(t *testing.T) {
+	m := &Module{}
+	a := m.admissionsOf(types.NamespacedName{Namespace: "lb", Name: "a"})
+	b := m.admissionsOf(types.NamespacedName{Namespace: "lb", Name: "b"})
+	if m.admissionsOf(types.NamespacedName{Namespace: "lb", Name: "a"}) != a {
+		t.Fatal("one config has one turn")
+	}
+	release, err := a.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another config's admissions do not wait for a's.
+	releaseB, err := b.acquire(context.Background())
+	if err != nil {
+		t.Fatal("another config's turn waited:", err)
+	}
+	releaseB()
+	// a's next admission waits, until its own deadline.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := a.acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a second admission of the same config did not wait for the first: %v", err)
+	}
+	release()
+	again, err := a.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again()
+}
