@@ -57,28 +57,46 @@ type currentState struct {
 func (m *Module) checkCurrentState(ctx context.Context, key types.NamespacedName, c *compiled, report suite.Report) currentState {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.timeout)*time.Second-m.opts.Margin)
 	defer cancel()
-	stores, empty, err := m.currentStores(ctx, c)
+	lists := map[watchKey][]unstructured.Unstructured{}
+	stores, empty, err := m.currentStores(ctx, c, lists)
 	if err != nil {
 		return currentState{undecided: "configcheck: the cluster's current state could not be read in time to check the config's rendering: " + err.Error()}
 	}
 	v := m.judge(ctx, c, dataOf(stores), "")
+	return decideCurrentState(key, v, empty, validTest(c, report), func() bool {
+		st := m.state(key)
+		if st == nil || st.compiled == nil {
+			return false
+		}
+		// The stored config over the same lists: the two renderings
+		// differ by the config alone.
+		stored, _, err := m.currentStores(ctx, st.compiled, lists)
+		if err != nil {
+			return false
+		}
+		before := m.judge(ctx, st.compiled, dataOf(stored), "")
+		return before.undecided == "" && sameFailure(v, before)
+	})
+}
+
+// decideCurrentState turns the verdict v on config key's rendering of the
+// current state into the admission's outcome: empty names the watched
+// resources selecting no object, proof a passing test asserting
+// haproxy_valid (""), and failsAlready says whether the stored config fails
+// the same way (asked last: it renders).
+func decideCurrentState(key types.NamespacedName, v verdict, empty []string, proof string, failsAlready func() bool) currentState {
 	switch {
 	case v.undecided != "":
 		return currentState{undecided: v.undecided + " (rendering the cluster's current state with this config)"}
 	case v.denial == "":
 		return currentState{}
-	}
-	first := firstFailureLine(v.denial)
-	if proof := validTest(c, report); len(empty) > 0 && proof != "" {
+	case len(empty) > 0 && proof != "":
 		return currentState{warnings: []string{
-			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render the cluster's current state yet, so nothing is published until it does (condition Published): %s", key, first), 250),
+			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render the cluster's current state yet, so nothing is published until it does (condition Published): %s", key, firstFailureLine(v.denial)), 250),
 			bounded(fmt.Sprintf("admitted because watched resource %s selects no object yet and test %q renders a configuration haproxy -c accepts from its fixtures", strings.Join(empty, ", "), proof), 250),
 		}}
-	}
-	if st := m.state(key); st != nil && st.compiled != nil && st.synced() {
-		if before := m.judge(ctx, st.compiled, dataOf(st.stores()), ""); before.undecided == "" && sameFailure(v, before) {
-			return currentState{warnings: preexistingWarnings(key, v.denial)}
-		}
+	case failsAlready():
+		return currentState{warnings: preexistingWarnings(key, v.denial)}
 	}
 	denial := "the config's rendering of the cluster's current state fails, so it would validate and publish nothing: " + v.denial
 	if len(empty) > 0 {
@@ -115,7 +133,9 @@ func validTest(c *compiled, report suite.Report) string {
 // synced, else from the API server's list (the config's own informers
 // start only once it is stored); either way they are filtered by the
 // watched resource's selectors and stripped as its store would keep them.
-func (m *Module) currentStores(ctx context.Context, c *compiled) (map[string]render.IndexedStore, []string, error) {
+// lists keeps what was listed, by kind and label selector, so that two
+// configs built from it see the same objects.
+func (m *Module) currentStores(ctx context.Context, c *compiled, lists map[watchKey][]unstructured.Unstructured) (map[string]render.IndexedStore, []string, error) {
 	stores := make(map[string]render.IndexedStore, len(c.watched))
 	var empty []string
 	seen := map[string]labels.Set{}
@@ -130,9 +150,13 @@ func (m *Module) currentStores(ctx context.Context, c *compiled) (map[string]ren
 		w := c.watched[name]
 		var objs []map[string]any
 		if gvk, scoped, err := m.resolve(w.gvr); err == nil {
-			items, err := m.listWatched(ctx, gvk, w)
-			if err != nil {
-				return nil, nil, fmt.Errorf("watched resource %s: %w", name, err)
+			lk := watchKey{gvk: gvk, labels: w.labels.String()}
+			items, ok := lists[lk]
+			if !ok {
+				if items, err = m.listWatched(ctx, gvk, w); err != nil {
+					return nil, nil, fmt.Errorf("watched resource %s: %w", name, err)
+				}
+				lists[lk] = items
 			}
 			for i := range items {
 				item := &items[i]
