@@ -31,7 +31,7 @@ func TestDecideCurrentState(t *testing.T) {
 			want: []string{"deny:current state fails"}},
 		{name: "fails without objects and without proof", v: verdict{denial: "no Ingress yet", phase: phaseRender}, empty: []string{"ingresses"},
 			failsAlready: func() bool { return false },
-			want: []string{"deny:no Ingress yet", "deny:watched resource ingresses selects no object yet", "deny:asserts haproxy_valid"}},
+			want:         []string{"deny:no Ingress yet", "deny:watched resource ingresses selects no object yet", "deny:asserts haproxy_valid"}},
 		{name: "waits for objects", v: verdict{denial: "no Ingress yet", phase: phaseRender}, empty: []string{"ingresses"}, proof: "ok-single-ingress",
 			failsAlready: never,
 			want: []string{"warn:HAProxyTemplateConfig lb/edge does not render the cluster's current state yet", "warn:: no Ingress yet",
