@@ -488,10 +488,16 @@ func (r *policyRun) checkNested(w where, kind nestedKind, p string) {
 		r.checkConfig(content, from)
 	case nestedLogFormat:
 		// haproxy parses the whole file as one log-format string, up
-		// to its first NUL: an expression may span lines.
+		// to its first NUL: an expression may span lines. Each line is
+		// scanned on its own too, as the policy always did: the union
+		// does not rest on where the scan of an unclosed argument list
+		// ends.
 		r.checkNUL(content, from)
 		text := cString(content)
 		r.scanSamplesAt(text, lineLocator(text, from), from)
+		for i, line := range strings.Split(content, "\n") {
+			r.scanSamples(locate(from, i+1, line), line, from)
+		}
 	case nestedCrtList:
 		r.checkCrtList(content, from)
 	}
