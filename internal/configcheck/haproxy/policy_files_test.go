@@ -170,19 +170,21 @@ func TestPolicyRefusesNULInEveryConfigurationFile(t *testing.T) {
 	}
 }
 
-// TestPolicyReadsAnLfFileWhole: haproxy parses an lf-file as one string, so
-// a sample expression may span its lines.
+// TestPolicyReadsAnLfFileWhole: haproxy parses an lf-file as one string,
+// so a converter's argument may span its lines. Read line by line, the map
+// below names "maps", inside; haproxy reads "maps\n/../../../etc/passwd",
+// which leaves the directory.
 func TestPolicyReadsAnLfFileWhole(t *testing.T) {
 	out := render.Output{
 		HAProxyConfig: "frontend f\n  http-request return status 200 content-type t lf-file general/x.lf\n",
-		Files:         map[string]string{"x.lf": "line one\n%[src,\nmap(/etc/passwd,x)]\n"},
+		Files:         map[string]string{"x.lf": "line one\n%[src,map(maps\n/../../../etc/passwd,x)]\n"},
 	}
 	vs := Policy{}.Check(out)
 	if !hasViolation(vs, 2, RuleFileInside, "map") {
-		t.Fatalf("the converter on the file's line 3 is not refused: %v", vs)
+		t.Fatalf("the argument spanning lines 2 and 3 is not refused: %v", vs)
 	}
-	if !strings.Contains(vs[0].Message, "in general/x.lf line 3: ") {
-		t.Errorf("not placed on the file's line 3: %v", vs[0])
+	if !strings.Contains(vs[0].Message, "in general/x.lf line 2: ") {
+		t.Errorf("not placed on the file's line 2, where the converter starts: %v", vs[0])
 	}
 }
 
