@@ -173,7 +173,7 @@ func TestPolicyRefusesNULInEveryConfigurationFile(t *testing.T) {
 // TestPolicyReadsAnLfFileWhole: haproxy parses an lf-file as one string,
 // so a converter's argument may span its lines. Read line by line, the map
 // below names "maps", inside; haproxy reads "maps\n/../../../etc/passwd",
-// which leaves the directory.
+// which cleans to a path outside the directory.
 func TestPolicyReadsAnLfFileWhole(t *testing.T) {
 	out := render.Output{
 		HAProxyConfig: "frontend f\n  http-request return status 200 content-type t lf-file general/x.lf\n",
