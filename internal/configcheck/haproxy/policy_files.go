@@ -75,6 +75,10 @@ type crtListFile struct {
 	stop  crtListStop
 	// stopLine is the line number haproxy's error names.
 	stopLine int
+	// missingLF: the file was read to its end, and its last line has no
+	// '\n' (haproxy then refuses the file after reading it: "Missing LF
+	// on last line").
+	missingLF bool
 }
 
 // readCrtList reads content as crtlist_parse_file does (see above).
@@ -112,6 +116,7 @@ func readCrtList(content string) crtListFile {
 		}
 		f.lines = append(f.lines, fileLine{number: number, text: text, undefined: text == "" && read != ""})
 	}
+	f.missingLF = truncated
 	return f
 }
 

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -189,80 +192,151 @@ func TestPolicyReadsAnLfFileWhole(t *testing.T) {
 }
 
 var (
-	statFailed   = regexp.MustCompile(`unable to stat SSL certificate from file '([^']*)'`)
 	lineTooLong  = regexp.MustCompile(`parsing \[[^\]]*probe\.list:(\d+)\]: line too long`)
 	strayNULLine = regexp.MustCompile(`parsing \[[^\]]*probe\.list:(\d+)\]: Stray NUL character`)
+	missingLF    = regexp.MustCompile(`parsing \[[^\]]*probe\.list:\d+\]: Missing LF on last line`)
+	// candidate is every certificate path the cases may name.
+	candidate = regexp.MustCompile(`ssl/[a-z0-9]+`)
 )
 
+// runCrtList runs the real haproxy -c, confined as every check is, on
+// crtListOutput(content) with a certificate at each path of present and a
+// FIFO at each path of fifos (all ssl/<name>). It returns what haproxy
+// printed and the FIFOs it opened: haproxy's messages do not say which
+// certificates it read (a later error replaces the message naming a
+// missing one), an open does.
+func runCrtList(t *testing.T, binary, content, cert string, present, fifos []string) (string, map[string]bool) {
+	t.Helper()
+	out := crtListOutput(content)
+	for _, p := range present {
+		out.Certs[strings.TrimPrefix(p, CertsDir+"/")] = cert
+	}
+	confine := Confinement{}.withDefaults()
+	// A run that never reached haproxy (the confinement's trampoline, a
+	// Go program, can fail to allocate under the address-space limit it
+	// has just set) is tried again: it says nothing about haproxy.
+	for attempt := 0; ; attempt++ {
+		dir := t.TempDir()
+		if err := writeTree(dir, out); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fifos {
+			if err := syscall.Mkfifo(filepath.Join(dir, f), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd, err := confine.command(ctx, binary, []string{"-c", "-f", ConfigFile}, dir)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		var output bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &output, &output
+		if err := cmd.Start(); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			_ = cmd.Wait() // a missing certificate fails the check
+			close(done)
+		}()
+		var mu sync.Mutex
+		opened := map[string]bool{}
+		var wg sync.WaitGroup
+		for _, f := range fifos {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if waitForReader(ctx, filepath.Join(dir, f), done) {
+					mu.Lock()
+					opened[f] = true
+					mu.Unlock()
+				}
+			}()
+		}
+		<-done
+		wg.Wait()
+		late := ctx.Err()
+		cancel()
+		if late != nil {
+			t.Fatalf("haproxy -c did not finish: %v", late)
+		}
+		text := output.String()
+		if strings.Contains(text, "haproxy version is") || strings.Contains(text, "Configuration file is valid") {
+			return text, opened
+		}
+		if attempt == 2 {
+			t.Fatalf("haproxy -c did not run: %s", bound(text, 2000))
+		}
+	}
+}
+
 // TestCrtListReadingAgainstHAProxy is the differential test of the reader:
-// the real haproxy -c, confined as every check is, reads each crt-list of
-// crtListCases (and a file whose first read starts with a NUL, undefined in
-// haproxy); every certificate it stats, and where it stops, must be what
-// readCrtList says. Cases the policy refuses are run too: the reader must be
-// right about them, the refusal is the second line.
+// the real haproxy -c, confined, reads each crt-list of crtListCases, and
+// must read exactly the certificate lines readCrtList returns, and stop
+// where it stops. Each case runs once with a certificate at every path the
+// reader returns and a FIFO at every other path the file's bytes hold
+// (haproxy must open none of those, and stop where the reader stops), and
+// once more per path the reader returns with a FIFO there (haproxy must
+// open it: it read that line, as that path). Cases the policy refuses are
+// run too: the reader must be right about them, the refusal is the second
+// line.
 func TestCrtListReadingAgainstHAProxy(t *testing.T) {
 	binary, err := findBinary("")
 	if err != nil {
 		t.Fatalf("%v (configcheck's tests run the real haproxy)", err)
 	}
-	confine := Confinement{}.withDefaults()
-	run := func(t *testing.T, content string) string {
-		dir := t.TempDir()
-		if err := writeTree(dir, crtListOutput(content)); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		cmd, err := confine.command(ctx, binary, []string{"-c", "-f", ConfigFile}, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var output bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &output, &output
-		_ = cmd.Run() // the certificates are missing: haproxy fails, naming them
-		if ctx.Err() != nil {
-			t.Fatalf("haproxy -c did not finish: %v", ctx.Err())
-		}
-		return output.String()
-	}
+	cert := selfSigned(t)
 	for _, c := range crtListCases() {
 		t.Run(c.name, func(t *testing.T) {
-			text := run(t, c.content)
-			var stated []string
-			for _, m := range statFailed.FindAllStringSubmatch(text, -1) {
-				stated = append(stated, m[1])
-			}
 			f := readCrtList(c.content)
-			if got := crtListPaths(f); !slices.Equal(stated, got) {
-				t.Errorf("haproxy stats %q, the policy reads %q; haproxy said:\n%s", stated, got, bound(text, 2000))
+			paths := crtListPaths(f)
+			var others []string
+			for _, p := range candidate.FindAllString(c.content, -1) {
+				if !slices.Contains(paths, p) && !slices.Contains(others, p) {
+					others = append(others, p)
+				}
 			}
-			wantStop := ""
+			text, opened := runCrtList(t, binary, c.content, cert, paths, others)
+			for p := range opened {
+				t.Errorf("haproxy opens %s, which the reader does not read (it reads %q); haproxy said:\n%s", p, paths, bound(text, 2000))
+			}
+			tooLong, stray := lineTooLong.FindStringSubmatch(text), strayNULLine.FindStringSubmatch(text)
 			switch f.stop {
 			case crtListTooLong:
-				wantStop = fmt.Sprint(f.stopLine)
-				if m := lineTooLong.FindStringSubmatch(text); m == nil || m[1] != wantStop {
-					t.Errorf("haproxy does not stop at line %s as too long; it said:\n%s", wantStop, bound(text, 2000))
+				if tooLong == nil || tooLong[1] != fmt.Sprint(f.stopLine) {
+					t.Errorf("haproxy does not stop at line %d as too long; it said:\n%s", f.stopLine, bound(text, 2000))
 				}
 			case crtListStrayNUL:
-				wantStop = fmt.Sprint(f.stopLine)
-				if m := strayNULLine.FindStringSubmatch(text); m == nil || m[1] != wantStop {
-					t.Errorf("haproxy does not stop at line %s for a stray NUL; it said:\n%s", wantStop, bound(text, 2000))
+				if stray == nil || stray[1] != fmt.Sprint(f.stopLine) {
+					t.Errorf("haproxy does not stop at line %d for a stray NUL; it said:\n%s", f.stopLine, bound(text, 2000))
 				}
 			default:
-				if lineTooLong.MatchString(text) || strayNULLine.MatchString(text) {
-					t.Errorf("haproxy stopped early, the reader read to the end; it said:\n%s", bound(text, 2000))
+				if tooLong != nil || stray != nil {
+					t.Errorf("haproxy stops early, the reader reads to the end; haproxy said:\n%s", bound(text, 2000))
+				}
+				if got := missingLF.MatchString(text); got != f.missingLF {
+					t.Errorf("haproxy says the last line lacks its newline: %v, the reader: %v; haproxy said:\n%s", got, f.missingLF, bound(text, 2000))
+				}
+			}
+			for i, p := range paths {
+				present := slices.Concat(paths[:i], paths[i+1:])
+				if text, opened := runCrtList(t, binary, c.content, cert, present, []string{p}); !opened[p] {
+					t.Errorf("haproxy does not open %s, line %d of the reader; it said:\n%s", p, f.lines[i].number, bound(text, 2000))
 				}
 			}
 		})
 	}
 	// A read starting with a NUL reaches crtlist_parse_line as an empty
 	// string, which leaves the caller's certificate pointer unset: what
-	// haproxy stats then depends on its compiler. The reader marks the
+	// haproxy reads then depends on its compiler. The reader marks the
 	// line, and the policy refuses the file whatever haproxy does.
 	t.Run("a read starting with a NUL", func(t *testing.T) {
 		content := "  ssl/c1\n\x00\x00ssl/c2\n"
-		text := run(t, content)
-		t.Logf("haproxy 2.6 said: %s", bound(text, 1000))
+		text, opened := runCrtList(t, binary, content, cert, []string{"ssl/c1"}, []string{"ssl/c2"})
+		t.Logf("haproxy 2.6 opened ssl/c2: %v; it said: %s", opened["ssl/c2"], bound(text, 1000))
 		f := readCrtList(content)
 		if len(f.lines) != 2 || !f.lines[1].undefined {
 			t.Errorf("the reader does not mark the undefined line: %+v", f.lines)
