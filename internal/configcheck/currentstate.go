@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -48,15 +47,14 @@ type currentState struct {
 // It runs after the author's rights were checked: the rendering, and a
 // denial quoting it, read only what the author may read.
 //
-// Bounds: the rendering has the config's own timeoutSeconds less the
-// margin, as each admission of a watched object does (a state that cannot
-// render within it leaves every such admission undecided anyway), and the
-// config webhook's deadline; at most RenderWorkers-1 config admissions
-// render at once (configChecks), so a burst of config writes or dry runs
-// leaves a render worker to the watched objects' admissions.
+// Bounds: the rendering has what is left of the config webhook's deadline
+// (its first rendering may have to start a render worker, seconds on a
+// loaded node); the render pool's own time budget and memory limit apply
+// as to every rendering; config admissions render on at most
+// RenderWorkers-1 workers at once (configChecks), so a burst of config
+// writes or dry runs leaves a render worker to the watched objects'
+// admissions.
 func (m *Module) checkCurrentState(ctx context.Context, key types.NamespacedName, c *compiled, report suite.Report) currentState {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.timeout)*time.Second-m.opts.Margin)
-	defer cancel()
 	lists := map[watchKey][]unstructured.Unstructured{}
 	stores, empty, err := m.currentStores(ctx, c, lists)
 	if err != nil {
