@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -151,7 +153,14 @@ func (m *Module) currentStores(ctx context.Context, c *compiled, lists map[watch
 			lk := watchKey{gvk: gvk, labels: w.labels.String()}
 			items, ok := lists[lk]
 			if !ok {
-				if items, err = m.listWatched(ctx, gvk, w); err != nil {
+				items, err = m.listWatched(ctx, gvk, w)
+				switch {
+				case apierrors.IsForbidden(err), apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+					// Gatehouse may not read the kind (the chart's
+					// watchedResources), or it went away: its store
+					// stays empty, as the config's informer's would.
+					items, err = nil, nil
+				case err != nil:
 					return nil, nil, fmt.Errorf("watched resource %s: %w", name, err)
 				}
 				lists[lk] = items
