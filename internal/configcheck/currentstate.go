@@ -42,9 +42,9 @@ type currentState struct {
 //     haproxy_valid assertion shows that the templates make a
 //     configuration haproxy accepts from fixtures. It is admitted with
 //     warnings saying so (nothing is published until the state renders);
-//   - on an UPDATE, when the stored config fails the same way over its own
-//     stores: the change does not cause the failure, and refusing it could
-//     block the fix.
+//   - on an UPDATE, when the stored config, rendered over the same objects,
+//     fails the same way: the change does not cause the failure, and
+//     refusing it could block the fix.
 //
 // It runs after the author's rights were checked: the rendering, and a
 // denial quoting it, read only what the author may read.
@@ -53,9 +53,9 @@ type currentState struct {
 // (its first rendering may have to start a render worker, seconds on a
 // loaded node); the render pool's own time budget and memory limit apply
 // as to every rendering; config admissions render on at most
-// RenderWorkers-1 workers at once (configChecks), so a burst of config
-// writes or dry runs leaves a render worker to the watched objects'
-// admissions.
+// RenderWorkers-1 workers at once (at least one; configChecks, held by
+// admitConfig), so a burst of config writes or dry runs leaves a render
+// worker to the watched objects' admissions.
 func (m *Module) checkCurrentState(ctx context.Context, key types.NamespacedName, c *compiled, report suite.Report) currentState {
 	lists := map[watchKey][]unstructured.Unstructured{}
 	stores, empty, err := m.currentStores(ctx, c, lists)
