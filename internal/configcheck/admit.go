@@ -452,7 +452,9 @@ const (
 )
 
 // admitConfig validates a config itself: its spec compiles, its author holds
-// the rights it exercises, and its embedded tests pass.
+// the rights it exercises, its embedded tests pass, and its rendering of the
+// cluster's current state passes the check policy and haproxy -c
+// (currentstate.go).
 func (m *Module) admitConfig(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
@@ -470,13 +472,15 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	// run. An UPDATE that leaves the spec as it is (labels, annotations,
 	// finalizers: the garbage collector's and the namespace controller's
 	// writes among them) reaches nothing new, so it is not asked about.
-	if changed, err := specChanged(req, cfg); err != nil {
+	changed, err := specChanged(req, cfg)
+	if err != nil {
 		return module.Deny(reasonInvalidConfig, err.Error())
-	} else if changed {
-		key := types.NamespacedName{Namespace: req.Namespace, Name: cfg.Name}
-		if key.Name == "" {
-			key.Name = req.Name
-		}
+	}
+	key := types.NamespacedName{Namespace: req.Namespace, Name: cfg.Name}
+	if key.Name == "" {
+		key.Name = req.Name
+	}
+	if changed {
 		refusal, err := m.authorizeAuthor(ctx, req.UserInfo, key, c, len(cfg.Spec.SSLCertificates) > 0)
 		if err != nil {
 			return module.Undecided("configcheck: the author's permissions could not be checked in time: " + err.Error())
@@ -487,6 +491,17 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 			return module.NotPermitted(refusal)
 		}
 	}
+	// Renderings of config admissions (tests, current state) take at most
+	// RenderWorkers-1 workers at once: a burst of config writes or dry
+	// runs leaves one to the watched objects' admissions.
+	if m.configChecks != nil {
+		select {
+		case m.configChecks <- struct{}{}:
+			defer func() { <-m.configChecks }()
+		case <-ctx.Done():
+			return module.Undecided("configcheck: other HAProxyTemplateConfigs were being checked until the deadline; try again")
+		}
+	}
 	report, err := m.runTests(ctx, c, configWebhookTimeout*time.Second)
 	if err != nil {
 		return module.Undecided("configcheck: the embedded tests did not finish in time: " + err.Error())
@@ -495,6 +510,19 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		return module.Deny(reasonTestsFailed, report.Message())
 	}
 	var warnings []string
+	if changed {
+		// An UPDATE leaving the spec as it is renders nothing new, and
+		// must pass whatever the state (the garbage collector's and the
+		// namespace controller's writes).
+		current := m.checkCurrentState(ctx, key, c, report)
+		switch {
+		case current.undecided != "":
+			return module.Undecided(current.undecided)
+		case current.denial != "":
+			return module.Deny(reasonCurrentState, bounded(current.denial, 4000))
+		}
+		warnings = append(warnings, current.warnings...)
+	}
 	for _, name := range sortedKeys(c.watched) {
 		if _, _, err := m.resolve(c.watched[name].gvr); err != nil {
 			warnings = append(warnings, bounded(fmt.Sprintf("watched resource %s: %s is not served by this cluster (yet); its store stays empty until it is", name, c.watched[name].gvr), 250))

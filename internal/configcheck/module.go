@@ -135,6 +135,10 @@ type Module struct {
 	watches    *watchSet
 	publisher  *publisher
 
+	// configChecks bounds the config admissions rendering at once
+	// (RenderWorkers-1, at least 1).
+	configChecks chan struct{}
+
 	mu     sync.RWMutex
 	states map[types.NamespacedName]*configState
 	// admitted holds each config's turn and pending changes (pending.go).
@@ -146,7 +150,8 @@ type Module struct {
 // New returns the configcheck module.
 func New(opts Options) *Module {
 	opts.setDefaults()
-	return &Module{opts: opts, states: map[types.NamespacedName]*configState{}}
+	return &Module{opts: opts, states: map[types.NamespacedName]*configState{},
+		configChecks: make(chan struct{}, max(1, opts.RenderWorkers-1))}
 }
 
 func (m *Module) Name() string { return "configcheck" }
@@ -173,7 +178,7 @@ func (m *Module) Webhooks() []module.Webhook {
 		SideEffects:    admissionregistrationv1.SideEffectClassNone,
 		TimeoutSeconds: configWebhookTimeout,
 		Admit:          m.admitConfig,
-		DenialReasons:  []string{reasonInvalidConfig, reasonTestsFailed},
+		DenialReasons:  []string{reasonInvalidConfig, reasonTestsFailed, reasonCurrentState},
 	}}
 }
 

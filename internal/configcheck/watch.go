@@ -99,6 +99,18 @@ func (s *watchSet) acquire(spec *watchedSpec, gvk schema.GroupVersionKind, clust
 	return f, nil
 }
 
+// synced returns the kind of the shared informer of gvk under selector
+// when it has synced, for reading its cache; nil when there is none.
+func (s *watchSet) synced(gvk schema.GroupVersionKind, selector labels.Selector) module.Kind {
+	s.mu.Lock()
+	w := s.watches[watchKey{gvk: gvk, labels: selector.String()}]
+	s.mu.Unlock()
+	if w == nil || w.kind == nil || w.kind.Informer() == nil {
+		return nil
+	}
+	return w.kind
+}
+
 func (s *watchSet) start(key watchKey, spec *watchedSpec) (*sharedWatch, error) {
 	s.seq++
 	c, stop, err := s.host.StartCache(fmt.Sprintf("watch-%d-%s", s.seq, module.GVKString(key.gvk)), cache.Options{

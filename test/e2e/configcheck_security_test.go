@@ -131,16 +131,41 @@ os.execute("touch %s-exec")
 		t.Errorf("the denial does not name the lua-load line: %+v", resp.Result)
 	}
 
-	// The same config without tests is stored (its webhook has nothing to
-	// run); the leader's publication then meets the policy: nothing is
-	// checked, published or run, and the status says why.
+	// The same config without tests is refused too, through the API
+	// server: its rendering of the cluster's current state meets the
+	// policy.
 	if err := gatehousev1alpha1.AddToScheme(controlPlane.Client.Scheme()); err != nil {
 		t.Fatal(err)
 	}
 	stored := cfg.DeepCopy()
 	stored.Namespace = namespace(t, "lua")
 	stored.Spec.ValidationTests = nil
+	eventually(t, "the config without tests is refused", func() error {
+		// A dry run: whatever answers, nothing is stored.
+		err := controlPlane.Client.Create(context.Background(), stored.DeepCopy(), client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "current state fails") || !strings.Contains(err.Error(), "lua-load") {
+			return fmt.Errorf("got %v", err)
+		}
+		return nil
+	})
+	// One that loads Lua only once a Service it watches exists is stored;
+	// when one does, the leader's publication meets the policy: nothing is
+	// checked, published or run, and the status says why.
+	stored.Spec.WatchedResources = map[string]gatehousev1alpha1.WatchedResource{
+		"services": {APIVersion: "v1", Resources: "services", NamespaceSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{"kubernetes.io/metadata.name": stored.Namespace}}},
+	}
+	// (With a listener: haproxy -c refuses a configuration without one.)
+	stored.Spec.HAProxyConfig.Template = strings.Replace(stored.Spec.HAProxyConfig.Template,
+		"  lua-load general/x.lua\n", "{{ if .resources.services.List }}  lua-load general/x.lua\n{{ end }}", 1) +
+		"frontend f\n  bind :8080\n  http-request return status 200\n"
 	eventually(t, "the config without tests is stored", func() error { return controlPlane.Client.Create(context.Background(), stored) })
+	if err := controlPlane.Client.Create(context.Background(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: stored.Namespace, Name: "trigger"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "its status says the policy refused the rendering", func() error {
 		got := &gatehousev1alpha1.HAProxyTemplateConfig{}
 		if err := controlPlane.Client.Get(context.Background(), client.ObjectKeyFromObject(stored), got); err != nil {

@@ -108,7 +108,12 @@
 //     ssl options), SPOE configurations ("filter spoe ... config", parsed
 //     by haproxy as haproxy.cfg is) and lf-file payloads (log-format, whose
 //     converters may load maps); one level deep: such a file naming more
-//     configuration is refused (unsupported-nested-config).
+//     configuration is refused (unsupported-nested-config). Each is read
+//     as haproxy's own reader reads it (policy_files.go): a crt-list in
+//     65,535-byte reads, an lf-file whole; a NUL byte in any of these files
+//     or in haproxy.cfg (no-nul), and a crt-list line longer than haproxy's
+//     read (line-too-long), are refused, so that a file the policy accepts
+//     reads the same under every one of haproxy's readers.
 //
 // Lines are cut into words as haproxy 2.6 does (parse_line: quotes,
 // backslash and \xNN escapes, comments, joined parts; a "\x00" ends a word

@@ -92,6 +92,7 @@ func (p Policy) Check(out render.Output) []Violation {
 		perLine: map[int]int{},
 		nested:  map[string]bool{},
 	}
+	run.checkNUL(out.HAProxyConfig, nil)
 	run.checkConfig(out.HAProxyConfig, nil)
 	slices.SortStableFunc(run.violations, func(a, b Violation) int { return a.Line - b.Line })
 	return run.violations
@@ -363,6 +364,12 @@ func (r *policyRun) checkNamespace(w where, name string) {
 // characters). The arguments of a converter are skipped: haproxy does not
 // parse them as expressions, and skipping keeps the scan linear.
 func (r *policyRun) scanSamples(w where, text string, from *nestedFile) {
+	r.scanSamplesAt(text, func(int) where { return w }, from)
+}
+
+// scanSamplesAt is scanSamples reporting a converter at byte i of text
+// where at(i) says.
+func (r *policyRun) scanSamplesAt(text string, at func(i int) where, from *nestedFile) {
 	for i := 0; i < len(text); i++ {
 		if i > 0 && isIDChar(text[i-1]) {
 			continue
@@ -383,7 +390,7 @@ func (r *policyRun) scanSamples(w where, text string, from *nestedFile) {
 		}
 		args, consumed := sampleArgs(text[end:])
 		if e.argIndex < len(args) {
-			r.checkFile(w, e, name, cString(args[e.argIndex]), from)
+			r.checkFile(at(i), e, name, cString(args[e.argIndex]), from)
 		}
 		i = end + consumed - 1
 	}
@@ -477,15 +484,45 @@ func (r *policyRun) checkNested(w where, kind nestedKind, p string) {
 	from := &nestedFile{name: name, line: w.line}
 	switch kind {
 	case nestedSPOE:
+		r.checkNUL(content, from)
 		r.checkConfig(content, from)
 	case nestedLogFormat:
-		for i, text := range strings.Split(content, "\n") {
-			r.scanSamples(locate(from, i+1, text), text, from)
+		// haproxy parses the whole file as one log-format string, up
+		// to its first NUL: an expression may span lines. Each line is
+		// scanned on its own too, as the policy always did: the union
+		// does not rest on where the scan of an unclosed argument list
+		// ends.
+		r.checkNUL(content, from)
+		text := cString(content)
+		r.scanSamplesAt(text, lineLocator(text, from), from)
+		for i, line := range strings.Split(content, "\n") {
+			r.scanSamples(locate(from, i+1, line), line, from)
 		}
 	case nestedCrtList:
-		for i, text := range strings.Split(content, "\n") {
-			r.checkCrtListLine(locate(from, i+1, text), splitCrtListLine(text), from)
+		r.checkCrtList(content, from)
+	}
+}
+
+// lineLocator locates byte offsets of text, a file from references, by
+// line. The scan asks for increasing offsets, so counting the line breaks
+// from the previous one keeps it linear.
+func lineLocator(text string, from *nestedFile) func(i int) where {
+	pos, line, start, end := 0, 1, 0, -1
+	return func(i int) where {
+		for ; pos < i; pos++ {
+			if text[pos] == '\n' {
+				line++
+				start, end = pos+1, -1
+			}
 		}
+		if end < 0 { // once per line
+			end = strings.IndexByte(text[start:], '\n')
+			if end < 0 {
+				end = len(text) - start
+			}
+			end += start
+		}
+		return locate(from, line, text[start:end])
 	}
 }
 

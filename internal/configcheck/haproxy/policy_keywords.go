@@ -354,6 +354,14 @@ const (
 	// configuration (it names a tracer plugin, a shared object haproxy
 	// loads), or a file-naming file referenced from within a nested file.
 	RuleUnsupportedNestedConfig = "unsupported-nested-config"
+	// RuleNoNUL: a NUL byte in a file haproxy reads as configuration
+	// (haproxy.cfg, a crt-list, a SPOE configuration, an lf-file):
+	// haproxy's readers end a line at it and disagree on what follows
+	// (policy_files.go).
+	RuleNoNUL = "no-nul"
+	// RuleLineTooLong: a crt-list line longer than haproxy's read buffer
+	// (65,535 bytes with its newline), which haproxy reads in pieces.
+	RuleLineTooLong = "line-too-long"
 )
 
 // refusal is a keyword the policy refuses whatever its arguments.

@@ -498,7 +498,7 @@ func FuzzPolicyCheck(f *testing.F) {
 	for _, s := range policyFuzzSeeds() {
 		f.Add(s, "ssl/a.pem [ca-file /etc/x]\nspoe-agent a\n  acl x src -f /y\n%[src,map(/z)]\n", false)
 	}
-	rules := []string{RuleNoLua, RuleNoExternalCommand, RuleNoSetenv, RuleNoEnvExpansion, RuleNoEngine, RuleFileInside, RuleDefaultPath, RuleNamespaceName, RuleUnsupportedNestedConfig}
+	rules := []string{RuleNoLua, RuleNoExternalCommand, RuleNoSetenv, RuleNoEnvExpansion, RuleNoEngine, RuleFileInside, RuleDefaultPath, RuleNamespaceName, RuleUnsupportedNestedConfig, RuleNoNUL, RuleLineTooLong}
 	f.Fuzz(func(t *testing.T, config, aux string, allowLua bool) {
 		out := render.Output{
 			HAProxyConfig: config,
