@@ -75,7 +75,7 @@ func (m *Module) checkCurrentState(ctx context.Context, key types.NamespacedName
 			return false
 		}
 		before := m.judge(ctx, st.compiled, dataOf(stored), "")
-		return before.undecided == "" && sameFailure(v, before)
+		return before.undecided == "" && addsNoFailure(v, before)
 	})
 }
 

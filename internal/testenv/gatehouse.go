@@ -49,6 +49,10 @@ type Gatehouse struct {
 // (--client-ca-file), as a cluster that authenticates its API server does;
 // HTTPClient presents that certificate too.
 func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.Options) (*Gatehouse, error) {
+	// The binary that serves confined entries (render workers) is linked
+	// now, beside the start, so that no admission waits for the link
+	// (seconds; longer on a loaded machine) inside its webhook timeout.
+	go func() { _, _ = GatehouseForEntries() }()
 	bundle, err := certs.SelfSigned([]string{"127.0.0.1", "localhost"}, 24*time.Hour)
 	if err != nil {
 		return nil, err
