@@ -159,7 +159,7 @@ func (m *Module) currentStores(ctx context.Context, c *compiled, lists map[watch
 					// Gatehouse may not read the kind (the chart's
 					// watchedResources), or it went away: its store
 					// stays empty, as the config's informer's would.
-					items, err = nil, nil
+					items = nil
 				case err != nil:
 					return nil, nil, fmt.Errorf("watched resource %s: %w", name, err)
 				}
