@@ -16,17 +16,21 @@ mkdir -p "$out"
 "$make" tools build
 go build -o bin/devenv ./hack/devenv
 
+# Stopped at exit: the hog with SIGTERM (a background job of a script
+# ignores SIGINT), make run's launcher with SIGINT, as Ctrl-C stops it.
 pids=()
+hog=
 cleanup() {
+  [ -z "$hog" ] || kill -TERM "$hog" 2>/dev/null || true
   for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for pid in $hog "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 
 cpu=$(($(nproc) - 1))
 taskset -c "$cpu" bash -c 'while :; do :; done' &
-pids+=($!)
-echo "test-loaded: a CPU hog spins on CPU $cpu (PID $!)"
+hog=$!
+echo "test-loaded: a CPU hog spins on CPU $cpu (PID $hog)"
 
 # make run's own process (devenv) directly, so that its PID is the one to
 # stop with SIGINT, as Ctrl-C would.
