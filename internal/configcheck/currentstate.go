@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -138,14 +137,7 @@ func validTest(c *compiled, report suite.Report) string {
 func (m *Module) currentStores(ctx context.Context, c *compiled, lists map[watchKey][]unstructured.Unstructured) (map[string]render.IndexedStore, []string, error) {
 	stores := make(map[string]render.IndexedStore, len(c.watched))
 	var empty []string
-	seen := map[string]labels.Set{}
-	nsLabels := func(ns string) labels.Set {
-		if l, ok := seen[ns]; ok {
-			return l
-		}
-		seen[ns] = m.namespaceLabels(ns)
-		return seen[ns]
-	}
+	nsLabels := m.namespaceLabelsOnce()
 	for _, name := range sortedKeys(c.watched) {
 		w := c.watched[name]
 		var objs []map[string]any

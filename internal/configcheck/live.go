@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -28,14 +27,7 @@ func (m *Module) liveStores(ctx context.Context, st *configState) (map[string]re
 			return nil, err
 		}
 		objs := make([]map[string]any, 0, len(list.Items))
-		seen := map[string]labels.Set{}
-		nsLabels := func(ns string) labels.Set {
-			if l, ok := seen[ns]; ok {
-				return l
-			}
-			seen[ns] = m.namespaceLabels(ns)
-			return seen[ns]
-		}
+		nsLabels := m.namespaceLabelsOnce()
 		for i := range list.Items {
 			item := &list.Items[i]
 			if f.spec.selectsIn(item.Object, item.GetNamespace(), f.clusterScoped, nsLabels) {

@@ -294,6 +294,19 @@ func (m *Module) handleNamespaceEvents(ctx context.Context, namespace client.Obj
 	return err
 }
 
+// namespaceLabelsOnce returns namespaceLabels reading each namespace once:
+// a listing holds many objects of few namespaces.
+func (m *Module) namespaceLabelsOnce() func(string) labels.Set {
+	seen := map[string]labels.Set{}
+	return func(ns string) labels.Set {
+		if l, ok := seen[ns]; ok {
+			return l
+		}
+		seen[ns] = m.namespaceLabels(ns)
+		return seen[ns]
+	}
+}
+
 // namespaceLabels are a namespace's labels from the cache (nil when it is
 // unknown).
 func (m *Module) namespaceLabels(name string) labels.Set {

@@ -22,7 +22,17 @@ func TestTheAuditLogRecordsTheDenialsReason(t *testing.T) {
 	mustDeny(t, deleteErr(t, claim), "no VolumeSnapshot")
 
 	key := "pvsafe.gatehouse.dev/" + module.ReasonAnnotation
-	eventually(t, "the denial's reason in the audit log", func() error {
+	if got := auditAnnotation(t, ns, claim.Name, key); got != "claim-would-lose-data" {
+		t.Errorf("the deletion's audit event has %s=%q, want claim-would-lose-data", key, got)
+	}
+}
+
+// auditAnnotation waits for the audit event of the deletion of a claim that
+// carries the annotation key, and returns its value.
+func auditAnnotation(t *testing.T, namespace, name, key string) string {
+	t.Helper()
+	var value string
+	eventually(t, "the annotation "+key+" in the audit log", func() error {
 		f, err := os.Open(controlPlane.AuditLog)
 		if err != nil {
 			return err
@@ -32,22 +42,23 @@ func TestTheAuditLogRecordsTheDenialsReason(t *testing.T) {
 		scanner.Buffer(make([]byte, 0, 64<<10), 1<<20)
 		for scanner.Scan() {
 			var event struct {
-				Stage     string `json:"stage"`
+				Verb      string `json:"verb"`
 				ObjectRef struct {
 					Namespace string `json:"namespace"`
 					Name      string `json:"name"`
 				} `json:"objectRef"`
 				Annotations map[string]string `json:"annotations"`
 			}
-			if json.Unmarshal(scanner.Bytes(), &event) != nil || event.ObjectRef.Namespace != ns || event.ObjectRef.Name != claim.Name {
+			if json.Unmarshal(scanner.Bytes(), &event) != nil || event.Verb != "delete" ||
+				event.ObjectRef.Namespace != namespace || event.ObjectRef.Name != name {
 				continue
 			}
-			if got := event.Annotations[key]; got == "claim-would-lose-data" {
+			if v, ok := event.Annotations[key]; ok {
+				value = v
 				return nil
-			} else if event.Stage == "ResponseComplete" {
-				return fmt.Errorf("the deletion's audit event has %s=%q: %v", key, got, event.Annotations)
 			}
 		}
-		return fmt.Errorf("no audit event of the deletion of %s/%s yet", ns, claim.Name)
+		return fmt.Errorf("no audit event of the deletion of %s/%s with %s yet", namespace, name, key)
 	})
+	return value
 }

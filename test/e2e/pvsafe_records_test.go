@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -20,42 +17,6 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 )
-
-// auditAnnotation waits for the audit event of the deletion of a claim that
-// carries the annotation key, and returns its value.
-func auditAnnotation(t *testing.T, namespace, name, key string) string {
-	t.Helper()
-	var value string
-	eventually(t, "the annotation "+key+" in the audit log", func() error {
-		f, err := os.Open(controlPlane.AuditLog)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		scanner := bufio.NewScanner(f)
-		scanner.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		for scanner.Scan() {
-			var event struct {
-				Verb      string `json:"verb"`
-				ObjectRef struct {
-					Namespace string `json:"namespace"`
-					Name      string `json:"name"`
-				} `json:"objectRef"`
-				Annotations map[string]string `json:"annotations"`
-			}
-			if json.Unmarshal(scanner.Bytes(), &event) != nil || event.Verb != "delete" ||
-				event.ObjectRef.Namespace != namespace || event.ObjectRef.Name != name {
-				continue
-			}
-			if v, ok := event.Annotations[key]; ok {
-				value = v
-				return nil
-			}
-		}
-		return fmt.Errorf("no audit event of the deletion of %s/%s with %s yet", namespace, name, key)
-	})
-	return value
-}
 
 // Issue 26, as the attacker: a tenant with edit in its namespace may delete
 // and create the Events there, so the bypass Event on its claim is no
