@@ -325,9 +325,13 @@ func TestRenderTimeoutBoundsAContextWithoutDeadline(t *testing.T) {
 
 // TestWorkersRetireBeforeTheirCPULimit renders far more CPU time than a
 // worker's RLIMIT_CPU allows, in short renderings: none may fail, since the
-// pool retires a worker before the limit could end a rendering.
+// pool retires a worker before the limit could end a rendering. A worker
+// retires once it has used CPUTime less two RenderTimeouts (3 s of CPU
+// here); the RenderTimeout is wall-clock time, which a worker's start and a
+// rendering take several times over on a loaded machine (1 s failed the
+// first rendering there), so it is not what this test makes short.
 func TestWorkersRetireBeforeTheirCPULimit(t *testing.T) {
-	p, started := newPool(t, Options{Workers: 1, RenderTimeout: time.Second, CPUTime: 3 * time.Second})
+	p, started := newPool(t, Options{Workers: 1, RenderTimeout: 3 * time.Second, CPUTime: 9 * time.Second})
 	busy := compileOne(t, p, `{{ range until 200000 }}{{ end }}done`)
 	deadline := time.Now().Add(2 * time.Minute)
 	for renders := 1; len(started.get()) < 3; renders++ {
