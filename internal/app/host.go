@@ -57,6 +57,10 @@ func (h *host) APIReader() client.Reader            { return h.g.Manager.GetAPIR
 func (h *host) EventRecorder() record.EventRecorder { return h.events }
 func (h *host) Add(r manager.Runnable) error        { return h.g.Manager.Add(withLogger(r, h.log)) }
 
+func (h *host) AddReadyCheck(name string, check func() error) {
+	h.g.Server.AddReadyCheck(h.name+"/"+name, check)
+}
+
 func (h *host) NewController(name string, opts controller.Options) (controller.Controller, error) {
 	h.mu.Lock()
 	if h.controllers[name] {

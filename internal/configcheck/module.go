@@ -139,6 +139,10 @@ type Module struct {
 	// (RenderWorkers-1, at least 1).
 	configChecks chan struct{}
 
+	// initialLoad holds /readyz until the configs that existed at start
+	// are loaded (initialload.go).
+	initialLoad *initialLoad
+
 	mu     sync.RWMutex
 	states map[types.NamespacedName]*configState
 	// admitted holds each config's turn and pending changes (pending.go).
@@ -226,6 +230,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	if m.publisher, err = newPublisher(m); err != nil {
 		return err
 	}
+	m.addInitialLoadCheck(ctx)
 	reconciler, err := newReconciler(m)
 	if err != nil {
 		return err

@@ -60,7 +60,13 @@ func (r *reconciler) Start(ctx context.Context) error {
 		return nil
 	}
 	var configs gatehousev1alpha1.HAProxyTemplateConfigList
-	if err := r.m.configs.List(ctx, &configs); err == nil && len(configs.Items) == 0 {
+	if err := r.m.configs.List(ctx, &configs); err != nil {
+		// A synced cache lists without error; were it to fail, the
+		// replica waits for no config rather than never becoming ready.
+		r.controller.GetLogger().Error(err, "listing the configs at start")
+	}
+	r.m.initialLoad.listed(configs.Items)
+	if len(configs.Items) == 0 {
 		r.m.registerWebhooks(logf.IntoContext(ctx, r.controller.GetLogger()))
 	}
 	err := r.controller.Start(ctx)

@@ -83,6 +83,14 @@ type Host interface {
 	// module's caches (source.Kind); it needs leader election unless
 	// opts.NeedLeaderElection says otherwise. It runs once given to Add.
 	NewController(name string, opts controller.Options) (controller.Controller, error)
+	// AddReadyCheck adds a condition of the module's to /readyz, named
+	// "<module>/<name>": the replica is sent no admissions until it holds.
+	// For state a module loads at run time that its decisions need (the
+	// caches of NewCache and the kinds followed during Setup gate /readyz
+	// already). Every replica runs it, each probe calls it: it must be cheap,
+	// and bounded in time, since a replica held out for what a tenant
+	// controls would be that tenant's outage of every module.
+	AddReadyCheck(name string, check func() error)
 	// AddAudit runs a periodic check of what stands in the cluster, on the
 	// leader only; its findings are written as PolicyReports while that
 	// API is served (internal/reports).

@@ -258,6 +258,11 @@ func (h *host) Served(gvk schema.GroupVersionKind) bool {
 	return err == nil
 }
 
+// AddReadyCheck is not kept: the checks guard state that run-time
+// webhooks need, and a suite serves only the static ones, once the caches
+// built during Setup have synced (start).
+func (h *host) AddReadyCheck(string, func() error) {}
+
 // SetWebhooks checks the module's run-time webhooks; a suite serves only
 // the static ones (docs/testing-policies.md), so they are not kept.
 func (h *host) SetWebhooks(hooks []module.Webhook) error {

@@ -42,6 +42,8 @@ type Host struct {
 	Followed    []client.Object
 	Runtime     []module.Webhook
 	Controllers map[string]controller.Controller
+	// ReadyChecks are the module's /readyz conditions, by name.
+	ReadyChecks map[string]func() error
 	// KindStates are the states of followed kinds other than KindServed
 	// (the test host's caches never sync); a kind not listed is not
 	// served.
@@ -158,6 +160,16 @@ func (h *Host) FollowKind(_ cache.Cache, obj client.Object, _ func()) (module.Ki
 
 // Served says whether the test's scheme knows gvk.
 func (h *Host) Served(gvk schema.GroupVersionKind) bool { return h.Types.Recognizes(gvk) }
+
+// AddReadyCheck records check under name, for the test to call.
+func (h *Host) AddReadyCheck(name string, check func() error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ReadyChecks == nil {
+		h.ReadyChecks = map[string]func() error{}
+	}
+	h.ReadyChecks[name] = check
+}
 
 // SetWebhooks records the module's run-time webhooks.
 func (h *Host) SetWebhooks(hooks []module.Webhook) error {
