@@ -75,6 +75,9 @@ func confineAndExec(p plan) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("setting no_new_privs: %w", err)
 	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
 	if p.LandlockABI > 0 {
 		var rules []landlockRule
 		for _, r := range p.Read {

@@ -99,10 +99,15 @@
 // and no longer allow io_uring (containerd since November 2023). Filters
 // stack: the runtime's profile and this one both apply.
 //
-// Run as root or with capabilities, the confined process keeps them:
-// Landlock, seccomp and the scopes still apply, but CAP_SYS_RESOURCE could
-// raise the hard limits and CAP_SYS_NICE the priority. Run Gatehouse as
-// non-root without capabilities, as its chart does.
+// Run as root or with capabilities (make run, a root Deployment), the
+// trampoline empties every capability set before it executes the program
+// (bounding, inheritable, permitted, effective, ambient; securebits make
+// root not special, locked) and checks that they are empty: the confined
+// program holds no privilege whatever user Gatehouse runs as. The seccomp
+// filter refuses the privileged calls besides (kernel modules, kexec,
+// reboot, mount, ptrace, bpf, ...), so neither layer alone stands between
+// a confined program and the kernel's privileged interfaces. Still, run
+// Gatehouse as non-root without capabilities, as its chart does.
 //
 // # Older kernels
 //

@@ -53,6 +53,8 @@ func init() {
 		os.Exit(0)
 	case sandbox.Entry("test-true"):
 		os.Exit(0)
+	case sandbox.Entry("test-privileges"):
+		os.Exit(entryPrivileges())
 	}
 }
 
@@ -632,7 +634,11 @@ func TestCPUTimeLimit(t *testing.T) {
 		t.Fatalf("want the loop killed by SIGKILL at its CPU limit, got %v", err)
 	}
 	ru := ee.SysUsage().(*syscall.Rusage)
-	if used := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()); used < 900*time.Millisecond {
+	// The kernel kills at 1 s of its precise CPU clock, while rusage
+	// reports user and system time scaled from tick samples: on a busy
+	// machine they came to 899 ms at the kill. Well under that would be
+	// a kill by something else (the context, a signal).
+	if used := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()); used < 750*time.Millisecond {
 		t.Errorf("killed after %v of CPU: not by RLIMIT_CPU (1s)", used)
 	}
 }
@@ -725,6 +731,81 @@ func TestCannotSignalOutside(t *testing.T) {
 	r = run(t, t.Context(), sandbox.Spec{Entry: "test-signal-parent"})
 	if r.exitCode() != 3 || !strings.Contains(r.stdout, "operation not permitted") {
 		t.Errorf("Go entry signalling its parent: want refused (exit 3), got exit %d: %q %q", r.exitCode(), r.stdout, r.stderr)
+	}
+}
+
+// entryPrivileges prints the confined process's capability sets and what
+// the privileged calls an escaping program would try answer, one
+// "name: result" per line.
+func entryPrivileges() int {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		fmt.Println("capget:", err)
+		return 2
+	}
+	fmt.Printf("effective: %#x\npermitted: %#x\ninheritable: %#x\n",
+		uint64(data[1].Effective)<<32|uint64(data[0].Effective),
+		uint64(data[1].Permitted)<<32|uint64(data[0].Permitted),
+		uint64(data[1].Inheritable)<<32|uint64(data[0].Inheritable))
+	var bounding, ambient uint64
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if v, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && v == 1 {
+			bounding |= 1 << c
+		}
+		if v, err := unix.PrctlRetInt(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_IS_SET, uintptr(c), 0, 0); err == nil && v == 1 {
+			ambient |= 1 << c
+		}
+	}
+	fmt.Printf("bounding: %#x\nambient: %#x\n", bounding, ambient)
+	errText := func(err error) string {
+		if err == nil {
+			return "allowed"
+		}
+		return err.Error()
+	}
+	dir, err := os.MkdirTemp("", "mount-target")
+	if err == nil {
+		defer os.Remove(dir)
+	}
+	fmt.Println("mount:", errText(unix.Mount("none", dir, "tmpfs", 0, "")))
+	fmt.Println("init_module:", errText(unix.InitModule(nil, "")))
+	// An invalid magic: were the call let through with CAP_SYS_BOOT, the
+	// kernel would answer EINVAL, and nothing reboots.
+	_, _, e := unix.Syscall6(unix.SYS_REBOOT, 0, 0, 0, 0, 0, 0)
+	fmt.Println("reboot:", errText(errnoErr(e)))
+	fmt.Println("sethostname:", errText(unix.Sethostname([]byte("confined"))))
+	fmt.Println("ptrace parent:", errText(unix.PtraceAttach(os.Getppid())))
+	return 0
+}
+
+func errnoErr(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+// TestNoPrivilegeSurvivesIntoTheConfinement: whatever user runs the tests
+// (CI and make run run as root, with every capability), the confined
+// process holds no capability in any set, and the privileged calls an
+// escape would use are refused.
+func TestNoPrivilegeSurvivesIntoTheConfinement(t *testing.T) {
+	requireConfinement(t)
+	r := run(t, t.Context(), sandbox.Spec{Entry: "test-privileges"})
+	if r.err != nil {
+		t.Fatalf("test-privileges: %v\n%s%s", r.err, r.stdout, bound(r.stderr))
+	}
+	t.Logf("as uid %d:\n%s", os.Geteuid(), r.stdout)
+	for _, set := range []string{"effective", "permitted", "inheritable", "bounding", "ambient"} {
+		if !strings.Contains(r.stdout, set+": 0x0\n") {
+			t.Errorf("the %s capability set is not empty in the confined process", set)
+		}
+	}
+	for _, call := range []string{"mount", "init_module", "reboot", "sethostname", "ptrace parent"} {
+		if !strings.Contains(r.stdout, call+": operation not permitted\n") {
+			t.Errorf("%s was not refused with EPERM", call)
+		}
 	}
 }
 

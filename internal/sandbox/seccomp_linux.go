@@ -27,6 +27,18 @@ import (
 //     SMC one connects to any TCP server unchecked. Other families fail
 //     with EAFNOSUPPORT, other protocols with EPROTONOSUPPORT, which
 //     programs take as "not supported here".
+//   - Privileged calls fail with EPERM, as they would for a process
+//     without capabilities (the trampoline drops them all; this holds
+//     even if a capability were left): loading kernel modules, kexec,
+//     reboot, mounting (mount and the new mount API), swap, accounting,
+//     quotas, setting the clocks and the host's names, port I/O,
+//     open_by_handle_at (which opens a file by handle past path checks:
+//     the "shocker" escape), bpf, perf_event_open, ptrace and
+//     process_vm_readv/writev (reading another process of the same user
+//     where Landlock's scoping is missing), the kernel keyring,
+//     userfaultfd (a tool of kernel exploits), the kernel log and
+//     vhangup. Docker's default profile refuses the same, and haproxy -c,
+//     a rendering or a test needs none of them.
 //   - io_uring fails with ENOSYS: its operations (IORING_OP_SOCKET) make
 //     sockets without the socket() system call this filter checks.
 //   - A system call of another ABI (i386 through int 0x80, x32) kills the
@@ -65,6 +77,48 @@ var seccompTables = map[string]seccompTable{
 			58,  // vfork
 			272, // unshare
 			308, // setns
+			// privileged calls (below)
+			175, // init_module
+			313, // finit_module
+			176, // delete_module
+			246, // kexec_load
+			320, // kexec_file_load
+			169, // reboot
+			165, // mount
+			166, // umount2
+			155, // pivot_root
+			428, // open_tree
+			429, // move_mount
+			430, // fsopen
+			431, // fsconfig
+			432, // fsmount
+			433, // fspick
+			442, // mount_setattr
+			167, // swapon
+			168, // swapoff
+			163, // acct
+			179, // quotactl
+			443, // quotactl_fd
+			164, // settimeofday
+			227, // clock_settime
+			305, // clock_adjtime
+			159, // adjtimex
+			170, // sethostname
+			171, // setdomainname
+			172, // iopl
+			173, // ioperm
+			304, // open_by_handle_at
+			321, // bpf
+			298, // perf_event_open
+			101, // ptrace
+			310, // process_vm_readv
+			311, // process_vm_writev
+			248, // add_key
+			249, // request_key
+			250, // keyctl
+			323, // userfaultfd
+			103, // syslog
+			153, // vhangup
 		},
 		enosys: []uint32{
 			435, // clone3
@@ -81,6 +135,46 @@ var seccompTables = map[string]seccompTable{
 		eperm: []uint32{
 			97,  // unshare
 			268, // setns
+			// privileged calls (below)
+			105, // init_module
+			273, // finit_module
+			106, // delete_module
+			104, // kexec_load
+			294, // kexec_file_load
+			142, // reboot
+			40,  // mount
+			39,  // umount2
+			41,  // pivot_root
+			428, // open_tree
+			429, // move_mount
+			430, // fsopen
+			431, // fsconfig
+			432, // fsmount
+			433, // fspick
+			442, // mount_setattr
+			224, // swapon
+			225, // swapoff
+			89,  // acct
+			60,  // quotactl
+			443, // quotactl_fd
+			170, // settimeofday
+			112, // clock_settime
+			266, // clock_adjtime
+			171, // adjtimex
+			161, // sethostname
+			162, // setdomainname
+			265, // open_by_handle_at
+			280, // bpf
+			241, // perf_event_open
+			117, // ptrace
+			270, // process_vm_readv
+			271, // process_vm_writev
+			217, // add_key
+			218, // request_key
+			219, // keyctl
+			282, // userfaultfd
+			116, // syslog
+			58,  // vhangup
 		},
 		enosys: []uint32{
 			435, // clone3

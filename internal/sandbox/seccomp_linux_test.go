@@ -137,6 +137,22 @@ func TestSeccompTableMatchesXSys(t *testing.T) {
 			t.Errorf("system call %d is not refused with ENOSYS", nr)
 		}
 	}
+	privileged := append([]uint32{
+		unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE, unix.SYS_DELETE_MODULE,
+		unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD, unix.SYS_REBOOT,
+		unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT,
+		unix.SYS_OPEN_TREE, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG, unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
+		unix.SYS_SWAPON, unix.SYS_SWAPOFF, unix.SYS_ACCT, unix.SYS_QUOTACTL, unix.SYS_QUOTACTL_FD,
+		unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME, unix.SYS_ADJTIMEX,
+		unix.SYS_SETHOSTNAME, unix.SYS_SETDOMAINNAME, unix.SYS_OPEN_BY_HANDLE_AT,
+		unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN, unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV,
+		unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_KEYCTL, unix.SYS_USERFAULTFD, unix.SYS_SYSLOG, unix.SYS_VHANGUP,
+	}, archPrivilegedCalls...)
+	for _, nr := range privileged {
+		if !slices.Contains(table.eperm, uint32(nr)) {
+			t.Errorf("privileged system call %d is not refused with EPERM", nr)
+		}
+	}
 	for _, nr := range archForkCalls {
 		if !slices.Contains(table.eperm, nr) {
 			t.Errorf("fork-like system call %d is not refused with EPERM", nr)

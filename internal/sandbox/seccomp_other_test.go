@@ -5,3 +5,5 @@ package sandbox
 // archForkCalls: no table for this architecture; TestSeccompTableMatchesXSys
 // fails and says so.
 var archForkCalls []uint32
+
+var archPrivilegedCalls []uint32
