@@ -80,20 +80,32 @@ func (o RunnerOptions) withDefaults() (RunnerOptions, error) {
 // ProcessRunner runs the real haproxy binary, confined, in a private
 // directory per run.
 type ProcessRunner struct {
-	opts RunnerOptions
+	opts    RunnerOptions
+	version Version
 }
 
 var _ Runner = (*ProcessRunner)(nil)
 
 // NewRunner returns the process runner. Its error says how to install
-// haproxy when the binary is missing.
+// haproxy when the binary is missing, and refuses a haproxy whose grammar
+// the check policy does not cover (version.go).
 func NewRunner(opts RunnerOptions) (*ProcessRunner, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	return &ProcessRunner{opts: opts}, nil
+	r := &ProcessRunner{opts: opts}
+	if r.version, err = r.readVersion(context.Background()); err != nil {
+		return nil, fmt.Errorf("haproxy checker: reading the version of %s: %w", opts.Binary, err)
+	}
+	if err := checkBranch(opts.Binary, r.version); err != nil {
+		return nil, fmt.Errorf("haproxy checker: %w", err)
+	}
+	return r, nil
 }
+
+// Version is the version of the haproxy the runner runs.
+func (r *ProcessRunner) Version() Version { return r.version }
 
 // findBinary resolves the haproxy executable to an absolute path (runs
 // change their working directory, so a relative path would break).
