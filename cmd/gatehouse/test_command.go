@@ -20,6 +20,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	configsuite "github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 	"github.com/gatehouse-dev/gatehouse/internal/testsuite"
 )
 
@@ -34,6 +35,9 @@ func newTestCommand() *cobra.Command {
 		haproxy  string
 		verbose  bool
 		allowLua bool
+		// requireConfinement: refuse to run where the kernel cannot
+		// confine configcheck's checks fully.
+		requireConfinement bool
 	)
 	cmd := &cobra.Command{
 		Use:   "test -f FILE [-f FILE ...]",
@@ -67,6 +71,16 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 			// Caches and clients log through controller-runtime's global
 			// logger; unset, it complains after 30 s.
 			logf.SetLogger(log)
+			// One line, always: a CI log says what a suite from a pull
+			// request could do on this runner.
+			caps := sandbox.Available()
+			fmt.Fprintln(cmd.ErrOrStderr(), confinementLine(cmd.CommandPath(), caps))
+			if requireConfinement {
+				if err := confinementRequired(cmd.CommandPath(), caps); err != nil {
+					fmt.Fprintln(cmd.ErrOrStderr(), err)
+					return exitStatus(2)
+				}
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts := testsuite.Options{
@@ -79,7 +93,13 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 					return catalogue.Build(catalogue.Options{ConfigCheck: configcheck.Options{AllowUnconfined: true, AllowLua: allowLua, HAProxyBinary: haproxy}})
 				},
 				ConfigCheck: func(ctx context.Context, data []byte, test string, suiteAllowsLua bool) (configsuite.Report, error) {
-					return configcheck.RunOffline(ctx, data, configcheck.OfflineOptions{Test: test, AllowLua: allowLua || suiteAllowsLua, HAProxyBinary: haproxy})
+					// A suite is data, perhaps from a pull request: it may
+					// say that its config needs Lua, never allow it.
+					if suiteAllowsLua && !allowLua {
+						return configsuite.Report{}, errors.New("the suite sets allowLua, but a suite cannot allow Lua for itself (it may come from a pull request): " +
+							"the job running it decides, with gatehouse test --allow-lua")
+					}
+					return configcheck.RunOffline(ctx, data, configcheck.OfflineOptions{Test: test, AllowLua: allowLua, HAProxyBinary: haproxy})
 				},
 				Log: log,
 			}
@@ -107,8 +127,30 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 	fs.StringVar(&output, "output", testsuite.OutputSummary, "Report format: summary, json or junit.")
 	fs.StringVar(&haproxy, "haproxy-binary", "", "haproxy executable for configcheck tests (default: from PATH, else /usr/sbin/haproxy).")
 	fs.BoolVar(&allowLua, "allow-lua", false, "Check HAProxyTemplateConfigs as a cluster running with --configcheck-allow-lua does.")
+	fs.BoolVar(&requireConfinement, "require-confinement", false, "Exit 2 unless configcheck's checks and renderings can run fully confined (Landlock ABI 6 and seccomp): for CI jobs that run suites from pull requests.")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "Log the server's and the modules' work (each decision among it) to standard error.")
 	return cmd
+}
+
+// confinementLine says how confined configcheck's checks and renderings
+// run here.
+func confinementLine(command string, caps sandbox.Capabilities) string {
+	if caps.Complete() {
+		return fmt.Sprintf("%s: configcheck checks and renderings run fully confined (Landlock ABI %d, seccomp)", command, caps.LandlockABI)
+	}
+	return fmt.Sprintf("%s: configcheck checks and renderings run with less confinement than in a cluster (Landlock ABI %d, seccomp %v; missing: %s): "+
+		"a suite from an untrusted source can do more on this machine; use --require-confinement in jobs that run such suites",
+		command, caps.LandlockABI, caps.Seccomp, strings.Join(caps.Missing(), "; "))
+}
+
+// confinementRequired is --require-confinement's refusal where the
+// confinement is not complete.
+func confinementRequired(command string, caps sandbox.Capabilities) error {
+	if caps.Complete() {
+		return nil
+	}
+	return fmt.Errorf("%s: --require-confinement: this kernel cannot confine configcheck's checks and renderings fully (missing: %s); "+
+		"run the job on a runner with Linux 6.12 or later and the landlock LSM enabled", command, strings.Join(caps.Missing(), "; "))
 }
 
 // runTestFiles runs each file: an HAProxyTemplateConfig, whose embedded

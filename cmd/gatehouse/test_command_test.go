@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
 
 // TestTestCommandRunsTheExampleSuites: every module's example suite passes
@@ -168,5 +170,58 @@ func TestTestCommandInvalidSuite(t *testing.T) {
 	}
 	if code, _, stderr := gatehouse(t, "test"); code != 2 || !strings.Contains(stderr, "-f is required") {
 		t.Errorf("gatehouse test without -f: exit %d, stderr %q; want 2 and the usage error", code, stderr)
+	}
+}
+
+// TestTestCommandStatesItsConfinement: every run says, in one line of
+// standard error, the confinement configcheck's checks run under; with
+// --require-confinement a runner that cannot confine fully exits 2 before
+// any suite runs, naming what is missing.
+func TestTestCommandStatesItsConfinement(t *testing.T) {
+	code, stdout, stderr := gatehouse(t, "test", "--require-confinement", "-f", "../../examples/configcheck/config.yaml")
+	if code != 0 {
+		t.Fatalf("on this kernel (Landlock ABI 6): exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "gatehouse test: configcheck checks and renderings run fully confined (Landlock ABI ") {
+		t.Errorf("stderr %q does not state the confinement", stderr)
+	}
+	weak := sandbox.Capabilities{LandlockABI: 4, LandlockReason: "ABI 4 lacks signal and abstract socket scoping", Seccomp: true}
+	line := confinementLine("gatehouse test", weak)
+	for _, want := range []string{"less confinement than in a cluster", "Landlock ABI 4", "signal and abstract Unix socket scoping", "--require-confinement"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("line %q does not say %q", line, want)
+		}
+	}
+	err := confinementRequired("gatehouse test", weak)
+	if err == nil || !strings.Contains(err.Error(), "--require-confinement: this kernel cannot confine") || !strings.Contains(err.Error(), "signal and abstract Unix socket scoping") {
+		t.Errorf("--require-confinement on ABI 4: %v; want a refusal naming what is missing", err)
+	}
+	if err := confinementRequired("gatehouse test", sandbox.Capabilities{LandlockABI: 6, Seccomp: true}); err != nil {
+		t.Errorf("--require-confinement on ABI 6: %v", err)
+	}
+}
+
+// TestASuiteCannotAllowLuaForItself plays a pull request whose suite turns
+// Lua on for its config: without --allow-lua on the command line the
+// suite cannot run (exit 2, saying why); the job's flag decides.
+func TestASuiteCannotAllowLuaForItself(t *testing.T) {
+	dir := t.TempDir()
+	config, err := os.ReadFile("../../examples/configcheck/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	suite := "apiVersion: gatehouse.dev/v1alpha1\nkind: TestSuite\nconfigChecks:\n- {file: config.yaml, allowLua: true}\n"
+	if err := os.WriteFile(filepath.Join(dir, "suite.yaml"), []byte(suite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := gatehouse(t, "test", "-f", filepath.Join(dir, "suite.yaml"))
+	if code != 2 || !strings.Contains(stdout+stderr, "a suite cannot allow Lua for itself") {
+		t.Errorf("a suite allowing Lua for itself: exit %d; want 2 and the refusal\n%s\n%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := gatehouse(t, "test", "--allow-lua", "-f", filepath.Join(dir, "suite.yaml")); code != 0 {
+		t.Errorf("with --allow-lua from the job: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }

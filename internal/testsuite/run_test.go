@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -240,7 +242,7 @@ func TestLoadRefusesWithTheLine(t *testing.T) {
 	ok := "tests:\n- name: x\n  request: {operation: DELETE, kind: Namespace, name: a}\n  expect: {allowed: true}\n"
 	for _, tc := range []struct{ body, want string }{
 		{head + "objectFiles: [state.yaml]\n" + ok, ""},
-		{head + "objectFiles: [missing.yaml]\n" + ok, "line 3: objectFiles[0]: open "},
+		{head + "objectFiles: [missing.yaml]\n" + ok, "line 3: objectFiles[0]: missing.yaml: no such file in "},
 		{head + "objects:\n- {kind: Namespace, metadata: {name: a}}\n" + ok, "line 4: objects[0]: an object needs apiVersion and kind"},
 		{head + "modules: {pvsafe: {enforcement: audit}}\n" + ok, `line 3: modules.pvsafe.enforcement "audit": want enforce or warn`},
 		{head + "tests:\n- name: x\n  request: {operation: PATCH, kind: Namespace, name: a}\n  expect: {allowed: true}\n", `line 4: tests[0] (x): request.operation "PATCH": want CREATE, UPDATE, DELETE or CONNECT`},
@@ -261,6 +263,82 @@ func TestLoadRefusesWithTheLine(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%q: error %v, want one containing %q", tc.body, err, tc.want)
 		}
+	}
+}
+
+// TestASuiteReadsOnlyItsOwnFiles plays a pull request's suite run by a CI
+// job: it names files outside its directory (to read the runner's secrets,
+// shown in the error), a device (to exhaust memory), a FIFO (to hang the
+// job), a huge file. Each is refused before a byte is read, and the
+// refusal shows none.
+func TestASuiteReadsOnlyItsOwnFiles(t *testing.T) {
+	outside := t.TempDir()
+	const secret = "ci-token-4f1d9a"
+	secretFile := filepath.Join(outside, "secret.yaml")
+	if err := os.WriteFile(secretFile, []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: "+secret+"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(outside, "suite")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secretFile, filepath.Join(dir, "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	huge, err := os.Create(filepath.Join(dir, "huge.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := huge.Truncate(maxSuiteFile + 1); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	huge.Close()
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, want string }{
+		{"../secret.yaml", "a path leading out of the suite's directory"},
+		{secretFile, "an absolute path"},
+		{"/etc/passwd", "an absolute path"},
+		{"/dev/zero", "an absolute path"},
+		{"sub/../../secret.yaml", "a path leading out of the suite's directory"},
+		{"link.yaml", "not readable there"},
+		{"zero.yaml", "not readable there"},
+		{"fifo.yaml", "not a regular file"},
+		{"huge.yaml", "16777217 bytes"},
+		{"sub", "not a regular file"},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := readRelative(dir, tc.name)
+			done <- err
+		}()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: still reading after a minute", tc.name)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "a suite reads only regular files inside its own directory") {
+			t.Errorf("%s: %v; want refused: %s", tc.name, err, tc.want)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "root:") {
+			t.Errorf("%s: the refusal shows the file's contents: %v", tc.name, err)
+		}
+	}
+	// Control: a file of its own, also through a subdirectory, is read.
+	if err := os.WriteFile(filepath.Join(dir, "sub", "own.yaml"), []byte("kind: List\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := readRelative(dir, "sub/own.yaml"); err != nil || string(data) != "kind: List\n" {
+		t.Errorf("the suite's own file: %q, %v", data, err)
 	}
 }
 

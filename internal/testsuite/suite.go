@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -449,12 +451,69 @@ func (s *Suite) line(path ...any) int {
 	return n.Line
 }
 
+// A suite is data, and may come from a pull request that the CI job
+// running `gatehouse test` does not trust: the files it names are read
+// only from inside its own directory (no absolute path, no "..", no
+// symbolic link leading out: os.Root), only regular files (a device such
+// as /dev/zero would never end, a FIFO would block), and only up to
+// maxSuiteFile. A refusal names the file and the rule, never its bytes.
+const maxSuiteFile = 16 << 20
+
 // readRelative reads a file named relative to the suite's directory.
 func readRelative(dir, name string) ([]byte, error) {
-	if !filepath.IsAbs(name) {
-		name = filepath.Join(dir, name)
+	refuse := func(why string) error {
+		return fmt.Errorf("%s: %s; a suite reads only regular files inside its own directory (%s), of at most %d MiB", name, why, dir, maxSuiteFile>>20)
 	}
-	return os.ReadFile(name)
+	if filepath.IsAbs(name) {
+		return nil, refuse("an absolute path")
+	}
+	if !filepath.IsLocal(name) {
+		return nil, refuse("a path leading out of the suite's directory")
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	// O_NONBLOCK: opening a FIFO must not wait for a writer; a regular
+	// file ignores it.
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no such file in %s", name, dir)
+		}
+		// Escapes through a symbolic link are refused by os.Root.
+		return nil, refuse("not readable there (" + rootError(err) + ")")
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, refuse("not a regular file (" + info.Mode().Type().String() + ")")
+	}
+	if info.Size() > maxSuiteFile {
+		return nil, refuse(fmt.Sprintf("%d bytes", info.Size()))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxSuiteFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxSuiteFile {
+		return nil, refuse("larger than the bound")
+	}
+	return data, nil
+}
+
+// rootError is err without the path os.Root quotes (the name is said
+// already).
+func rootError(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // readObjectFile reads the objects of a file named relative to dir.
