@@ -247,6 +247,14 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 // newChecker is the haproxy -c checker every path shares: the confined
 // process runner behind the check policy.
 func newChecker(binary string, allowLua bool, maxConcurrent int) (*haproxy.Checker, error) {
+	if caps := sandbox.Available(); allowLua && caps.LandlockABI == 0 {
+		// Lua loads native modules, and without Landlock nothing but file
+		// permissions stands between them and every file Gatehouse's user
+		// may read (its ServiceAccount token included): the other layers
+		// hold without Landlock, this one cannot.
+		return nil, fmt.Errorf("Lua is allowed (allow-lua), but this kernel has no Landlock (%s), so Lua's native modules could read any file Gatehouse may read; "+
+			"turn allow-lua off, or run on a kernel with the landlock LSM enabled", caps.LandlockReason)
+	}
 	runner, err := haproxy.NewRunner(haproxy.RunnerOptions{Binary: binary})
 	if err != nil {
 		return nil, err

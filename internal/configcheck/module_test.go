@@ -54,3 +54,22 @@ func TestRenderWorkersCloseOnEveryReplica(t *testing.T) {
 	}
 	<-closed
 }
+
+// TestLuaNeedsLandlock: where files are confined by nothing but their
+// permissions, the one layer that lets a config load code is refused, with
+// the reason; the checks themselves still run.
+func TestLuaNeedsLandlock(t *testing.T) {
+	t.Cleanup(func() { sandbox.LimitLandlockABI(-1) })
+	sandbox.LimitLandlockABI(0)
+	_, err := newChecker("", true, 0)
+	if err == nil || !strings.Contains(err.Error(), "this kernel has no Landlock") || !strings.Contains(err.Error(), "simulated") {
+		t.Fatalf("Lua allowed without Landlock: %v; want a refusal saying why", err)
+	}
+	if _, err := newChecker("", false, 0); err != nil {
+		t.Fatalf("checks without Lua, without Landlock: %v", err)
+	}
+	sandbox.LimitLandlockABI(1)
+	if _, err := newChecker("", true, 0); err != nil {
+		t.Fatalf("Lua with Landlock ABI 1 (files confined): %v", err)
+	}
+}

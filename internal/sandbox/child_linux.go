@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -94,7 +95,7 @@ func confineAndExec(p plan) error {
 		}
 	}
 	if p.Seccomp {
-		if err := installSeccomp(table); err != nil {
+		if err := installSeccomp(table, os.Getpid()); err != nil {
 			return err
 		}
 	}
@@ -177,7 +178,17 @@ func Entry(name string) bool {
 }
 
 // Available says what this kernel offers. It is probed once.
-func Available() Capabilities { return available() }
+func Available() Capabilities {
+	c := available()
+	if limit := landlockLimit.Load(); limit >= 0 && int64(c.LandlockABI) > limit {
+		c.LandlockABI = int(limit)
+		c.LandlockReason = fmt.Sprintf("simulated: Landlock limited to ABI %d (LimitLandlockABI)", limit)
+		if limit == 0 {
+			c.LandlockReason = "simulated: a kernel without Landlock (LimitLandlockABI)"
+		}
+	}
+	return c
+}
 
 var available = sync.OnceValue(func() Capabilities {
 	var c Capabilities
@@ -185,6 +196,23 @@ var available = sync.OnceValue(func() Capabilities {
 	c.Seccomp, c.SeccompReason = seccompAvailable()
 	return c
 })
+
+// landlockLimit is LimitLandlockABI's limit, -1 for none.
+var landlockLimit = func() *atomic.Int64 {
+	var v atomic.Int64
+	v.Store(-1)
+	return &v
+}()
+
+// LimitLandlockABI makes this process confine as a kernel offering at most
+// Landlock ABI abi would (0: a kernel without Landlock; negative: no
+// limit, the kernel's own): Available reports it, and every Command from
+// then on applies that ABI's rights only, with the gaps closed as on such
+// a kernel (seccomp_linux.go). It simulates the kernels platforms run
+// (ABI 1 on Ubuntu 22.04's 5.15, 4 on 6.8, 0 where the LSM is not
+// enabled) on a newer one: for tests, and for `--sandbox-landlock-abi`
+// when reproducing a node's confinement.
+func LimitLandlockABI(abi int) { landlockLimit.Store(int64(max(abi, -1))) }
 
 // addressSpaceInUse is this process's address space (VmSize), from
 // /proc/self/statm, read before the confinement hides /proc.

@@ -654,6 +654,32 @@ func TestOpenFilesLimit(t *testing.T) {
 	}
 }
 
+// refusedNet says whether test-net was refused (exit 3) by the
+// confinement: Landlock (permission denied) or the seccomp filter (not
+// permitted, family or protocol not supported).
+func refusedNet(r result) bool {
+	return r.exitCode() == 3 && (strings.Contains(r.stdout, "permission denied") || strings.Contains(r.stdout, "not permitted") ||
+		strings.Contains(r.stdout, "protocol not supported") || strings.Contains(r.stdout, "address family not supported"))
+}
+
+// pathSocket listens on a pathname Unix socket, as a CI runner's
+// docker.sock or a node's containerd socket, accepting until the test ends.
+func pathSocket(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "docker.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	c.Close()
+	return path
+}
+
 func TestNetwork(t *testing.T) {
 	requireConfinement(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -696,9 +722,10 @@ func TestNetwork(t *testing.T) {
 		{"tcp-listen", "127.0.0.1:0"},
 		{"tcp-listen", freePort(t)},
 		{"unix-connect", abstract},
+		{"unix-connect", pathSocket(t)},
 	} {
 		r := run(t, t.Context(), sandbox.Spec{Entry: "test-net", Args: []string{tc.mode, tc.addr}})
-		if r.exitCode() != 3 || !strings.Contains(r.stdout, "permission denied") && !strings.Contains(r.stdout, "not permitted") && !strings.Contains(r.stdout, "protocol not supported") {
+		if !refusedNet(r) {
 			t.Errorf("%s %s: want a refusal, got exit %d: %s %s", tc.mode, tc.addr, r.exitCode(), r.stdout, r.stderr)
 		}
 	}
@@ -806,6 +833,99 @@ func TestNoPrivilegeSurvivesIntoTheConfinement(t *testing.T) {
 		if !strings.Contains(r.stdout, call+": operation not permitted\n") {
 			t.Errorf("%s was not refused with EPERM", call)
 		}
+	}
+}
+
+// TestConfinementAtEveryLandlockLevel runs the attacks on the confinement
+// as the kernels platforms run would confine them (LimitLandlockABI): none
+// (a kernel without the LSM, or with it not enabled: GKE's COS by default,
+// OpenShift 4), 1 (Ubuntu 22.04's 5.15: files only), 4 (6.7-6.11: TCP
+// too) and 6 (6.12 and later: signals and abstract sockets scoped). What
+// Landlock lacks at a level, the seccomp filter and the dropped
+// capabilities hold; files alone need Landlock (level 0 leaves them to file
+// permissions, which configcheck answers by refusing Lua there).
+func TestConfinementAtEveryLandlockLevel(t *testing.T) {
+	requireConfinement(t)
+	t.Cleanup(func() { sandbox.LimitLandlockABI(-1) })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	abstract := "@" + marker(t)
+	ul, err := net.Listen("unix", abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	dockerSock := pathSocket(t)
+	secret := marker(t)
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte(secret+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, level := range []int{0, 1, 4, 6} {
+		t.Run(fmt.Sprintf("landlock-abi-%d", level), func(t *testing.T) {
+			sandbox.LimitLandlockABI(level)
+			if got := sandbox.Available().LandlockABI; got != level {
+				t.Fatalf("Available reports ABI %d under the limit %d", got, level)
+			}
+			for _, tc := range []struct{ mode, addr string }{
+				{"tcp-connect", l.Addr().String()},
+				{"mptcp-connect", l.Addr().String()},
+				{"tcp-listen", "127.0.0.1:0"},
+				{"unix-connect", abstract},
+				{"unix-connect", dockerSock},
+			} {
+				if r := run(t, t.Context(), sandbox.Spec{Entry: "test-net", Args: []string{tc.mode, tc.addr}}); !refusedNet(r) {
+					t.Errorf("%s %s: want a refusal, got exit %d: %s %s", tc.mode, tc.addr, r.exitCode(), r.stdout, r.stderr)
+				}
+			}
+			if r := run(t, t.Context(), sandbox.Spec{Entry: "test-signal-parent"}); r.exitCode() != 3 || !strings.Contains(r.stdout, "operation not permitted") {
+				t.Errorf("signalling its parent (Gatehouse): want refused, got exit %d: %q %q", r.exitCode(), r.stdout, r.stderr)
+			}
+			for _, mode := range forkModes() {
+				if r := run(t, t.Context(), sandbox.Spec{Entry: "test-fork", Args: []string{mode}}); r.exitCode() != 3 {
+					t.Errorf("fork by %s: want refused (exit 3), got exit %d: %q %q", mode, r.exitCode(), r.stdout, r.stderr)
+				}
+			}
+			r := run(t, t.Context(), sandbox.Spec{Entry: "test-privileges"})
+			for _, set := range []string{"effective", "permitted", "bounding", "ambient"} {
+				if !strings.Contains(r.stdout, set+": 0x0\n") {
+					t.Errorf("the %s capability set is not empty: %s %s", set, r.stdout, r.stderr)
+				}
+			}
+			for _, call := range []string{"mount", "init_module", "reboot", "ptrace parent"} {
+				if !strings.Contains(r.stdout, call+": operation not permitted\n") {
+					t.Errorf("%s was not refused: %s", call, r.stdout)
+				}
+			}
+			// Files: Landlock's alone.
+			r = sh(t, t.Context(), sandbox.Spec{}, `read line < "$1" && echo "read: $line"`, "sh", outside)
+			if level == 0 {
+				if !strings.Contains(r.stdout, "read: "+secret) {
+					t.Errorf("without Landlock a world-readable file outside is read (file permissions only): this test's premise changed: %q %q", r.stdout, r.stderr)
+				}
+			} else if strings.Contains(r.stdout, secret) || !strings.Contains(r.stderr, "Permission denied") {
+				t.Errorf("a file outside its directory was read at Landlock ABI %d: %q %q", level, r.stdout, r.stderr)
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond) // let a connection that got through be counted
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the TCP listener accepted %d connections from confined processes", n)
 	}
 }
 

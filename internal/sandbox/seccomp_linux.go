@@ -19,13 +19,19 @@ import (
 //   - unshare and setns fail with EPERM: namespaces are how an
 //     unprivileged process gains capabilities (in a new user namespace),
 //     and nothing confined needs them.
-//   - socket() is limited to the families and protocols Landlock knows or
-//     that are harmless: Unix and netlink sockets, and IPv4/IPv6 stream
-//     and datagram sockets of protocol TCP or UDP. Landlock restricts TCP
-//     only, and recognises a TCP socket by its protocol: an MPTCP socket
-//     (IPPROTO_MPTCP, which Go itself uses for listeners since 1.24) or an
-//     SMC one connects to any TCP server unchecked. Other families fail
-//     with EAFNOSUPPORT, other protocols with EPROTONOSUPPORT, which
+//   - socket() is limited to netlink sockets and IPv4/IPv6 datagram
+//     sockets of protocol UDP (haproxy -c resolves server names over
+//     DNS). Stream sockets are refused, TCP included: Landlock refuses TCP
+//     connect and bind only from ABI 4, and nothing confined needs TCP
+//     (a DNS answer too large for UDP fails the check, as a connect would
+//     under Landlock). Unix sockets are refused too:
+//     Landlock does not restrict connecting to a pathname one (a CI
+//     runner's docker.sock, a node's containerd socket), nor, below ABI 6,
+//     to an abstract one, and nothing confined needs them (socketpair,
+//     which reaches no one, stays). MPTCP and SMC sockets, which Landlock
+//     does not recognise as TCP even at ABI 4, are stream sockets too.
+//     Other families fail with EAFNOSUPPORT, other types and protocols
+//     with EPROTONOSUPPORT, which
 //     programs take as "not supported here".
 //   - Privileged calls fail with EPERM, as they would for a process
 //     without capabilities (the trampoline drops them all; this holds
@@ -44,6 +50,16 @@ import (
 //   - A system call of another ABI (i386 through int 0x80, x32) kills the
 //     process: it would bypass the numbers checked here, and no confined
 //     program makes one.
+//
+//   - The signalling calls (kill, tkill, tgkill, rt_sigqueueinfo,
+//     rt_tgsigqueueinfo, pidfd_open) may name only the process itself, by
+//     pid or as its process group (0, -pid; it leads a session of its
+//     own); any other target, -1 (every process) included, fails with
+//     EPERM. Landlock scopes signals only from ABI 6.
+//
+// So TCP, Unix sockets and signals hold at every Landlock ABI, even none;
+// files are Landlock's alone: without it (ABI 0) they are protected by
+// file permissions only.
 //
 // Everything else is allowed; files, TCP ports and signals are Landlock's.
 // The filter is a short BPF program assembled with golang.org/x/net/bpf;
@@ -64,6 +80,11 @@ type seccompTable struct {
 	enosys []uint32
 	clone  uint32
 	socket uint32
+	// signals are the calls that signal a process or thread group named
+	// by their first argument (kill, tkill, tgkill, rt_sigqueueinfo,
+	// rt_tgsigqueueinfo, pidfd_open), restricted where Landlock cannot
+	// scope signals.
+	signals []uint32
 	// x32 marks amd64, whose x32 ABI numbers (bit 30 set) reach the
 	// same entry points with the same audit architecture.
 	x32 bool
@@ -128,7 +149,15 @@ var seccompTables = map[string]seccompTable{
 		},
 		clone:  56,
 		socket: 41,
-		x32:    true,
+		signals: []uint32{
+			62,  // kill
+			200, // tkill
+			234, // tgkill
+			129, // rt_sigqueueinfo
+			297, // rt_tgsigqueueinfo
+			434, // pidfd_open
+		},
+		x32: true,
 	},
 	"arm64": {
 		auditArch: unix.AUDIT_ARCH_AARCH64,
@@ -184,6 +213,14 @@ var seccompTables = map[string]seccompTable{
 		},
 		clone:  220,
 		socket: 198,
+		signals: []uint32{
+			129, // kill
+			130, // tkill
+			131, // tgkill
+			138, // rt_sigqueueinfo
+			240, // rt_tgsigqueueinfo
+			434, // pidfd_open
+		},
 	},
 }
 
@@ -203,8 +240,9 @@ func seccompErrno(errno unix.Errno) uint32 {
 	return unix.SECCOMP_RET_ERRNO | uint32(errno)&unix.SECCOMP_RET_DATA
 }
 
-// seccompProgram builds the filter for one architecture.
-func seccompProgram(t seccompTable) ([]bpf.RawInstruction, error) {
+// seccompProgram builds the filter for one architecture, for the process
+// pid (which the confined program keeps through execve).
+func seccompProgram(t seccompTable, pid uint32) ([]bpf.RawInstruction, error) {
 	var a assembler
 	a.load(seccompArch)
 	a.jumpIf(bpf.JumpNotEqual, t.auditArch, "kill", "")
@@ -220,7 +258,16 @@ func seccompProgram(t seccompTable) ([]bpf.RawInstruction, error) {
 	}
 	a.jumpIf(bpf.JumpEqual, t.clone, "clone", "")
 	a.jumpIf(bpf.JumpEqual, t.socket, "socket", "")
+	for _, nr := range t.signals {
+		a.jumpIf(bpf.JumpEqual, nr, "signal", "")
+	}
 	a.ret(unix.SECCOMP_RET_ALLOW)
+
+	a.label("signal")
+	a.load(seccompArgLow(0)) // pid, tid or tgid (an int: the low word)
+	a.jumpIf(bpf.JumpEqual, pid, "allow", "")
+	a.jumpIf(bpf.JumpEqual, 0, "allow", "")         // its own process group
+	a.jumpIf(bpf.JumpEqual, -pid, "allow", "eperm") // the same, by number
 
 	a.label("clone")
 	a.load(seccompArgLow(0))
@@ -228,19 +275,16 @@ func seccompProgram(t seccompTable) ([]bpf.RawInstruction, error) {
 
 	a.label("socket")
 	a.load(seccompArgLow(0)) // domain
-	a.jumpIf(bpf.JumpEqual, unix.AF_UNIX, "allow", "")
 	a.jumpIf(bpf.JumpEqual, unix.AF_NETLINK, "allow", "")
 	a.jumpIf(bpf.JumpEqual, unix.AF_INET, "inet", "")
 	a.jumpIf(bpf.JumpEqual, unix.AF_INET6, "inet", "eafnosupport")
 	a.label("inet")
 	a.load(seccompArgLow(1)) // type, with SOCK_NONBLOCK and SOCK_CLOEXEC
 	a.add(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask})
-	a.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, "protocol", "")
 	a.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, "protocol", "eprotonosupport")
 	a.label("protocol")
 	a.load(seccompArgLow(2))
-	a.jumpIf(bpf.JumpEqual, 0, "allow", "") // the type's default: TCP or UDP
-	a.jumpIf(bpf.JumpEqual, unix.IPPROTO_TCP, "allow", "")
+	a.jumpIf(bpf.JumpEqual, 0, "allow", "") // the datagram default: UDP
 	a.jumpIf(bpf.JumpEqual, unix.IPPROTO_UDP, "allow", "eprotonosupport")
 
 	a.label("allow")
@@ -322,8 +366,8 @@ func (a *assembler) assemble() ([]bpf.RawInstruction, error) {
 // installSeccomp installs the filter on the calling thread (no TSYNC: the
 // thread then executes the program, whose image inherits it). The caller
 // has set no_new_privs.
-func installSeccomp(t seccompTable) error {
-	raw, err := seccompProgram(t)
+func installSeccomp(t seccompTable, pid int) error {
+	raw, err := seccompProgram(t, uint32(pid))
 	if err != nil {
 		return err
 	}

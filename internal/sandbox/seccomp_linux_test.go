@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/binary"
+	"fmt"
 	"runtime"
 	"slices"
 	"testing"
@@ -42,7 +43,8 @@ func TestSeccompProgram(t *testing.T) {
 	)
 	for arch, table := range seccompTables {
 		t.Run(arch, func(t *testing.T) {
-			raw, err := seccompProgram(table)
+			const pid = 4242
+			raw, err := seccompProgram(table, pid)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,10 +69,13 @@ func TestSeccompProgram(t *testing.T) {
 				{"fork by clone", seccompData(a, table.clone, uint64(unix.SIGCHLD)), eperm},
 				{"posix_spawn's clone", seccompData(a, table.clone, unix.CLONE_VM|unix.CLONE_VFORK|uint64(unix.SIGCHLD)), eperm},
 				{"CLONE_THREAD in the ignored high word", seccompData(a, table.clone, unix.CLONE_THREAD<<32|uint64(unix.SIGCHLD)), eperm},
-				{"TCP", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_STREAM|cloexec, 0), allow},
-				{"TCP6", seccompData(a, table.socket, unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_TCP), allow},
+				{"TCP", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_STREAM|cloexec, 0), eprotonosupport},
+				{"TCP6", seccompData(a, table.socket, unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_TCP), eprotonosupport},
 				{"UDP (DNS)", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_DGRAM|cloexec, unix.IPPROTO_UDP), allow},
-				{"Unix", seccompData(a, table.socket, unix.AF_UNIX, unix.SOCK_STREAM|cloexec, 0), allow},
+				{"UDP6 by default", seccompData(a, table.socket, unix.AF_INET6, unix.SOCK_DGRAM, 0), allow},
+				{"TCP as a datagram protocol", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_TCP), eprotonosupport},
+				{"Unix (docker.sock)", seccompData(a, table.socket, unix.AF_UNIX, unix.SOCK_STREAM|cloexec, 0), eafnosupport},
+				{"Unix datagram", seccompData(a, table.socket, unix.AF_UNIX, unix.SOCK_DGRAM, 0), eafnosupport},
 				{"netlink", seccompData(a, table.socket, unix.AF_NETLINK, unix.SOCK_RAW|cloexec, unix.NETLINK_ROUTE), allow},
 				{"MPTCP", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_STREAM|cloexec, unix.IPPROTO_MPTCP), eprotonosupport},
 				{"MPTCP6", seccompData(a, table.socket, unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_MPTCP), eprotonosupport},
@@ -82,6 +87,26 @@ func TestSeccompProgram(t *testing.T) {
 				{"SMC family", seccompData(a, table.socket, unix.AF_SMC, unix.SOCK_STREAM, 0), eafnosupport},
 				{"packet", seccompData(a, table.socket, unix.AF_PACKET, unix.SOCK_RAW, 0), eafnosupport},
 				{"vsock", seccompData(a, table.socket, unix.AF_VSOCK, unix.SOCK_STREAM, 0), eafnosupport},
+			}
+			for _, nr := range table.signals {
+				for _, c := range []struct {
+					target uint64
+					want   uint32
+				}{
+					{pid, allow},                        // itself
+					{0, allow},                          // its process group
+					{uint64(-pid & 0xffffffff), allow},  // the same
+					{1, eperm},                          // init
+					{4241, eperm},                       // its parent, say
+					{0xffffffff, eperm},                 // -1: every process it may signal
+					{uint64(-4241 & 0xffffffff), eperm}, // another group
+				} {
+					cases = append(cases, struct {
+						name string
+						data []byte
+						want uint32
+					}{fmt.Sprintf("signal call %d to %d", nr, int32(c.target)), seccompData(a, nr, c.target, uint64(unix.SIGKILL)), c.want})
+				}
 			}
 			if table.x32 {
 				cases = append(cases, struct {
@@ -151,6 +176,11 @@ func TestSeccompTableMatchesXSys(t *testing.T) {
 	for _, nr := range privileged {
 		if !slices.Contains(table.eperm, uint32(nr)) {
 			t.Errorf("privileged system call %d is not refused with EPERM", nr)
+		}
+	}
+	for _, nr := range []uint32{unix.SYS_KILL, unix.SYS_TKILL, unix.SYS_TGKILL, unix.SYS_RT_SIGQUEUEINFO, unix.SYS_RT_TGSIGQUEUEINFO, unix.SYS_PIDFD_OPEN} {
+		if !slices.Contains(table.signals, nr) {
+			t.Errorf("signalling system call %d is not restricted to the process itself", nr)
 		}
 	}
 	for _, nr := range archForkCalls {
