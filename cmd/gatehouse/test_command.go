@@ -88,7 +88,7 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 				// confinement: the offline checks run as
 				// `gatehouse configcheck test` runs them, confined as far
 				// as the kernel allows, on CI runners whose kernel has no
-				// Landlock ABI 6.
+				// Landlock.
 				Modules: func() []module.Module {
 					return catalogue.Build(catalogue.Options{ConfigCheck: configcheck.Options{AllowUnconfined: true, AllowLua: allowLua, HAProxyBinary: haproxy}})
 				},
@@ -127,7 +127,7 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 	fs.StringVar(&output, "output", testsuite.OutputSummary, "Report format: summary, json or junit.")
 	fs.StringVar(&haproxy, "haproxy-binary", "", "haproxy executable for configcheck tests (default: from PATH, else /usr/sbin/haproxy).")
 	fs.BoolVar(&allowLua, "allow-lua", false, "Check HAProxyTemplateConfigs as a cluster running with --configcheck-allow-lua does.")
-	fs.BoolVar(&requireConfinement, "require-confinement", false, "Exit 2 unless configcheck's checks and renderings can run fully confined (Landlock ABI 6 and seccomp): for CI jobs that run suites from pull requests.")
+	fs.BoolVar(&requireConfinement, "require-confinement", false, "Exit 2 unless configcheck's checks and renderings can run fully confined (Landlock and seccomp filters): for CI jobs that run suites from pull requests.")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "Log the server's and the modules' work (each decision among it) to standard error.")
 	return cmd
 }
@@ -150,7 +150,7 @@ func confinementRequired(command string, caps sandbox.Capabilities) error {
 		return nil
 	}
 	return fmt.Errorf("%s: --require-confinement: this kernel cannot confine configcheck's checks and renderings fully (missing: %s); "+
-		"run the job on a runner with Linux 6.12 or later and the landlock LSM enabled", command, strings.Join(caps.Missing(), "; "))
+		"run the job on a runner whose kernel has the landlock LSM enabled (Linux 5.13 or later)", command, strings.Join(caps.Missing(), "; "))
 }
 
 // runTestFiles runs each file: an HAProxyTemplateConfig, whose embedded

@@ -269,7 +269,7 @@ func checkConfinement(caps sandbox.Capabilities, allowUnconfined bool) error {
 		return nil
 	}
 	return fmt.Errorf("configcheck: this kernel cannot confine haproxy -c and the render workers (%s): "+
-		"run on Linux 6.12 or later with the landlock LSM enabled, or accept the risk with --configcheck-allow-unconfined",
+		"run on a kernel with the landlock LSM enabled (Linux 5.13 or later) and seccomp filters, or accept the risk with --configcheck-allow-unconfined",
 		strings.Join(caps.Missing(), "; "))
 }
 

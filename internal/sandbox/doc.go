@@ -48,20 +48,23 @@
 //     /var/run/secrets, /etc/passwd, /etc/shadow or /root, or that is
 //     Gatehouse's home directory or above it.
 //   - Landlock (ABI 4, TCP): bind and connect of TCP sockets are denied
-//     (no port is allowed).
+//     (no port is allowed); the seccomp filter refuses TCP sockets at
+//     every ABI besides.
 //   - Landlock (ABI 6, scopes): signals to processes outside the domain
 //     (Gatehouse, anything else) and connections to abstract Unix sockets
-//     outside it are denied.
+//     outside it are denied; the seccomp filter holds both at every ABI
+//     besides (no Unix socket; signals to the process itself only).
 //   - seccomp: no process can be created (fork, vfork, clone without
 //     CLONE_THREAD: EPERM; clone3: ENOSYS, so glibc falls back to clone);
 //     threads still work. So a program cannot start a shell (Lua's
 //     os.execute, io.popen), and nothing it starts can outlive it, setsid
 //     or not: there is nothing to outlive it. unshare and setns: EPERM.
-//     socket() is limited to Unix, netlink, and IPv4/IPv6 TCP and UDP:
-//     Landlock recognises TCP by the protocol, so MPTCP or SMC sockets,
-//     which reach TCP servers, would bypass it. io_uring: ENOSYS (it makes
-//     sockets without socket()). System calls of another ABI (i386, x32)
-//     kill the process. See seccomp_linux.go.
+//     socket() is limited to netlink and IPv4/IPv6 UDP (no TCP, MPTCP,
+//     SMC or Unix socket); the signalling calls may name only the process
+//     itself; privileged calls and truncate by path: EPERM. io_uring:
+//     ENOSYS (it makes sockets without socket()). System calls of another
+//     ABI (i386, x32) kill the process. See seccomp_linux.go.
+//   - Capabilities: every set emptied before the program runs (caps_linux.go).
 //   - Resource limits, each soft = hard so the process cannot raise them:
 //     RLIMIT_CPU ([Limits].CPUTime; SIGKILL when used up), RLIMIT_AS
 //     ([Limits].AddressSpace), RLIMIT_DATA ([Limits].Data),

@@ -122,24 +122,21 @@ const (
 )
 
 // Complete reports whether every guarantee of the package documentation
-// holds on this kernel: Landlock ABI 6 or later and seccomp filters.
+// holds on this kernel: Landlock (any ABI: files are the one thing only
+// Landlock confines; TCP, Unix sockets and signals, which later ABIs
+// added, the seccomp filter holds at every ABI) and seccomp filters.
 func (c Capabilities) Complete() bool {
-	return c.LandlockABI >= abiScope && c.Seccomp
+	return c.LandlockABI >= 1 && c.Seccomp
 }
 
 // Missing lists, for a log line, the guarantees this kernel cannot give.
 func (c Capabilities) Missing() []string {
 	var m []string
-	switch {
-	case c.LandlockABI == 0:
-		m = append(m, "file confinement, TCP and signal scoping (no Landlock: "+c.LandlockReason+")")
-	case c.LandlockABI < abiNet:
-		m = append(m, "TCP and signal scoping (Landlock ABI < 4)")
-	case c.LandlockABI < abiScope:
-		m = append(m, "signal and abstract Unix socket scoping (Landlock ABI < 6)")
+	if c.LandlockABI == 0 {
+		m = append(m, "file confinement (no Landlock: "+c.LandlockReason+"); files are protected by their permissions only")
 	}
 	if !c.Seccomp {
-		m = append(m, "ban on creating processes (no seccomp filters: "+c.SeccompReason+")")
+		m = append(m, "the ban on creating processes, TCP and Unix sockets, signals to other processes and privileged calls (no seccomp filters: "+c.SeccompReason+")")
 	}
 	return m
 }

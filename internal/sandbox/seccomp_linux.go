@@ -43,7 +43,8 @@ import (
 //     process_vm_readv/writev (reading another process of the same user
 //     where Landlock's scoping is missing), the kernel keyring,
 //     userfaultfd (a tool of kernel exploits), the kernel log and
-//     vhangup. Docker's default profile refuses the same, and haproxy -c,
+//     vhangup; and truncate by path, which Landlock handles only from ABI
+//     3 (ftruncate of a descriptor opened for writing stays). Docker's default profile refuses the same, and haproxy -c,
 //     a rendering or a test needs none of them.
 //   - io_uring fails with ENOSYS: its operations (IORING_OP_SOCKET) make
 //     sockets without the socket() system call this filter checks.
@@ -140,6 +141,7 @@ var seccompTables = map[string]seccompTable{
 			323, // userfaultfd
 			103, // syslog
 			153, // vhangup
+			76,  // truncate
 		},
 		enosys: []uint32{
 			435, // clone3
@@ -204,6 +206,7 @@ var seccompTables = map[string]seccompTable{
 			282, // userfaultfd
 			116, // syslog
 			58,  // vhangup
+			45,  // truncate
 		},
 		enosys: []uint32{
 			435, // clone3

@@ -171,7 +171,7 @@ func TestSeccompTableMatchesXSys(t *testing.T) {
 		unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME, unix.SYS_ADJTIMEX,
 		unix.SYS_SETHOSTNAME, unix.SYS_SETDOMAINNAME, unix.SYS_OPEN_BY_HANDLE_AT,
 		unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN, unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV,
-		unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_KEYCTL, unix.SYS_USERFAULTFD, unix.SYS_SYSLOG, unix.SYS_VHANGUP,
+		unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_KEYCTL, unix.SYS_USERFAULTFD, unix.SYS_SYSLOG, unix.SYS_VHANGUP, unix.SYS_TRUNCATE,
 	}, archPrivilegedCalls...)
 	for _, nr := range privileged {
 		if !slices.Contains(table.eperm, uint32(nr)) {
