@@ -85,6 +85,11 @@ func serveFlags(fs *flag.FlagSet) func() error {
 	})
 	fs.DurationVar(&opts.Server.InFlightWait, "in-flight-wait", opts.Server.InFlightWait, "How long a request waits for room in the in-flight budgets and its module's concurrency before 429 or 503.")
 	fs.DurationVar(&opts.Reports.Interval, "report-interval", 0, "How often the leader runs every module's periodic check and writes its wgpolicyk8s.io PolicyReports (when that API is served); 0 keeps each module's own period (docs/policy-reports.md).")
+	fs.Func("policy-reports-api", "Report API of the periodic checks: auto (openreports.io/v1alpha1 Reports where served, else wgpolicyk8s.io/v1alpha2 PolicyReports), openreports or wgpolicyk8s. This install's reports in the other API are deleted (docs/policy-reports.md).", func(s string) error {
+		api, err := reports.ParseAPI(s)
+		opts.Reports.API = api
+		return err
+	})
 	fs.IntVar(&opts.Reports.MaxResults, "report-max-results", reports.DefaultMaxResults, "Most results in one PolicyReport; the summary counts every finding and a skip result says how many were left out.")
 	fs.Func("placement-platform-users", "Comma-separated users who may change a tenant's placement settings in its cozystack-values Secret and remove a HelmRelease's application label (default "+strings.Join(placement.DefaultPlatformUsers, ",")+"; empty: none).", func(s string) error {
 		catalogueOpts.Placement.PlatformUsers = splitList(s)

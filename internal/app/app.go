@@ -143,6 +143,8 @@ type ReportOptions struct {
 	// MaxResults bounds the results of one report; 0 takes
 	// reports.DefaultMaxResults.
 	MaxResults int
+	// API is the report API written; "" takes reports.APIAuto.
+	API reports.API
 }
 
 // DefaultMetricsAddr is loopback: metrics leave the pod only when asked.
@@ -269,7 +271,7 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		return nil, err
 	}
 	g.reports = reports.NewWriter(reports.Options{
-		Client: writer, Served: g.kinds.Served, Instance: opts.Instance, MaxResults: opts.Reports.MaxResults,
+		Client: writer, Served: g.kinds.Served, Instance: opts.Instance, MaxResults: opts.Reports.MaxResults, API: opts.Reports.API,
 	})
 	srv.AddReadyCheck("optional-kinds", func() error {
 		if !g.kinds.Ready() {

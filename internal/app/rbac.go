@@ -43,3 +43,4 @@ package app
 // label, applies them (server-side apply names the object) and deletes
 // those whose findings were mended, in every namespace a module audits.
 // +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports;clusterpolicyreports,verbs=list;create;patch;delete
+// +kubebuilder:rbac:groups=openreports.io,resources=reports;clusterreports,verbs=list;create;patch;delete

@@ -44,9 +44,10 @@ type Options struct {
 	// RealNode, when set, adds a kubelet-run Node beside the fake ones
 	// (make run REAL_NODE=1; docs/real-node.md).
 	RealNode *testenv.RealNodeOptions
-	// PolicyReports installs the wgpolicyk8s.io PolicyReport CRDs
-	// (config/crd/policyreport), so that the modules' periodic checks are
-	// written as reports (make run).
+	// PolicyReports installs the report CRDs, OpenReports'
+	// (config/crd/openreports) and wg-policy's (config/crd/policyreport),
+	// so that the modules' periodic checks are written as reports (make
+	// run: as openreports.io Reports, the API auto chooses where both are).
 	PolicyReports bool
 }
 
@@ -105,7 +106,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 
 	cpOpts := testenv.ControlPlaneOptions{Dir: opts.Dir, RealNode: opts.RealNode}
 	if opts.PolicyReports {
-		cpOpts.CRDPaths = append(testenv.DefaultCRDPaths(), testenv.PolicyReportCRDs)
+		cpOpts.CRDPaths = append(testenv.DefaultCRDPaths(), testenv.PolicyReportCRDs, testenv.OpenReportsCRDs)
 	}
 	cp, err := testenv.StartControlPlane(cpOpts)
 	if err != nil {

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
@@ -115,6 +117,33 @@ func build(instance, moduleName, namespace string, findings []module.Finding, ma
 		r.Results = append(r.Results, res)
 	}
 	return r
+}
+
+// object is the report as the API server stores it: wg-policy's shape, or
+// an OpenReports Report or ClusterReport built from the project's types
+// (the same results and summary, with the source named once).
+func (r report) object() (map[string]any, error) {
+	if r.APIVersion != OpenReportsGroupVersion.String() {
+		return runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
+	}
+	summary := openreportsv1alpha1.ReportSummary{Pass: r.Summary.Pass, Fail: r.Summary.Fail, Warn: r.Summary.Warn, Error: r.Summary.Error, Skip: r.Summary.Skip}
+	results := make([]openreportsv1alpha1.ReportResult, len(r.Results))
+	for i, res := range r.Results {
+		results[i] = openreportsv1alpha1.ReportResult{
+			Source: res.Source, Policy: res.Policy, Rule: res.Rule, Category: res.Category,
+			Timestamp: res.Timestamp, Result: openreportsv1alpha1.Result(res.Result), Scored: res.Scored,
+			Subjects: res.Resources, Description: res.Message,
+		}
+	}
+	meta := metav1.TypeMeta{APIVersion: r.APIVersion, Kind: r.Kind}
+	if r.Kind == ClusterReportKind.Kind {
+		return runtime.DefaultUnstructuredConverter.ToUnstructured(&openreportsv1alpha1.ClusterReport{
+			TypeMeta: meta, ObjectMeta: r.Metadata, Source: Source, Summary: summary, Results: results,
+		})
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(&openreportsv1alpha1.Report{
+		TypeMeta: meta, ObjectMeta: r.Metadata, Source: Source, Summary: summary, Results: results,
+	})
 }
 
 // resultKey identifies a result across runs. The omitted count is in the

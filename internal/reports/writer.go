@@ -34,9 +34,14 @@ type Options struct {
 	Instance string
 	// MaxResults bounds the results of one report. Default 100.
 	MaxResults int
+	// API is the report API written. Default APIAuto.
+	API API
 }
 
 func (o *Options) setDefaults() {
+	if o.API == "" {
+		o.API = APIAuto
+	}
 	if o.MaxResults <= 0 {
 		o.MaxResults = DefaultMaxResults
 	}
@@ -60,13 +65,17 @@ func NewWriter(opts Options) *Writer {
 
 // Write makes a module's reports say findings: it applies the report of
 // each namespace with findings whose content changed and deletes the
-// module's reports of namespaces without any. Kinds the API server does not
-// serve are skipped.
+// module's reports of namespaces without any, in the API chosen (apis).
+// The module's reports in the other API, if served, are deleted: after
+// OpenReports is installed (auto) or the API is switched, none is left
+// saying what was true before. Kinds the API server does not serve are
+// skipped.
 func (w *Writer) Write(ctx context.Context, moduleName string, findings []module.Finding) error {
 	groups := byNamespace(findings)
 	ts := metav1.Timestamp{Seconds: w.now().Unix()}
+	target, other := w.apis()
 	var errs []error
-	for _, kind := range []schema.GroupVersionKind{PolicyReportKind, ClusterPolicyReportKind} {
+	for _, kind := range []schema.GroupVersionKind{target.namespaced, target.cluster} {
 		if !w.opts.Served(kind) {
 			continue
 		}
@@ -76,11 +85,12 @@ func (w *Writer) Write(ctx context.Context, moduleName string, findings []module
 			continue
 		}
 		for namespace, fs := range groups {
-			if (namespace == "") != (kind == ClusterPolicyReportKind) {
+			if (namespace == "") != (kind == target.cluster) {
 				continue
 			}
 			old := existing[namespace]
 			desired := build(w.opts.Instance, moduleName, namespace, fs, w.opts.MaxResults, firstSeen(old), ts)
+			desired.APIVersion, desired.Kind = kind.GroupVersion().String(), kind.Kind
 			if err := w.apply(ctx, old, desired); err != nil {
 				errs = append(errs, err)
 			}
@@ -90,12 +100,45 @@ func (w *Writer) Write(ctx context.Context, moduleName string, findings []module
 				continue
 			}
 			// Mended: a namespace without findings has no report.
-			if err := w.opts.Client.Delete(ctx, old, client.Preconditions{UID: ptr.To(old.GetUID())}); client.IgnoreNotFound(err) != nil {
-				errs = append(errs, fmt.Errorf("delete %s %s/%s: %w", kind.Kind, old.GetNamespace(), old.GetName(), err))
-			}
+			errs = append(errs, w.delete(ctx, kind, old))
+		}
+	}
+	for _, kind := range []schema.GroupVersionKind{other.namespaced, other.cluster} {
+		if !w.opts.Served(kind) {
+			continue
+		}
+		stale, err := w.list(ctx, kind, moduleName)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, old := range stale {
+			errs = append(errs, w.delete(ctx, kind, old))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// apis are the report API written and the other one.
+func (w *Writer) apis() (target, other apiKinds) {
+	switch w.opts.API {
+	case APIOpenReports:
+		return openReportsKinds, wgPolicyKinds
+	case APIWGPolicy:
+		return wgPolicyKinds, openReportsKinds
+	default:
+		if w.opts.Served(ReportKind) {
+			return openReportsKinds, wgPolicyKinds
+		}
+		return wgPolicyKinds, openReportsKinds
+	}
+}
+
+func (w *Writer) delete(ctx context.Context, kind schema.GroupVersionKind, old *unstructured.Unstructured) error {
+	if err := w.opts.Client.Delete(ctx, old, client.Preconditions{UID: ptr.To(old.GetUID())}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete %s %s/%s: %w", kind.Kind, old.GetNamespace(), old.GetName(), err)
+	}
+	return nil
 }
 
 // list returns the module's reports of kind, by namespace. Reports of
@@ -124,7 +167,7 @@ func (w *Writer) list(ctx context.Context, kind schema.GroupVersionKind, moduleN
 
 // apply writes desired unless old already says it.
 func (w *Writer) apply(ctx context.Context, old *unstructured.Unstructured, desired report) error {
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&desired)
+	obj, err := desired.object()
 	if err != nil {
 		return err
 	}

@@ -129,6 +129,10 @@ func DefaultCRDPaths() []string { return []string{"config/crd/bases", "config/cr
 // the reports install and remove them).
 const PolicyReportCRDs = "config/crd/policyreport"
 
+// OpenReportsCRDs holds the openreports.io Report CRDs, installed only when
+// asked, as PolicyReportCRDs.
+const OpenReportsCRDs = "config/crd/openreports"
+
 // StartControlPlane starts etcd and kube-apiserver (through envtest), then
 // kube-controller-manager and kube-scheduler, all from bin/, and registers
 // the fake Nodes. A missing binary is an error telling how to build it:
