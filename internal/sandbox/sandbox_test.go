@@ -60,12 +60,22 @@ func init() {
 
 // entryAlloc allocates os.Args[1] MiB and prints "ok"; with a second
 // argument "touch" it also writes every page (so the memory is used, not
-// only reserved).
+// only reserved); with "pieces" it allocates it in 64 KiB objects.
 func entryAlloc(args []string) int {
 	mib, err := strconv.Atoi(args[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if len(args) > 1 && args[1] == "pieces" {
+		// As a rendering allocates: many objects, the heap growing arena
+		// by arena.
+		pieces := make([][]byte, 0, mib*16)
+		for range mib * 16 {
+			pieces = append(pieces, make([]byte, 64<<10))
+		}
+		fmt.Println("ok", len(pieces)*64<<10)
+		return 0
 	}
 	b := make([]byte, mib<<20)
 	if len(args) > 1 && args[1] == "touch" {
@@ -1010,20 +1020,26 @@ func TestDataLimit(t *testing.T) {
 	limits := sandbox.Limits{Data: data + 256<<20}
 	t.Logf("test-alloc 10 maps %d MiB of data unlimited (race detector: %v); limit %d MiB",
 		data>>20, raceEnabled, limits.Data>>20)
-	holdsMemoryLimit(t, limits)
+	// In pieces, as a rendering allocates. One 1 GiB allocation is not
+	// refused by itself in about one run in ten: the runtime maps it over
+	// address space it reserved (PROT_NONE), and Linux checks a MAP_FIXED
+	// mapping against RLIMIT_DATA net of what it replaces, while counting
+	// it whole; the next new mapping then fails, which a program that
+	// prints and exits may never make. docs/security.md's known gaps.
+	holdsMemoryLimit(t, limits, "pieces")
 }
 
 // holdsMemoryLimit runs the allocating entry under limits: 10 MiB (touched)
 // fits, 1 GiB is refused by the runtime running out of memory.
-func holdsMemoryLimit(t *testing.T, limits sandbox.Limits) {
+func holdsMemoryLimit(t *testing.T, limits sandbox.Limits, big ...string) {
 	t.Helper()
 	r := run(t, t.Context(), sandbox.Spec{Entry: "test-alloc", Args: []string{"10", "touch"}, Limits: limits})
 	if r.err != nil || !strings.HasPrefix(r.stdout, "ok") {
 		t.Errorf("10 MiB: %v\n%s%s", r.err, r.stdout, bound(r.stderr))
 	}
-	r = run(t, t.Context(), sandbox.Spec{Entry: "test-alloc", Args: []string{"1024"}, Limits: limits})
+	r = run(t, t.Context(), sandbox.Spec{Entry: "test-alloc", Args: append([]string{"1024"}, big...), Limits: limits})
 	if r.err == nil || !outOfMemory(r.stderr) {
-		t.Errorf("1 GiB: want the Go runtime out of memory, got %v\n%s%s", r.err, r.stdout, bound(r.stderr))
+		t.Errorf("1 GiB %v: want the Go runtime out of memory, got %v\n%s%s", big, r.err, r.stdout, bound(r.stderr))
 	}
 }
 
