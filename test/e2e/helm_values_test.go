@@ -182,3 +182,45 @@ func TestHelmDeploymentPolish(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmRendersForGitOps renders the chart as Argo CD and Flux's
+// post-renderers see it (helm template: no cluster, lookup finds nothing)
+// for a cluster where Deckhouse owns nodegroups.deckhouse.io and another
+// release owns the pvsafe bypass role: neither is in what Argo would apply,
+// chosen by values alone; and every object of the uninstall hook is a
+// PreDelete hook for Argo CD as it is a pre-delete hook for Helm, so that
+// deleting the Application removes the fail-closed webhook configurations.
+func TestHelmRendersForGitOps(t *testing.T) {
+	objs := renderChart(t, "gatehouse-system", "crds.external={nodegroups.deckhouse.io}", "modules.pvsafe.bypassRole=false")
+	hooks := 0
+	for _, obj := range objs {
+		if obj.GetKind() == "CustomResourceDefinition" {
+			t.Errorf("CRD %s rendered although crds.external names it", obj.GetName())
+		}
+		if obj.GetKind() == "ClusterRole" && obj.GetName() == pvsafe.BypassClusterRole {
+			t.Error("the bypass role is rendered with modules.pvsafe.bypassRole=false")
+		}
+		a := obj.GetAnnotations()
+		if a["helm.sh/hook"] == "pre-delete" {
+			hooks++
+			if a["argocd.argoproj.io/hook"] != "PreDelete" || a["argocd.argoproj.io/hook-delete-policy"] != "BeforeHookCreation,HookSucceeded" {
+				t.Errorf("%s %s is Helm's pre-delete hook but not Argo CD's PreDelete hook: %v", obj.GetKind(), obj.GetName(), a)
+			}
+		} else if a["argocd.argoproj.io/hook"] != "" {
+			t.Errorf("%s %s is an Argo CD hook but no Helm hook: %v", obj.GetKind(), obj.GetName(), a)
+		}
+	}
+	if hooks == 0 {
+		t.Fatal("no uninstall hook rendered: the configurations would outlive an Argo CD Application")
+	}
+	// Without those values helm template renders both, as it cannot see
+	// the cluster: what the values are for.
+	var crd, role bool
+	for _, obj := range renderChart(t, "gatehouse-system") {
+		crd = crd || obj.GetKind() == "CustomResourceDefinition" && obj.GetName() == "nodegroups.deckhouse.io"
+		role = role || obj.GetKind() == "ClusterRole" && obj.GetName() == pvsafe.BypassClusterRole
+	}
+	if !crd || !role {
+		t.Errorf("defaults: CRD rendered %v, bypass role rendered %v; want both", crd, role)
+	}
+}

@@ -366,13 +366,16 @@ without a cluster see none.
 */}}
 {{- define "gatehouse.foreignCRDs" -}}
 {{- $foreign := list -}}
+{{- $external := .Values.crds.external | default list -}}
 {{- if .Values.crds.install -}}
 {{- range $module, $m := .Values.modules -}}
 {{- if $m.enabled -}}
 {{- range $path, $_ := $.Files.Glob (printf "files/generated/crds/%s/*.yaml" $module) -}}
 {{- $name := base $path | trimSuffix ".yaml" -}}
 {{- $live := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" $name -}}
-{{- if $live -}}
+{{- if has $name $external -}}
+{{- $foreign = append $foreign $name -}}
+{{- else if $live -}}
 {{- $annotations := $live.metadata.annotations | default dict -}}
 {{- if not (and (eq (index $annotations "meta.helm.sh/release-name" | default "") $.Release.Name) (eq (index $annotations "meta.helm.sh/release-namespace" | default "") $.Release.Namespace)) -}}
 {{- $foreign = append $foreign $name -}}
