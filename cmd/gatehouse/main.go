@@ -53,6 +53,9 @@ func serveFlags(fs *flag.FlagSet) func() error {
 		pvsafeBypass  string
 		clientCAFile  string
 		clientNames   string
+		// webhookLabels and webhookAnnotations go onto the managed
+		// configurations.
+		webhookLabels, webhookAnnotations map[string]string
 	)
 	fs.StringVar(&opts.Server.Addr, "webhook-bind-address", opts.Server.Addr, "Address the HTTPS webhook server listens on.")
 	fs.StringVar(&tlsMinVersion, "tls-min-version", server.TLSVersionName(opts.Server.TLSMinVersion), "Lowest TLS version the webhook server accepts: 1.2 (AEAD suites with ECDHE only) or 1.3.")
@@ -72,6 +75,8 @@ func serveFlags(fs *flag.FlagSet) func() error {
 	fs.StringVar(&webhookCA, "manage-webhooks-ca-file", "", "PEM CA bundle written into managed webhook configurations (default: the certificate source's CA).")
 	fs.StringVar(&serviceName, "webhook-service", "", "In-cluster managed mode: Gatehouse keeps its webhook configurations pointing at this Service in --namespace.")
 	fs.IntVar(&servicePort, "webhook-service-port", 443, "Port of --webhook-service.")
+	fs.Func("webhook-configuration-labels", "Managed mode: labels added to the webhook configurations (key=value,...; repeatable), kept by the drift repair; Gatehouse's own labels win over a namesake.", keyValues(&webhookLabels))
+	fs.Func("webhook-configuration-annotations", "Managed mode: annotations added to the webhook configurations (key=value,...; repeatable), kept by the drift repair.", keyValues(&webhookAnnotations))
 	fs.DurationVar(&rotationGrace, "self-managed-certs-rotation-grace", certs.DefaultRotationGrace, "With --self-managed-certs: how long each phase of a CA rotation waits for every replica and kube-apiserver to see the previous one (new CA trusted, then served, then the old CA dropped). Shorter only for tests.")
 	fs.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
 	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowLua, "configcheck-allow-lua", false, "Let configcheck renderings load Lua (lua-load, lua-load-per-thread, lua-prepend-path); haproxy -c runs Lua while parsing, so only for platforms whose HAProxy needs it. The check stays confined.")
@@ -167,6 +172,9 @@ func serveFlags(fs *flag.FlagSet) func() error {
 		if err != nil {
 			return err
 		}
+		if target != nil {
+			target.Labels, target.Annotations = webhookLabels, webhookAnnotations
+		}
 		opts.ManageWebhooks = target
 		if selfManaged {
 			if opts.CertSecret == "" {
@@ -218,6 +226,24 @@ func webhookTarget(url, service string, port int32, namespace, caFile string) (*
 	}
 	t.Service = &admissionregistrationv1.ServiceReference{Namespace: namespace, Name: service, Port: &port}
 	return t, nil
+}
+
+// keyValues reads key=value pairs, comma-separated, into *m; a repeated
+// flag adds to what the earlier ones set.
+func keyValues(m *map[string]string) func(string) error {
+	return func(s string) error {
+		if *m == nil {
+			*m = map[string]string{}
+		}
+		for _, pair := range splitList(s) {
+			k, v, ok := strings.Cut(pair, "=")
+			if !ok || k == "" {
+				return fmt.Errorf("%q: want key=value", pair)
+			}
+			(*m)[k] = v
+		}
+		return nil
+	}
 }
 
 // splitList reads a comma-separated flag; an empty value is an empty,

@@ -82,6 +82,12 @@ func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.
 	if opts.ManageWebhooks == nil {
 		// No URL: Gatehouse points the configurations at the port it bound.
 		opts.ManageWebhooks = &webhookconfig.Target{CABundle: bundle.CACert}
+	} else if t := opts.ManageWebhooks; t.URL == "" && t.Service == nil && len(t.CABundle) == 0 {
+		// A Target that only adds labels or annotations: the bound port
+		// and the generated CA, as without one.
+		copied := *t
+		copied.CABundle = bundle.CACert
+		opts.ManageWebhooks = &copied
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)

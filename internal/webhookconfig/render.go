@@ -59,6 +59,30 @@ type Target struct {
 	// Instance names the configurations (ConfigurationNames) and labels
 	// them (InstanceLabel). Empty: DefaultInstance.
 	Instance string
+	// Labels and Annotations are added to both configurations (Argo CD's
+	// tracking, a platform's admission enforcer exclusions, say); the
+	// labels Gatehouse finds its configurations by win over a namesake.
+	// Being applied, they are repaired with the rest.
+	Labels, Annotations map[string]string
+}
+
+// meta is the configurations' metadata named name.
+func (t Target) meta(name string) metav1.ObjectMeta {
+	labels := map[string]string{}
+	for k, v := range t.Labels {
+		labels[k] = v
+	}
+	for k, v := range ownedLabels(t.Instance) {
+		labels[k] = v
+	}
+	m := metav1.ObjectMeta{Name: name, Labels: labels}
+	if len(t.Annotations) > 0 {
+		m.Annotations = map[string]string{}
+		for k, v := range t.Annotations {
+			m.Annotations[k] = v
+		}
+	}
+	return m
 }
 
 func (t Target) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
@@ -104,8 +128,8 @@ type Rendered struct {
 func Render(hooks []module.Webhook, t Target) *Rendered {
 	validating, mutating := ConfigurationNames(t.Instance)
 	out := &Rendered{
-		Validating:  &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: validating, Labels: ownedLabels(t.Instance)}},
-		Mutating:    &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: mutating, Labels: ownedLabels(t.Instance)}},
+		Validating:  &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: t.meta(validating)},
+		Mutating:    &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: t.meta(mutating)},
 		Conversions: map[string]*apiextensionsv1.CustomResourceConversion{},
 	}
 	for _, h := range hooks {

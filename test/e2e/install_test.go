@@ -317,3 +317,58 @@ func TestUninstallForgetsAConversionAlreadyReset(t *testing.T) {
 		t.Fatalf("conversion %+v, want None", got.Spec.Conversion)
 	}
 }
+
+// The operator's labels and annotations (webhooks.labels and
+// webhooks.annotations: Argo CD's tracking label, AKS's Admissions Enforcer
+// opt-out) reach both configurations, cannot replace Gatehouse's own
+// instance label, and are put back by the drift repair when removed.
+func TestWebhookConfigurationLabelsAreKeptByTheDriftRepair(t *testing.T) {
+	const instance = "gh-labels"
+	ns := namespace(t, "install-labels")
+	g := startGatehouse(t, app.Options{
+		Instance:  instance,
+		Namespace: ns,
+		Catalogue: []module.Module{&labelGuard{}},
+		Modules:   map[string]app.ModuleConfig{"labelguard": {Enabled: true}},
+		ManageWebhooks: &webhookconfig.Target{
+			Labels:      map[string]string{"argocd.argoproj.io/instance": "platform", webhookconfig.InstanceLabel: "someone-else"},
+			Annotations: map[string]string{"admissions.enforcer/disabled": "true"},
+		},
+	})
+	t.Cleanup(func() {
+		_ = g.Stop()
+		if err := uninstall.Run(context.Background(), uninstall.Options{Client: controlPlane.Client, Instance: instance}); err != nil {
+			t.Errorf("remove instance %s: %v", instance, err)
+		}
+	})
+	check := func() error {
+		c, err := liveValidating(t, instance+"-validating")
+		if err != nil {
+			return err
+		}
+		if c.Labels["argocd.argoproj.io/instance"] != "platform" || c.Annotations["admissions.enforcer/disabled"] != "true" {
+			return fmt.Errorf("labels %v, annotations %v", c.Labels, c.Annotations)
+		}
+		if c.Labels[webhookconfig.InstanceLabel] != instance {
+			t.Fatalf("the instance label is %q: an operator's label replaced the one Gatehouse finds its configuration by", c.Labels[webhookconfig.InstanceLabel])
+		}
+		return nil
+	}
+	eventually(t, "the labels and annotations are written", check)
+	c, err := liveValidating(t, instance+"-validating")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(c.Labels, "argocd.argoproj.io/instance")
+	delete(c.Annotations, "admissions.enforcer/disabled")
+	if err := controlPlane.Client.Update(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	applied := g.Reconciler().Applied()
+	eventually(t, "the drift repair puts them back", func() error {
+		if g.Reconciler().Applied() <= applied {
+			return errors.New("not reconciled since the edit")
+		}
+		return check()
+	})
+}
