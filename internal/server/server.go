@@ -36,6 +36,9 @@ type Server struct {
 	mu     sync.Mutex
 	paths  map[string]bool
 	checks map[string]func() error
+	// notes are lines /readyz adds to its answer, ready or not: what the
+	// replica serves without (a module that could not start).
+	notes map[string]func() string
 	// concurrency holds each module's bound on its decisions at once
 	// (module.Cost.Concurrency), for the modules that declare one.
 	concurrency map[string]concurrencyBound
@@ -65,6 +68,7 @@ func New(opts Options) (*Server, error) {
 		concurrency:   map[string]concurrencyBound{},
 		paths:         map[string]bool{},
 		checks:        map[string]func() error{},
+		notes:         map[string]func() string{},
 		listening:     make(chan struct{}),
 	}
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -120,6 +124,16 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 	s.checks[name] = check
 }
 
+// AddReadyNote adds a line to /readyz's answer, whether the replica is
+// ready or not: note returns it, "" for none. A module that could not start
+// is a note, not a failed check: the replica serves its other modules
+// (docs/architecture.md, "A module that cannot start").
+func (s *Server) AddReadyNote(name string, note func() string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notes[name] = note
+}
+
 func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	// The checks run outside the lock: a slow one must not hold every
@@ -131,8 +145,21 @@ func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 		names = append(names, name)
 		checks[name] = check
 	}
+	noteNames := make([]string, 0, len(s.notes))
+	notes := make(map[string]func() string, len(s.notes))
+	for name, note := range s.notes {
+		noteNames = append(noteNames, name)
+		notes[name] = note
+	}
 	s.mu.Unlock()
 	sort.Strings(names)
+	sort.Strings(noteNames)
+	var noted []string
+	for _, name := range noteNames {
+		if line := notes[name](); line != "" {
+			noted = append(noted, name+": "+line)
+		}
+	}
 	var failed []string
 	for _, name := range names {
 		if err := checks[name](); err != nil {
@@ -147,10 +174,10 @@ func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	if len(failed) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(strings.Join(failed, "\n")))
+		_, _ = w.Write([]byte(strings.Join(append(failed, noted...), "\n")))
 		return
 	}
-	_, _ = w.Write([]byte("ok"))
+	_, _ = w.Write([]byte(strings.Join(append([]string{"ok"}, noted...), "\n")))
 }
 
 // Addr returns the bound address once the server listens, nil before.
