@@ -44,6 +44,91 @@ type host struct {
 	mu          sync.Mutex
 	caches      map[string]bool
 	controllers map[string]bool
+
+	// While Setup runs, what it registers is staged: commit hands it to
+	// the manager and /readyz once Setup returned, discard drops it when
+	// Setup failed, so that a module that cannot start leaves nothing
+	// running behind it (no cache gating /readyz, no controller, no
+	// followed kind, no run-time webhook).
+	staging    bool
+	runnables  []manager.Runnable
+	syncChecks []func()
+	follows    []module.Kind
+	stops      []func()
+	// failed is set by discard: the module's later calls (a goroutine its
+	// Setup started) register nothing.
+	failed atomic.Bool
+}
+
+// errFailed is what a module that could not start is told when it asks
+// for more.
+func (h *host) errFailed() error {
+	return fmt.Errorf("module %s could not start: it registers nothing", h.name)
+}
+
+// commit starts what Setup registered.
+func (h *host) commit() error {
+	h.mu.Lock()
+	runnables, checks := h.runnables, h.syncChecks
+	h.staging, h.runnables, h.syncChecks, h.follows, h.stops = false, nil, nil, nil, nil
+	h.mu.Unlock()
+	for _, check := range checks {
+		check()
+	}
+	for _, r := range runnables {
+		if err := h.g.Manager.Add(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// discard drops what Setup registered, and withdraws the run-time
+// webhooks it set.
+func (h *host) discard() {
+	h.failed.Store(true)
+	h.mu.Lock()
+	follows, stops := h.follows, h.stops
+	h.staging, h.runnables, h.syncChecks, h.follows, h.stops = false, nil, nil, nil, nil
+	h.mu.Unlock()
+	for _, k := range follows {
+		k.Release()
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	_ = h.g.Server.SetRuntimeWebhooks(h.name, nil, h.mode)
+	if h.g.reconciler != nil {
+		h.g.reconciler.SetDynamic(h.name, nil)
+	}
+}
+
+// add runs r with the host, or stages it while Setup runs.
+func (h *host) add(r manager.Runnable) error {
+	if h.failed.Load() {
+		return h.errFailed()
+	}
+	h.mu.Lock()
+	if h.staging {
+		h.runnables = append(h.runnables, r)
+		h.mu.Unlock()
+		return nil
+	}
+	h.mu.Unlock()
+	return h.g.Manager.Add(r)
+}
+
+// addSyncCheck wires a cache's readiness and gatehouse_cache_synced
+// series, or stages it while Setup runs.
+func (h *host) addSyncCheck(name string, synced func() bool) {
+	h.mu.Lock()
+	if h.staging {
+		h.syncChecks = append(h.syncChecks, func() { h.g.addSyncCheck(name, synced) })
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	h.g.addSyncCheck(name, synced)
 }
 
 var _ module.Host = (*host)(nil)
@@ -55,7 +140,7 @@ func (h *host) RESTMapper() meta.RESTMapper         { return h.g.Manager.GetREST
 func (h *host) Client() client.Client               { return h.g.writer }
 func (h *host) APIReader() client.Reader            { return h.g.Manager.GetAPIReader() }
 func (h *host) EventRecorder() record.EventRecorder { return h.events }
-func (h *host) Add(r manager.Runnable) error        { return h.g.Manager.Add(withLogger(r, h.log)) }
+func (h *host) Add(r manager.Runnable) error        { return h.add(withLogger(r, h.log)) }
 
 func (h *host) NewController(name string, opts controller.Options) (controller.Controller, error) {
 	h.mu.Lock()
@@ -99,7 +184,10 @@ func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
 	}
 	h.caches[name] = true
 	h.mu.Unlock()
-	c, err := h.g.newCache(h.ctx, h.name+"/"+name, opts)
+	if h.failed.Load() {
+		return nil, h.errFailed()
+	}
+	c, err := h.g.newCache(h.ctx, h.name+"/"+name, opts, h.add, h.addSyncCheck)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: cache %s: %w", h.name, name, err)
 	}
@@ -107,6 +195,9 @@ func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
 }
 
 func (h *host) StartCache(name string, opts cache.Options) (cache.Cache, func(), error) {
+	if h.failed.Load() {
+		return nil, nil, h.errFailed()
+	}
 	h.mu.Lock()
 	if h.caches[name] {
 		h.mu.Unlock()
@@ -148,20 +239,36 @@ func (h *host) StartCache(name string, opts cache.Options) (cache.Cache, func(),
 			release()
 		})
 	}
+	h.mu.Lock()
+	if h.staging {
+		h.stops = append(h.stops, stop)
+	}
+	h.mu.Unlock()
 	return c, stop, nil
 }
 
 func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (module.Kind, error) {
+	if h.failed.Load() {
+		return nil, h.errFailed()
+	}
 	k, err := h.g.kinds.Follow(c, obj, onChange)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: follow %T: %w", h.name, obj, err)
 	}
+	h.mu.Lock()
+	if h.staging {
+		h.follows = append(h.follows, k)
+	}
+	h.mu.Unlock()
 	return k, nil
 }
 
 func (h *host) Served(gvk schema.GroupVersionKind) bool { return h.g.kinds.Served(gvk) }
 
 func (h *host) SetWebhooks(hooks []module.Webhook) error {
+	if h.failed.Load() {
+		return h.errFailed()
+	}
 	served := make([]module.Webhook, len(hooks))
 	for i, hook := range hooks {
 		hook, err := h.settings.Apply(hook, h.settingsPath)
@@ -218,7 +325,7 @@ func ruleKinds(mapper meta.RESTMapper, hook module.Webhook, log logr.Logger) []s
 // newCache builds a scoped cache, registers the informers of the types it
 // names (so that its sync covers them), and wires its readiness and
 // gatehouse_cache_synced series.
-func (g *Gatehouse) newCache(ctx context.Context, name string, opts cache.Options) (cache.Cache, error) {
+func (g *Gatehouse) newCache(ctx context.Context, name string, opts cache.Options, add func(manager.Runnable) error, addSyncCheck func(string, func() bool)) (cache.Cache, error) {
 	c, err := cache.New(g.Manager.GetConfig(), g.cacheOptions(opts))
 	if err != nil {
 		return nil, err
@@ -229,12 +336,12 @@ func (g *Gatehouse) newCache(ctx context.Context, name string, opts cache.Option
 			return nil, fmt.Errorf("informer for %T: %w", obj, err)
 		}
 	}
-	if err := g.Manager.Add(ownedCache{c}); err != nil {
+	if err := add(ownedCache{c}); err != nil {
 		return nil, err
 	}
 	var synced atomic.Bool
-	g.addSyncCheck(name, synced.Load)
-	return c, g.Manager.Add(everyReplica(func(ctx context.Context) error {
+	addSyncCheck(name, synced.Load)
+	return c, add(everyReplica(func(ctx context.Context) error {
 		if c.WaitForCacheSync(ctx) {
 			synced.Store(true)
 			metrics.CacheSynced.WithLabelValues(name).Set(1)
