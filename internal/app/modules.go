@@ -17,9 +17,9 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
-// A module that cannot start fails alone (docs/architecture.md): its
-// Setup's error is its state, every other module serves. moduleStates is
-// what this replica knows of each enabled module.
+// A module that cannot start fails alone (docs/modules.md, "A module that
+// cannot start"): its Setup's error is its state, every other module
+// serves. moduleStates is what this replica knows of each enabled module.
 type moduleStates struct {
 	mu     sync.Mutex
 	failed map[string]failedModule
@@ -128,7 +128,7 @@ func (g *Gatehouse) moduleNote(name string) func() string {
 // what failing alone is for. In static mode (the chart writes the
 // configurations) Gatehouse does not read them: the replica stays ready
 // and the failed module's calls get the failure policy
-// (docs/architecture.md).
+// (docs/modules.md, "A module that cannot start").
 func (g *Gatehouse) moduleCheck(name string, platform cache.Cache) func() error {
 	return func() error {
 		f, ok := g.modules.get(name)
@@ -151,7 +151,8 @@ func (g *Gatehouse) moduleCheck(name string, platform cache.Cache) func() error 
 // stanza is not looked at: a leader whose module failed leaves it as it
 // is (webhookconfig writes the stanzas of the started modules only), so a
 // stanza written before would make every replica unready, every other
-// module with them, and answer no conversion more (docs/architecture.md).
+// module with them, and answer no conversion more (docs/modules.md, "A
+// module that cannot start").
 func namedByConfigurations(ctx context.Context, c client.Reader, instance string, f failedModule) (string, error) {
 	validating, mutating := webhookconfig.ConfigurationNames(instance)
 	calls := func(cc admissionregistrationv1.WebhookClientConfig) bool {

@@ -91,7 +91,7 @@ var (
 	// ModuleReady is 1 for each enabled module that started and serves,
 	// 0 for one that could not start: its webhooks are neither served nor
 	// written into the webhook configurations, and /readyz names it. The
-	// other modules serve either way (docs/architecture.md, "A module that
+	// other modules serve either way (docs/modules.md, "A module that
 	// cannot start").
 	ModuleReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gatehouse_module_ready",

@@ -127,7 +127,7 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 // AddReadyNote adds a line to /readyz's answer, whether the replica is
 // ready or not: note returns it, "" for none. A module that could not start
 // is a note, not a failed check: the replica serves its other modules
-// (docs/architecture.md, "A module that cannot start").
+// (docs/modules.md, "A module that cannot start").
 func (s *Server) AddReadyNote(name string, note func() string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
