@@ -315,6 +315,8 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 			}
 		}
 		h := newHost()
+		h.hooks = hooks
+			h.onError = func(err error) { g.failRunning(h, err) }
 		srv.AddReadyNote("module/"+m.Name(), g.moduleNote(m.Name()))
 		srv.AddReadyCheck("module/"+m.Name(), g.moduleCheck(m.Name(), platform))
 		if err := setupModule(h.ctx, m, h); err != nil {
@@ -324,6 +326,9 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 				"module", m.Name())
 			if f, ok := m.(module.Failer); ok {
 				fh := newHost()
+				fh.onError = func(err error) {
+					mlog.Error(err, "module could not start, nor say so on its objects", "module", m.Name())
+				}
 				if ferr := failedSetup(fh.ctx, f, fh, err); ferr != nil {
 					mlog.Error(ferr, "module could not start, nor say so on its objects", "module", m.Name())
 				}

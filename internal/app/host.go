@@ -55,9 +55,14 @@ type host struct {
 	syncChecks []func()
 	follows    []module.Kind
 	stops      []func()
-	// failed is set by discard: the module's later calls (a goroutine its
-	// Setup started) register nothing.
+	// failed is set by discard, or when one of the module's runnables
+	// failed: the module's later calls register nothing.
 	failed atomic.Bool
+	// hooks are the module's static webhooks, to withdraw them.
+	hooks []module.Webhook
+	// onError is called when one of the module's runnables returns an
+	// error while the host runs, instead of stopping the host.
+	onError func(error)
 }
 
 // errFailed is what a module that could not start is told when it asks
@@ -103,11 +108,14 @@ func (h *host) discard() {
 	}
 }
 
-// add runs r with the host, or stages it while Setup runs.
+// add runs r with the host, or stages it while Setup runs. An error r
+// returns while the host runs fails the module alone (onError), never the
+// host: the manager would stop every module with it.
 func (h *host) add(r manager.Runnable) error {
 	if h.failed.Load() {
 		return h.errFailed()
 	}
+	r = failsAlone(r, h.onError)
 	h.mu.Lock()
 	if h.staging {
 		h.runnables = append(h.runnables, r)
@@ -121,6 +129,10 @@ func (h *host) add(r manager.Runnable) error {
 // addSyncCheck wires a cache's readiness and gatehouse_cache_synced
 // series, or stages it while Setup runs.
 func (h *host) addSyncCheck(name string, synced func() bool) {
+	// A module that failed while running no longer holds /readyz back
+	// by a cache of its own: the others serve.
+	inner := synced
+	synced = func() bool { return inner() || h.failed.Load() }
 	h.mu.Lock()
 	if h.staging {
 		h.syncChecks = append(h.syncChecks, func() { h.g.addSyncCheck(name, synced) })
@@ -404,6 +416,56 @@ func (r logged) NeedLeaderElection() bool {
 	}
 	return true
 }
+
+// failsAlone wraps a module's runnable so that an error it returns while
+// the host runs goes to onError instead of the manager, which would stop
+// every module. Caches are passed as they are: the manager starts and
+// waits for them as caches, and their failure is a cache that does not
+// sync (/readyz, gatehouse_cache_synced). A runnable that warms up keeps
+// its Warmup.
+func failsAlone(r manager.Runnable, onError func(error)) manager.Runnable {
+	if onError == nil {
+		return r
+	}
+	switch r.(type) {
+	case interface{ GetCache() cache.Cache }, webhook.Server, *manager.Server:
+		return r
+	}
+	f := alone{runnable: r, onError: onError}
+	if w, ok := r.(interface{ Warmup(context.Context) error }); ok {
+		return aloneWarmup{alone: f, warmup: w.Warmup}
+	}
+	return f
+}
+
+type alone struct {
+	runnable manager.Runnable
+	onError  func(error)
+}
+
+func (r alone) Start(ctx context.Context) error {
+	err := r.runnable.Start(ctx)
+	if err != nil && ctx.Err() == nil {
+		r.onError(err)
+		return nil
+	}
+	return err
+}
+
+// NeedLeaderElection keeps the wrapped runnable's choice.
+func (r alone) NeedLeaderElection() bool {
+	if le, ok := r.runnable.(manager.LeaderElectionRunnable); ok {
+		return le.NeedLeaderElection()
+	}
+	return true
+}
+
+type aloneWarmup struct {
+	alone
+	warmup func(context.Context) error
+}
+
+func (r aloneWarmup) Warmup(ctx context.Context) error { return r.warmup(ctx) }
 
 // everyReplica is a runnable that runs on every replica, leader or not.
 type everyReplica func(ctx context.Context) error

@@ -80,6 +80,30 @@ func (g *Gatehouse) FailedModules() map[string]string {
 	return out
 }
 
+// failRunning fails a module one of whose runnables returned an error
+// while the host runs: reported as a module that could not start, its
+// webhooks answer undecided (the failure policy) on this replica and the
+// leader withdraws them; the other modules serve. What else of the module
+// runs goes on (the manager stops no runnable alone); its caches no longer
+// hold /readyz back. Failer is not called: the module's own loops may
+// still write its objects.
+func (g *Gatehouse) failRunning(h *host, err error) {
+	if h.failed.Swap(true) {
+		h.log.Error(err, "another of the module's runnables failed", "module", h.name)
+		return
+	}
+	g.modules.fail(h.name, err, h.hooks)
+	g.Server.Withdraw(h.name)
+	if g.reconciler != nil {
+		var paths []string
+		for _, hook := range h.hooks {
+			paths = append(paths, hook.Path)
+		}
+		g.reconciler.Withdraw(h.name, paths)
+	}
+	h.log.Error(err, "module failed while running: its webhooks are withdrawn; the other modules serve without it", "module", h.name)
+}
+
 // setupModule runs m's Setup; a panic is its failure, as an error is.
 func setupModule(ctx context.Context, m module.Module, h module.Host) (err error) {
 	defer func() {

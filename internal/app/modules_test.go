@@ -225,3 +225,78 @@ func TestNamedByConfigurations(t *testing.T) {
 		})
 	}
 }
+
+// failing is a runnable that fails once started.
+type failing struct{}
+
+func (failing) Start(context.Context) error { return errors.New("informer never synced") }
+func (failing) NeedLeaderElection() bool    { return false }
+
+// TestAModuleThatFailsWhileRunningFailsAlone: a module runnable's error
+// does not stop the manager: the module is reported failed, its webhooks
+// answer undecided on this replica and its run-time webhooks are
+// dropped; another module's runnable runs on until the host stops.
+func TestAModuleThatFailsWhileRunningFailsAlone(t *testing.T) {
+	mgr, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, manager.Options{
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gatehouse{Manager: mgr, Server: testServer(t)}
+	failed := make(chan struct{})
+	h := &host{g: g, name: "unit-running", mode: module.Enforce, log: logr.Discard(), caches: map[string]bool{}, staging: true, ctx: context.Background()}
+	h.onError = func(err error) {
+		g.failRunning(h, err)
+		close(failed)
+	}
+	hook := module.Webhook{
+		Name: "w.running.test", Path: module.RuntimePath("unit-running") + "w", Type: module.Validating,
+		FailurePolicy: admissionregistrationv1.Fail, SideEffects: admissionregistrationv1.SideEffectClassNone, TimeoutSeconds: 5,
+		Admit: func(context.Context, admission.Request) admission.Response { return admission.Allowed("") },
+	}
+	if err := h.SetWebhooks([]module.Webhook{hook}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Add(failing{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.commit(); err != nil {
+		t.Fatal(err)
+	}
+	g.modules.started("unit-running")
+	other := &recorded{ran: make(chan struct{})}
+	if err := mgr.Add(other); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	select {
+	case <-failed:
+	case err := <-done:
+		t.Fatalf("the host stopped with the module: %v", err)
+	}
+	<-other.ran
+	select {
+	case err := <-done:
+		t.Fatalf("the host stopped with the module: %v", err)
+	default:
+	}
+	if v := testutil.ToFloat64(metrics.ModuleReady.WithLabelValues("unit-running")); v != 0 {
+		t.Fatalf("gatehouse_module_ready = %v, want 0", v)
+	}
+	if got := g.FailedModules()["unit-running"]; got != "informer never synced" {
+		t.Fatalf("reason %q", got)
+	}
+	if !g.Server.Withdrawn("unit-running") || len(g.Server.RuntimeWebhookPaths("unit-running")) != 0 {
+		t.Fatal("the failed module's webhooks are still decided on this replica")
+	}
+	if err := h.Add(&recorded{ran: make(chan struct{})}); err == nil {
+		t.Fatal("a failed module's later Add was accepted")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

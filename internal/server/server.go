@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sync/semaphore"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // Server serves webhooks over HTTPS.
@@ -39,6 +41,8 @@ type Server struct {
 	// notes are lines /readyz adds to its answer, ready or not: what the
 	// replica serves without (a module that could not start).
 	notes map[string]func() string
+	// withdrawn are the modules that stopped deciding (Withdraw).
+	withdrawn sync.Map
 	// concurrency holds each module's bound on its decisions at once
 	// (module.Cost.Concurrency), for the modules that declare one.
 	concurrency map[string]concurrencyBound
@@ -122,6 +126,21 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.checks[name] = check
+}
+
+// Withdraw stops deciding for a module that failed while running: its
+// webhooks, static and run-time, answer undecided (HTTP 503: the
+// webhook's failure policy) until the process restarts, and its run-time
+// webhooks are dropped. The host withdraws them from the configurations.
+func (s *Server) Withdraw(moduleName string) {
+	s.withdrawn.Store(moduleName, true)
+	_ = s.SetRuntimeWebhooks(moduleName, nil, module.Enforce)
+}
+
+// Withdrawn says whether Withdraw was called for moduleName.
+func (s *Server) Withdrawn(moduleName string) bool {
+	_, ok := s.withdrawn.Load(moduleName)
+	return ok
 }
 
 // AddReadyNote adds a line to /readyz's answer, whether the replica is
