@@ -316,7 +316,7 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		}
 		h := newHost()
 		h.hooks = hooks
-			h.onError = func(err error) { g.failRunning(h, err) }
+		h.onError = func(err error) { g.failRunning(h, err) }
 		srv.AddReadyNote("module/"+m.Name(), g.moduleNote(m.Name()))
 		srv.AddReadyCheck("module/"+m.Name(), g.moduleCheck(m.Name(), platform))
 		if err := setupModule(h.ctx, m, h); err != nil {
