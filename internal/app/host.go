@@ -108,6 +108,30 @@ func (h *host) discard() {
 	}
 }
 
+// addReadyCheck adds a /readyz check of the module's, named
+// "<module>/<name>": staged while Setup runs, as the caches' checks are,
+// and passing once the module failed, so that a module that cannot decide
+// never holds the replica out of the Service its other modules serve
+// through. (A module.Host method giving modules their own checks
+// delegates here.)
+func (h *host) addReadyCheck(name string, check func() error) {
+	wrapped := func() error {
+		if h.failed.Load() {
+			return nil
+		}
+		return check()
+	}
+	add := func() { h.g.Server.AddReadyCheck(h.name+"/"+name, wrapped) }
+	h.mu.Lock()
+	if h.staging {
+		h.syncChecks = append(h.syncChecks, add)
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	add()
+}
+
 // add runs r with the host, or stages it while Setup runs. An error r
 // returns while the host runs fails the module alone (onError), never the
 // host: the manager would stop every module with it.

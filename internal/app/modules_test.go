@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -298,5 +300,36 @@ func TestAModuleThatFailsWhileRunningFailsAlone(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAModulesReadyChecksAreItsOwn: a module's readiness check is staged
+// with its Setup (a failed Setup adds none) and passes once the module
+// failed while running: a module that no longer decides holds no replica
+// out of the Service.
+func TestAModulesReadyChecksAreItsOwn(t *testing.T) {
+	g := &Gatehouse{Server: testServer(t)}
+	never := func() error { return errors.New("never ready") }
+	discarded := &host{g: g, name: "unit-discarded", staging: true}
+	discarded.addReadyCheck("loaded", never)
+	discarded.discard()
+	kept := &host{g: g, name: "unit-kept", staging: true}
+	kept.addReadyCheck("loaded", never)
+	if err := kept.commit(); err != nil {
+		t.Fatal(err)
+	}
+	// The server has not started: every answer is 503. What counts is
+	// which checks it names.
+	body := func() string {
+		rec := httptest.NewRecorder()
+		g.Server.WebhookMux().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Body.String()
+	}
+	if b := body(); strings.Contains(b, "unit-discarded") || !strings.Contains(b, "unit-kept/loaded: never ready") {
+		t.Fatalf("/readyz names %q: want the committed module's check alone", b)
+	}
+	kept.failed.Store(true)
+	if b := body(); strings.Contains(b, "unit-kept") {
+		t.Fatalf("/readyz still waits for a failed module: %q", b)
 	}
 }
