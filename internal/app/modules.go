@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -159,7 +160,11 @@ func (g *Gatehouse) moduleCheck(name string, platform cache.Cache) func() error 
 		if !ok || g.opts.ManageWebhooks == nil {
 			return nil
 		}
-		named, err := namedByConfigurations(context.Background(), platform, g.opts.Instance, f)
+		// A readiness check answers, never waits for a cache that cannot
+		// sync (as webhookconfig's Written).
+		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+		defer cancel()
+		named, err := namedByConfigurations(ctx, platform, g.opts.Instance, f)
 		if err != nil {
 			return err
 		}

@@ -156,15 +156,21 @@ func (r *Reconciler) Withdraw(moduleName string, staticPaths []string) {
 	r.Trigger()
 }
 
+// staticLocked are the static webhooks to write: those of the modules
+// that were not withdrawn. r.mu is held.
+func (r *Reconciler) staticLocked() []module.Webhook {
+	return slices.DeleteFunc(slices.Clone(r.opts.Static), func(h module.Webhook) bool {
+		return r.withdrawn[h.Path] && h.Type != module.Conversion
+	})
+}
+
 // Applied counts successful reconciliations, for tests and logs.
 func (r *Reconciler) Applied() int64 { return r.applied.Load() }
 
 // Desired renders the declared state now.
 func (r *Reconciler) Desired() *Rendered {
 	r.mu.Lock()
-	hooks := slices.DeleteFunc(slices.Clone(r.opts.Static), func(h module.Webhook) bool {
-		return r.withdrawn[h.Path] && h.Type != module.Conversion
-	})
+	hooks := r.staticLocked()
 	names := make([]string, 0, len(r.dynamic))
 	for name := range r.dynamic {
 		names = append(names, name)

@@ -30,4 +30,8 @@ func TestWithdrawDropsAModulesWebhooksButNotItsConversion(t *testing.T) {
 	if after.Conversions["things.example.com"] == nil {
 		t.Fatal("the conversion stanza was dropped")
 	}
+	// Readiness waits for what is written, not for what was withdrawn.
+	if got := r.staticLocked(); len(got) != 3 {
+		t.Fatalf("static webhooks still written: %d, want 3 (empty.test, m.test, c.test)", len(got))
+	}
 }
