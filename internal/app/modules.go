@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -225,22 +225,8 @@ func bounded(s string, n int) string {
 		return s
 	}
 	cut := n
-	for cut > 0 && !utf8RuneStart(s[cut]) {
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
 	return s[:cut] + "…"
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
-// failedNames lists the failed modules, sorted, for a log line.
-func (s *moduleStates) failedNames() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.failed))
-	for name := range s.failed {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
 }
