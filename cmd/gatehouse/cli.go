@@ -60,6 +60,9 @@ func newRootCommand() *cobra.Command {
 	serve := serveFlags(flag.CommandLine)
 	serverFlags := pflag.NewFlagSet("gatehouse", pflag.ContinueOnError)
 	serverFlags.AddGoFlagSet(flag.CommandLine)
+	// A Func flag takes a value; this one is a switch.
+	serverFlags.Lookup(simulateNoLandlockFlag).NoOptDefVal = "true"
+	_ = serverFlags.MarkHidden(simulateNoLandlockFlag)
 	root := &cobra.Command{
 		Use:   "gatehouse",
 		Short: "Admission control for a Kubernetes platform, decided from informer caches",

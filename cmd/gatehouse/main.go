@@ -23,9 +23,14 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 	"github.com/gatehouse-dev/gatehouse/internal/reports"
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
+
+// simulateNoLandlockFlag starts configcheck as on a kernel without Landlock
+// (docs/testing.md): hidden from --help, it is no setting for a cluster.
+const simulateNoLandlockFlag = "configcheck-simulate-no-landlock"
 
 func main() {
 	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
@@ -81,6 +86,14 @@ func serveFlags(fs *flag.FlagSet) func() error {
 	fs.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
 	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowLua, "configcheck-allow-lua", false, "Let configcheck renderings load Lua (lua-load, lua-load-per-thread, lua-prepend-path); haproxy -c runs Lua while parsing, so only for platforms whose HAProxy needs it. The check stays confined.")
 	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Start configcheck on a kernel that cannot confine haproxy -c and the render workers (no Landlock or no seccomp filters); the check policy and resource limits still hold.")
+	fs.Func(simulateNoLandlockFlag, "Hidden, for tests: configcheck starts as on a kernel without Landlock (it then fails alone unless --configcheck-allow-unconfined; the other modules serve).", func(string) error {
+		catalogueOpts.ConfigCheck.Kernel = func() sandbox.Capabilities {
+			c := sandbox.Available()
+			c.LandlockABI, c.LandlockReason = 0, "simulated by --"+simulateNoLandlockFlag
+			return c
+		}
+		return nil
+	})
 	fs.Func("max-in-flight-bytes", "Request bodies the webhook server holds at once (a quantity, e.g. 8Mi; reviews up to 256Ki have as much again of their own); beyond it a request waits --in-flight-wait, then gets 429. Default "+quantity(opts.Server.MaxInFlightBytes)+".", quantityFlag(&opts.Server.MaxInFlightBytes))
 	fs.Func("max-in-flight-decision-bytes", "Estimated memory of the decisions made at once (a quantity, e.g. 192Mi): a review costs its JSON tokens times what its module measured per token; beyond it 429, a review costing more alone 413. Default "+quantity(opts.Server.MaxInFlightDecisionBytes)+"; raise it with the memory limit.", quantityFlag(&opts.Server.MaxInFlightDecisionBytes))
 	fs.DurationVar(&opts.Server.ShutdownDelay, "shutdown-delay", opts.Server.ShutdownDelay, "On SIGTERM, keep answering this long with /readyz failing and every connection closed after its answer, before the server stops (up to 30 s more for requests in flight): kube-apiserver moves to the other replicas without a failed call. The chart sets 10s; the Pod's terminationGracePeriodSeconds must exceed it by 35s.")

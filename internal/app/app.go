@@ -181,6 +181,7 @@ type Gatehouse struct {
 	reports        *reports.Writer
 	certs          certs.Source
 	staticModeOnce sync.Once
+	modules        moduleStates
 }
 
 // New builds the manager, the server and the enabled modules.
@@ -258,7 +259,7 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	if opts.ManageWebhooks != nil {
 		platformScope = webhookconfig.CacheByObject(opts.Instance)
 	}
-	platform, err := g.newCache(ctx, "platform", cache.Options{ByObject: platformScope, DefaultTransform: kinds.StripSchemas})
+	platform, err := g.newCache(ctx, "platform", cache.Options{ByObject: platformScope, DefaultTransform: kinds.StripSchemas}, mgr.Add, g.addSyncCheck)
 	if err != nil {
 		return nil, err
 	}
@@ -281,21 +282,18 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	})
 
 	for _, m := range enabled {
-		hooks := m.Webhooks()
 		mode := modes[m.Name()]
 		mlog := log.WithName(m.Name())
 		settings := opts.Modules[m.Name()].Webhook
 		settingsPath := field.NewPath("modules").Key(m.Name()).Child("webhook")
-		h := &host{
-			g: g, name: m.Name(), mode: mode, log: mlog, caches: map[string]bool{},
-			settings: settings, settingsPath: settingsPath,
-			ctx:    logf.IntoContext(ctx, mlog),
-			events: mgr.GetEventRecorderFor("gatehouse-" + m.Name()),
-		}
-		if err := m.Setup(h.ctx, h); err != nil {
-			return nil, fmt.Errorf("module %s: %w", m.Name(), err)
-		}
-		for _, hook := range hooks {
+		// The declarations and the operator's settings are checked before
+		// Setup: an error in them is the binary's or the configuration's,
+		// the same on every replica, and stops the process (a rollout that
+		// never becomes ready, the previous replicas serving on). What
+		// Setup meets at run time (the kernel, a binary, the API server)
+		// fails the module alone.
+		var hooks []module.Webhook
+		for _, hook := range m.Webhooks() {
 			if err := hook.Validate(); err != nil {
 				return nil, fmt.Errorf("module %s: %w", m.Name(), err)
 			}
@@ -308,6 +306,41 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 			if hook.Path == server.ValidatePath {
 				return nil, fmt.Errorf("module %s: webhook %s: %s is the server's own endpoint", m.Name(), hook.Name, server.ValidatePath)
 			}
+			hooks = append(hooks, hook)
+		}
+		newHost := func() *host {
+			return &host{
+				g: g, name: m.Name(), mode: mode, log: mlog, caches: map[string]bool{},
+				settings: settings, settingsPath: settingsPath, staging: true,
+				ctx:    logf.IntoContext(ctx, mlog),
+				events: mgr.GetEventRecorderFor("gatehouse-" + m.Name()),
+			}
+		}
+		h := newHost()
+		h.hooks = hooks
+		h.onError = func(err error) { g.failRunning(h, err) }
+		srv.AddReadyNote("module/"+m.Name(), g.moduleNote(m.Name()))
+		srv.AddReadyCheck("module/"+m.Name(), g.moduleCheck(m.Name(), platform))
+		if err := setupModule(h.ctx, m, h); err != nil {
+			h.discard()
+			g.modules.fail(m.Name(), err, hooks)
+			mlog.Error(err, "module could not start: its webhooks are neither served nor written into the webhook configurations; the other modules serve without it",
+				"module", m.Name())
+			if f, ok := m.(module.Failer); ok {
+				fh := newHost()
+				fh.onError = func(err error) {
+					mlog.Error(err, "module could not start, nor say so on its objects", "module", m.Name())
+				}
+				if ferr := failedSetup(fh.ctx, f, fh, err); ferr != nil {
+					mlog.Error(ferr, "module could not start, nor say so on its objects", "module", m.Name())
+				}
+			}
+			continue
+		}
+		if err := h.commit(); err != nil {
+			return nil, fmt.Errorf("module %s: %w", m.Name(), err)
+		}
+		for _, hook := range hooks {
 			if hook.Type == module.Conversion {
 				srv.Conversion(m.Name(), hook)
 			} else {
@@ -315,6 +348,7 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 			}
 			g.Webhooks = append(g.Webhooks, hook)
 		}
+		g.modules.started(m.Name())
 		log.Info("module enabled", "module", m.Name(), "enforcement", mode, "webhooks", len(hooks))
 	}
 

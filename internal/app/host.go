@@ -44,6 +44,127 @@ type host struct {
 	mu          sync.Mutex
 	caches      map[string]bool
 	controllers map[string]bool
+
+	// While Setup runs, what it registers is staged: commit hands it to
+	// the manager and /readyz once Setup returned, discard drops it when
+	// Setup failed, so that a module that cannot start leaves nothing
+	// running behind it (no cache gating /readyz, no controller, no
+	// followed kind, no run-time webhook).
+	staging    bool
+	runnables  []manager.Runnable
+	syncChecks []func()
+	follows    []module.Kind
+	stops      []func()
+	// failed is set by discard, or when one of the module's runnables
+	// failed: the module's later calls register nothing.
+	failed atomic.Bool
+	// hooks are the module's static webhooks, to withdraw them.
+	hooks []module.Webhook
+	// onError is called when one of the module's runnables returns an
+	// error while the host runs, instead of stopping the host.
+	onError func(error)
+}
+
+// errFailed is what a module that could not start is told when it asks
+// for more.
+func (h *host) errFailed() error {
+	return fmt.Errorf("module %s could not start: it registers nothing", h.name)
+}
+
+// commit starts what Setup registered.
+func (h *host) commit() error {
+	h.mu.Lock()
+	runnables, checks := h.runnables, h.syncChecks
+	h.staging, h.runnables, h.syncChecks, h.follows, h.stops = false, nil, nil, nil, nil
+	h.mu.Unlock()
+	for _, check := range checks {
+		check()
+	}
+	for _, r := range runnables {
+		if err := h.g.Manager.Add(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// discard drops what Setup registered, and withdraws the run-time
+// webhooks it set.
+func (h *host) discard() {
+	h.failed.Store(true)
+	h.mu.Lock()
+	follows, stops := h.follows, h.stops
+	h.staging, h.runnables, h.syncChecks, h.follows, h.stops = false, nil, nil, nil, nil
+	h.mu.Unlock()
+	for _, k := range follows {
+		k.Release()
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	_ = h.g.Server.SetRuntimeWebhooks(h.name, nil, h.mode)
+	if h.g.reconciler != nil {
+		h.g.reconciler.SetDynamic(h.name, nil)
+	}
+}
+
+// addReadyCheck adds a /readyz check of the module's, named
+// "<module>/<name>": staged while Setup runs, as the caches' checks are,
+// and passing once the module failed, so that a module that cannot decide
+// never holds the replica out of the Service its other modules serve
+// through. (A module.Host method giving modules their own checks
+// delegates here.)
+func (h *host) addReadyCheck(name string, check func() error) {
+	wrapped := func() error {
+		if h.failed.Load() {
+			return nil
+		}
+		return check()
+	}
+	add := func() { h.g.Server.AddReadyCheck(h.name+"/"+name, wrapped) }
+	h.mu.Lock()
+	if h.staging {
+		h.syncChecks = append(h.syncChecks, add)
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	add()
+}
+
+// add runs r with the host, or stages it while Setup runs. An error r
+// returns while the host runs fails the module alone (onError), never the
+// host: the manager would stop every module with it.
+func (h *host) add(r manager.Runnable) error {
+	if h.failed.Load() {
+		return h.errFailed()
+	}
+	r = failsAlone(r, h.onError)
+	h.mu.Lock()
+	if h.staging {
+		h.runnables = append(h.runnables, r)
+		h.mu.Unlock()
+		return nil
+	}
+	h.mu.Unlock()
+	return h.g.Manager.Add(r)
+}
+
+// addSyncCheck wires a cache's readiness and gatehouse_cache_synced
+// series, or stages it while Setup runs.
+func (h *host) addSyncCheck(name string, synced func() bool) {
+	// A module that failed while running no longer holds /readyz back
+	// by a cache of its own: the others serve.
+	inner := synced
+	synced = func() bool { return inner() || h.failed.Load() }
+	h.mu.Lock()
+	if h.staging {
+		h.syncChecks = append(h.syncChecks, func() { h.g.addSyncCheck(name, synced) })
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	h.g.addSyncCheck(name, synced)
 }
 
 var _ module.Host = (*host)(nil)
@@ -55,11 +176,9 @@ func (h *host) RESTMapper() meta.RESTMapper         { return h.g.Manager.GetREST
 func (h *host) Client() client.Client               { return h.g.writer }
 func (h *host) APIReader() client.Reader            { return h.g.Manager.GetAPIReader() }
 func (h *host) EventRecorder() record.EventRecorder { return h.events }
-func (h *host) Add(r manager.Runnable) error        { return h.g.Manager.Add(withLogger(r, h.log)) }
+func (h *host) Add(r manager.Runnable) error        { return h.add(withLogger(r, h.log)) }
 
-func (h *host) AddReadyCheck(name string, check func() error) {
-	h.g.Server.AddReadyCheck(h.name+"/"+name, check)
-}
+func (h *host) AddReadyCheck(name string, check func() error) { h.addReadyCheck(name, check) }
 
 func (h *host) NewController(name string, opts controller.Options) (controller.Controller, error) {
 	h.mu.Lock()
@@ -103,7 +222,10 @@ func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
 	}
 	h.caches[name] = true
 	h.mu.Unlock()
-	c, err := h.g.newCache(h.ctx, h.name+"/"+name, opts)
+	if h.failed.Load() {
+		return nil, h.errFailed()
+	}
+	c, err := h.g.newCache(h.ctx, h.name+"/"+name, opts, h.add, h.addSyncCheck)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: cache %s: %w", h.name, name, err)
 	}
@@ -111,6 +233,9 @@ func (h *host) NewCache(name string, opts cache.Options) (cache.Cache, error) {
 }
 
 func (h *host) StartCache(name string, opts cache.Options) (cache.Cache, func(), error) {
+	if h.failed.Load() {
+		return nil, nil, h.errFailed()
+	}
 	h.mu.Lock()
 	if h.caches[name] {
 		h.mu.Unlock()
@@ -152,20 +277,36 @@ func (h *host) StartCache(name string, opts cache.Options) (cache.Cache, func(),
 			release()
 		})
 	}
+	h.mu.Lock()
+	if h.staging {
+		h.stops = append(h.stops, stop)
+	}
+	h.mu.Unlock()
 	return c, stop, nil
 }
 
 func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (module.Kind, error) {
+	if h.failed.Load() {
+		return nil, h.errFailed()
+	}
 	k, err := h.g.kinds.Follow(c, obj, onChange)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: follow %T: %w", h.name, obj, err)
 	}
+	h.mu.Lock()
+	if h.staging {
+		h.follows = append(h.follows, k)
+	}
+	h.mu.Unlock()
 	return k, nil
 }
 
 func (h *host) Served(gvk schema.GroupVersionKind) bool { return h.g.kinds.Served(gvk) }
 
 func (h *host) SetWebhooks(hooks []module.Webhook) error {
+	if h.failed.Load() {
+		return h.errFailed()
+	}
 	served := make([]module.Webhook, len(hooks))
 	for i, hook := range hooks {
 		hook, err := h.settings.Apply(hook, h.settingsPath)
@@ -222,7 +363,7 @@ func ruleKinds(mapper meta.RESTMapper, hook module.Webhook, log logr.Logger) []s
 // newCache builds a scoped cache, registers the informers of the types it
 // names (so that its sync covers them), and wires its readiness and
 // gatehouse_cache_synced series.
-func (g *Gatehouse) newCache(ctx context.Context, name string, opts cache.Options) (cache.Cache, error) {
+func (g *Gatehouse) newCache(ctx context.Context, name string, opts cache.Options, add func(manager.Runnable) error, addSyncCheck func(string, func() bool)) (cache.Cache, error) {
 	c, err := cache.New(g.Manager.GetConfig(), g.cacheOptions(opts))
 	if err != nil {
 		return nil, err
@@ -233,12 +374,12 @@ func (g *Gatehouse) newCache(ctx context.Context, name string, opts cache.Option
 			return nil, fmt.Errorf("informer for %T: %w", obj, err)
 		}
 	}
-	if err := g.Manager.Add(ownedCache{c}); err != nil {
+	if err := add(ownedCache{c}); err != nil {
 		return nil, err
 	}
 	var synced atomic.Bool
-	g.addSyncCheck(name, synced.Load)
-	return c, g.Manager.Add(everyReplica(func(ctx context.Context) error {
+	addSyncCheck(name, synced.Load)
+	return c, add(everyReplica(func(ctx context.Context) error {
 		if c.WaitForCacheSync(ctx) {
 			synced.Store(true)
 			metrics.CacheSynced.WithLabelValues(name).Set(1)
@@ -301,6 +442,56 @@ func (r logged) NeedLeaderElection() bool {
 	}
 	return true
 }
+
+// failsAlone wraps a module's runnable so that an error it returns while
+// the host runs goes to onError instead of the manager, which would stop
+// every module. Caches are passed as they are: the manager starts and
+// waits for them as caches, and their failure is a cache that does not
+// sync (/readyz, gatehouse_cache_synced). A runnable that warms up keeps
+// its Warmup.
+func failsAlone(r manager.Runnable, onError func(error)) manager.Runnable {
+	if onError == nil {
+		return r
+	}
+	switch r.(type) {
+	case interface{ GetCache() cache.Cache }, webhook.Server, *manager.Server:
+		return r
+	}
+	f := alone{runnable: r, onError: onError}
+	if w, ok := r.(interface{ Warmup(context.Context) error }); ok {
+		return aloneWarmup{alone: f, warmup: w.Warmup}
+	}
+	return f
+}
+
+type alone struct {
+	runnable manager.Runnable
+	onError  func(error)
+}
+
+func (r alone) Start(ctx context.Context) error {
+	err := r.runnable.Start(ctx)
+	if err != nil && ctx.Err() == nil {
+		r.onError(err)
+		return nil
+	}
+	return err
+}
+
+// NeedLeaderElection keeps the wrapped runnable's choice.
+func (r alone) NeedLeaderElection() bool {
+	if le, ok := r.runnable.(manager.LeaderElectionRunnable); ok {
+		return le.NeedLeaderElection()
+	}
+	return true
+}
+
+type aloneWarmup struct {
+	alone
+	warmup func(context.Context) error
+}
+
+func (r aloneWarmup) Warmup(ctx context.Context) error { return r.warmup(ctx) }
 
 // everyReplica is a runnable that runs on every replica, leader or not.
 type everyReplica func(ctx context.Context) error

@@ -73,6 +73,11 @@ type Options struct {
 	// seccomp): the check policy and the resource limits still hold, the
 	// file, process and network confinement does not. Off by default.
 	AllowUnconfined bool
+	// Kernel reports what the kernel can confine; nil asks the kernel
+	// (sandbox.Available). Tests and the hidden flag
+	// --configcheck-simulate-no-landlock answer for a kernel without
+	// Landlock, to start the module as it starts there.
+	Kernel func() sandbox.Capabilities
 	// MaxConcurrentChecks bounds the haproxy -c processes at once (default
 	// 2).
 	MaxConcurrentChecks int
@@ -188,15 +193,27 @@ func (m *Module) Webhooks() []module.Webhook {
 
 // Setup finds haproxy, and builds the caches of configs and namespace
 // labels; the watched resources' informers start as configs ask for them.
-func (m *Module) Setup(ctx context.Context, host module.Host) error {
+func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 	m.host = host
-	caps := sandbox.Available()
+	kernel := m.opts.Kernel
+	if kernel == nil {
+		kernel = sandbox.Available
+	}
+	caps := kernel()
 	if err := checkConfinement(caps, m.opts.AllowUnconfined); err != nil {
 		return err
 	}
+	defer func() {
+		// The host discards what a failed Setup registered (the closer
+		// below among it): the workers already running go here.
+		if err != nil && m.renders != nil {
+			_ = m.renders.Close()
+		}
+	}()
 	logf.FromContext(ctx).Info("configcheck: checks and renderings run confined", "landlockABI", caps.LandlockABI,
 		"seccomp", caps.Seccomp, "missing", caps.Missing())
-	checker, err := newChecker(m.opts.HAProxyBinary, m.opts.AllowLua, m.opts.MaxConcurrentChecks)
+	var checker *haproxy.Checker
+	checker, err = newChecker(m.opts.HAProxyBinary, m.opts.AllowLua, m.opts.MaxConcurrentChecks)
 	if err != nil {
 		return fmt.Errorf("configcheck: %w", err)
 	}

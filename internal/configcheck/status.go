@@ -57,6 +57,9 @@ func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *conf
 }
 
 func setReady(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState) {
+	// The module runs: the condition written while it could not start
+	// (failed.go) goes.
+	meta.RemoveStatusCondition(&status.Conditions, gatehousev1alpha1.ConditionModuleReady)
 	valid := meta.IsStatusConditionTrue(status.Conditions, gatehousev1alpha1.ConditionValid)
 	pub := meta.IsStatusConditionTrue(status.Conditions, gatehousev1alpha1.ConditionPublished)
 	if valid && pub {

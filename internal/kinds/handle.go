@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -80,6 +81,9 @@ func (h *Handle) Release() {
 			return
 		}
 		delete(t.entries, h.e.key)
+		// Ready no longer waits for a kind nobody follows (a module whose
+		// Setup failed released what it followed).
+		t.initial = slices.DeleteFunc(t.initial, func(e *entry) bool { return e == h.e })
 		if h.e.running {
 			t.stopInformer(h.e, "no follower left")
 		}

@@ -88,6 +88,16 @@ var (
 		Help: "1 when the named cache has synced, 0 before.",
 	}, []string{"cache"})
 
+	// ModuleReady is 1 for each enabled module that started and serves,
+	// 0 for one that could not start: its webhooks are neither served nor
+	// written into the webhook configurations, and /readyz names it. The
+	// other modules serve either way (docs/modules.md, "A module that
+	// cannot start").
+	ModuleReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gatehouse_module_ready",
+		Help: "1 when the enabled module started and serves its webhooks, 0 when it could not start (its webhooks are withdrawn; the other modules serve).",
+	}, []string{"module"})
+
 	// CertificateReloads counts serving-certificate loads by source and result.
 	CertificateReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_certificate_reloads_total",
@@ -115,5 +125,5 @@ func buildInfo() prometheus.Collector {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(Requests, Latency, BadRequests, Panics, ForeignKinds, InFlight, Confirmations, Denials, CacheSynced, CertificateReloads, CertificateExpiry, buildInfo())
+	ctrlmetrics.Registry.MustRegister(Requests, Latency, BadRequests, Panics, ForeignKinds, InFlight, Confirmations, Denials, CacheSynced, ModuleReady, CertificateReloads, CertificateExpiry, buildInfo())
 }

@@ -57,7 +57,16 @@ func (h *conversionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := review.Request
 
-	objects, err, panicked := h.convert(r.Context(), req)
+	var (
+		objects  []runtime.RawExtension
+		err      error
+		panicked bool
+	)
+	if h.server.Withdrawn(h.module) {
+		err = fmt.Errorf("%s: module %s is not running on this replica", h.hook.Name, h.module)
+	} else {
+		objects, err, panicked = h.convert(r.Context(), req)
+	}
 	resp := &apiextensionsv1.ConversionResponse{UID: req.UID}
 	decision := metrics.DecisionAllowed
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 
@@ -105,4 +106,21 @@ func (s *Server) SetRuntimeWebhooks(moduleName string, hooks []module.Webhook, m
 		rt.byPath[path] = h
 	}
 	return nil
+}
+
+// RuntimeWebhookPaths are the paths of moduleName's run-time webhooks
+// being served, sorted.
+func (s *Server) RuntimeWebhookPaths(moduleName string) []string {
+	prefix := module.RuntimePath(moduleName)
+	rt := s.runtime()
+	rt.mu.RLock()
+	defer rt.mu.RUnlock()
+	var paths []string
+	for path := range rt.byPath {
+		if strings.HasPrefix(path, prefix) {
+			paths = append(paths, path)
+		}
+	}
+	sort.Strings(paths)
+	return paths
 }

@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sync/semaphore"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // Server serves webhooks over HTTPS.
@@ -36,6 +38,11 @@ type Server struct {
 	mu     sync.Mutex
 	paths  map[string]bool
 	checks map[string]func() error
+	// notes are lines /readyz adds to its answer, ready or not: what the
+	// replica serves without (a module that could not start).
+	notes map[string]func() string
+	// withdrawn are the modules that stopped deciding (Withdraw).
+	withdrawn sync.Map
 	// concurrency holds each module's bound on its decisions at once
 	// (module.Cost.Concurrency), for the modules that declare one.
 	concurrency map[string]concurrencyBound
@@ -65,6 +72,7 @@ func New(opts Options) (*Server, error) {
 		concurrency:   map[string]concurrencyBound{},
 		paths:         map[string]bool{},
 		checks:        map[string]func() error{},
+		notes:         map[string]func() string{},
 		listening:     make(chan struct{}),
 	}
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -120,6 +128,31 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 	s.checks[name] = check
 }
 
+// Withdraw stops deciding for a module that failed while running: its
+// webhooks, static and run-time, answer undecided (HTTP 503: the
+// webhook's failure policy) until the process restarts, and its run-time
+// webhooks are dropped. The host withdraws them from the configurations.
+func (s *Server) Withdraw(moduleName string) {
+	s.withdrawn.Store(moduleName, true)
+	_ = s.SetRuntimeWebhooks(moduleName, nil, module.Enforce)
+}
+
+// Withdrawn says whether Withdraw was called for moduleName.
+func (s *Server) Withdrawn(moduleName string) bool {
+	_, ok := s.withdrawn.Load(moduleName)
+	return ok
+}
+
+// AddReadyNote adds a line to /readyz's answer, whether the replica is
+// ready or not: note returns it, "" for none. A module that could not start
+// is a note, not a failed check: the replica serves its other modules
+// (docs/modules.md, "A module that cannot start").
+func (s *Server) AddReadyNote(name string, note func() string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notes[name] = note
+}
+
 func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	// The checks run outside the lock: a slow one must not hold every
@@ -131,8 +164,21 @@ func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 		names = append(names, name)
 		checks[name] = check
 	}
+	noteNames := make([]string, 0, len(s.notes))
+	notes := make(map[string]func() string, len(s.notes))
+	for name, note := range s.notes {
+		noteNames = append(noteNames, name)
+		notes[name] = note
+	}
 	s.mu.Unlock()
 	sort.Strings(names)
+	sort.Strings(noteNames)
+	var noted []string
+	for _, name := range noteNames {
+		if line := notes[name](); line != "" {
+			noted = append(noted, name+": "+line)
+		}
+	}
 	var failed []string
 	for _, name := range names {
 		if err := checks[name](); err != nil {
@@ -147,10 +193,10 @@ func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	if len(failed) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(strings.Join(failed, "\n")))
+		_, _ = w.Write([]byte(strings.Join(append(failed, noted...), "\n")))
 		return
 	}
-	_, _ = w.Write([]byte("ok"))
+	_, _ = w.Write([]byte(strings.Join(append([]string{"ok"}, noted...), "\n")))
 }
 
 // Addr returns the bound address once the server listens, nil before.

@@ -13,6 +13,7 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,6 +330,39 @@ func TestHealthAndReadiness(t *testing.T) {
 	ready = true
 	mu.Unlock()
 	if code, body := get("/readyz"); code != 200 || body != "ok" {
+		t.Fatalf("/readyz after sync = %d %q", code, body)
+	}
+}
+
+// TestReadyNotesDoNotFailReadiness: a note (a module that could not start)
+// is named in /readyz's answer, ready or not, and alone never makes the
+// replica unready; an empty note adds no line.
+func TestReadyNotesDoNotFailReadiness(t *testing.T) {
+	var ready atomic.Bool
+	h := start(t, nil, func(s *server.Server) {
+		s.AddReadyNote("module/broken", func() string { return "not started: no Landlock" })
+		s.AddReadyNote("module/fine", func() string { return "" })
+		s.AddReadyCheck("caches", func() error {
+			if !ready.Load() {
+				return io.ErrNoProgress
+			}
+			return nil
+		})
+	})
+	get := func() (int, string) {
+		resp, err := h.client.Get(h.url + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(); code != 503 || body != "caches: "+io.ErrNoProgress.Error()+"\nmodule/broken: not started: no Landlock" {
+		t.Fatalf("/readyz before sync = %d %q", code, body)
+	}
+	ready.Store(true)
+	if code, body := get(); code != 200 || body != "ok\nmodule/broken: not started: no Landlock" {
 		t.Fatalf("/readyz after sync = %d %q", code, body)
 	}
 }

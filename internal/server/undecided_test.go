@@ -78,3 +78,38 @@ func TestUndecidedIsAnswered503WithAStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestWithdrawnModuleIsUndecided: once a module is withdrawn (it failed
+// while running), its webhooks answer 503 without calling it, and another
+// module's webhook still decides.
+func TestWithdrawnModuleIsUndecided(t *testing.T) {
+	var called bool
+	admit := func(ctx context.Context, req admission.Request) admission.Response {
+		called = true
+		return admission.Denied("no")
+	}
+	var srv *server.Server
+	h := start(t, nil, func(s *server.Server) {
+		srv = s
+		s.Admission("gone", validating("gone.test", "/gone", admit), module.Enforce)
+		s.Admission("kept", validating("kept.test", "/kept", func(context.Context, admission.Request) admission.Response {
+			return admission.Allowed("")
+		}), module.Enforce)
+	})
+	srv.Withdraw("gone")
+	post := func(path string) int {
+		resp, err := h.client.Post(h.url+path, "application/json", bytes.NewReader(review("uid-withdrawn", admissionv1.Create)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	if code := post("/gone"); code != http.StatusServiceUnavailable || called {
+		t.Fatalf("a withdrawn module's webhook: HTTP %d, module called %v; want 503 without calling it", code, called)
+	}
+	if code := post("/kept"); code != http.StatusOK {
+		t.Fatalf("another module's webhook: HTTP %d, want 200", code)
+	}
+}

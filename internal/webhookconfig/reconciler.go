@@ -59,6 +59,9 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	dynamic map[string][]module.Webhook
+	// withdrawn are the paths of static webhooks of modules that failed
+	// while running (Withdraw): no longer written.
+	withdrawn map[string]bool
 	// foreign are the CRDs whose conversion another owner keeps, logged
 	// once each.
 	foreign map[string]bool
@@ -103,7 +106,7 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 	if opts.CABundle == nil {
 		opts.CABundle = func() []byte { return opts.Target().CABundle }
 	}
-	r := &Reconciler{opts: opts, dynamic: map[string][]module.Webhook{}, foreign: map[string]bool{}, converted: map[string]bool{}}
+	r := &Reconciler{opts: opts, dynamic: map[string][]module.Webhook{}, foreign: map[string]bool{}, converted: map[string]bool{}, withdrawn: map[string]bool{}}
 	for _, h := range opts.Static {
 		for _, crd := range h.CRDs {
 			r.converted[crd] = true
@@ -140,13 +143,34 @@ func (r *Reconciler) SetDynamic(moduleName string, hooks []module.Webhook) {
 	r.Trigger()
 }
 
+// Withdraw stops writing a module's webhooks: its static ones (by path)
+// and its run-time ones. A CRD conversion stanza among them is left as it
+// is: strategy None would relabel stored objects without converting them.
+func (r *Reconciler) Withdraw(moduleName string, staticPaths []string) {
+	r.mu.Lock()
+	for _, p := range staticPaths {
+		r.withdrawn[p] = true
+	}
+	delete(r.dynamic, moduleName)
+	r.mu.Unlock()
+	r.Trigger()
+}
+
+// staticLocked are the static webhooks to write: those of the modules
+// that were not withdrawn. r.mu is held.
+func (r *Reconciler) staticLocked() []module.Webhook {
+	return slices.DeleteFunc(slices.Clone(r.opts.Static), func(h module.Webhook) bool {
+		return r.withdrawn[h.Path] && h.Type != module.Conversion
+	})
+}
+
 // Applied counts successful reconciliations, for tests and logs.
 func (r *Reconciler) Applied() int64 { return r.applied.Load() }
 
 // Desired renders the declared state now.
 func (r *Reconciler) Desired() *Rendered {
 	r.mu.Lock()
-	hooks := slices.Clone(r.opts.Static)
+	hooks := r.staticLocked()
 	names := make([]string, 0, len(r.dynamic))
 	for name := range r.dynamic {
 		names = append(names, name)

@@ -26,7 +26,12 @@ func (r *Reconciler) Written() error {
 	ctx, cancel := context.WithTimeout(context.Background(), writtenCheckTimeout)
 	defer cancel()
 	// Only the names matter here: the target may not be known yet.
-	desired := Render(r.opts.Static, Target{URL: "https://unknown"})
+	// A withdrawn module's webhooks are not waited for: the leader
+	// removes them.
+	r.mu.Lock()
+	static := r.staticLocked()
+	r.mu.Unlock()
+	desired := Render(static, Target{URL: "https://unknown"})
 	validating, mutating := ConfigurationNames(r.opts.Instance)
 	var missing []string
 	if len(desired.Validating.Webhooks) > 0 {

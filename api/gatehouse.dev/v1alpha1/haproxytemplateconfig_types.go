@@ -255,7 +255,16 @@ const (
 	// ConditionFailing: the current state of the cluster does not render
 	// or check; the message names the watched objects that cause it.
 	ConditionFailing = "Failing"
+	// ConditionModuleReady is written False (reason ModuleFailed) on every
+	// config while configcheck cannot start (the leader's): the config
+	// validates nothing and publishes nothing until it does. The module
+	// removes it once it runs.
+	ConditionModuleReady = "ModuleReady"
 )
+
+// ReasonModuleFailed is the reason of ConditionModuleReady, and of
+// ConditionWebhookActive, while configcheck cannot start.
+const ReasonModuleFailed = "ModuleFailed"
 
 // HAProxyTemplateConfigStatus is what Gatehouse last found.
 type HAProxyTemplateConfigStatus struct {
