@@ -10,6 +10,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -63,7 +64,7 @@ func (m *Module) watchedCost() module.Cost {
 
 // watchedDenialReasons are the denial reasons of the watched resources'
 // webhooks: the phase that refused the change.
-var watchedDenialReasons = []string{phaseStructure, phaseRender, phasePolicy, phaseHAProxy, phaseTests}
+var watchedDenialReasons = []string{phaseStructure, phaseBounds, phaseRender, phasePolicy, phaseHAProxy, phaseTests}
 
 // watchedConfirmation is the confirmation of a watched resource's webhook:
 // nothing is denied from a stale cache (a Service created a moment ago may
@@ -126,6 +127,14 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 		countPhase(phaseStructure, "unselected")
 		return admission.Allowed(reason)
 	}
+	if op != render.OperationDelete {
+		if errs := m.checkBounds(st, w, req, obj); len(errs) > 0 {
+			// Refused before the config's turn and any rendering: an
+			// object this large would slow every tenant's admissions.
+			countPhase(phaseBounds, "denied")
+			return module.Deny(phaseBounds, boundsDenial(errs))
+		}
+	}
 	if req.Operation == admissionv1.Delete && m.namespaceTerminating(req.Namespace) {
 		// The namespace controller deletes a namespace's objects in no
 		// particular order: refusing a Service that an Ingress of the same
@@ -183,6 +192,29 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	return module.Deny(v.phase, v.denial)
 }
 
+// checkBounds checks the object a create or update would store against
+// w's bounds (bounds.go), with what the request says was stored before when
+// that was selected too.
+func (m *Module) checkBounds(st *configState, w *watchedSpec, req admission.Request, obj map[string]any) field.ErrorList {
+	if !w.bounds.exceeds(measure(obj)) {
+		return nil
+	}
+	var old map[string]any
+	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		if err := utiljson.Unmarshal(req.OldObject.Raw, &old); err == nil && old != nil &&
+			w.selectsIn(old, req.Namespace, st.scoped[w.name], m.namespaceLabels) {
+			old = w.stored(old)
+		} else {
+			old = nil
+		}
+	}
+	kind := req.Kind.Kind
+	if kind == "" {
+		kind = "object"
+	}
+	return validateBounds(w, obj, old, kind, st.key.String())
+}
+
 // needsPending opens a denial of a change that passes only with changes
 // admitted a moment ago that are not stored yet.
 const needsPending = "this change needs a change admitted a moment ago that is not stored yet (it may never be): try again once it is stored; without it: "
@@ -238,7 +270,7 @@ func (m *Module) confirmWatched(key types.NamespacedName, watched string) module
 }
 
 func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, req admission.Request, denial admission.Response) admission.Response {
-	if denial.AuditAnnotations[module.ReasonAnnotation] == phaseStructure {
+	if r := denial.AuditAnnotations[module.ReasonAnnotation]; r == phaseStructure || r == phaseBounds {
 		// The request's own shape: no state to read again.
 		return denial
 	}
