@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -89,6 +90,9 @@ func (m *Module) admitWatched(key types.NamespacedName, watched string) module.A
 		}
 		ctx, cancel := context.WithDeadline(ctx, start.Add(time.Duration(st.compiled.timeout)*time.Second-m.opts.Margin))
 		defer cancel()
+		// Its renderings take render workers in the config's turn
+		// (fair).
+		ctx = fair.WithShare(ctx, configParty(key), classOf(req))
 		resp = m.decide(ctx, st, w, req)
 		if !module.IsDenial(resp) {
 			// A denial's time is observed with its confirmation.
@@ -150,7 +154,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	// Judged in the config's turn, against the stores and the changes
 	// admitted before this one (pending.go).
 	adm := m.admissionsOf(st.key)
-	release, err := adm.acquire(ctx)
+	release, err := adm.acquire(ctx, tenantParty(req.Namespace), classOf(req))
 	if err != nil {
 		countUndecided("deadline")
 		return module.Undecided("configcheck: " + err.Error())
@@ -263,7 +267,7 @@ func (m *Module) confirmWatched(key types.NamespacedName, watched string) module
 		if deadline, ok := ctx.Deadline(); ok {
 			start = deadline.Add(-(time.Duration(st.compiled.timeout)*time.Second - m.opts.Margin))
 		}
-		resp = m.confirm(ctx, st, w, req, denial)
+		resp = m.confirm(fair.WithShare(ctx, configParty(key), classOf(req)), st, w, req, denial)
 		observeAdmission(watched, resp, time.Since(start))
 		return resp
 	}
@@ -280,7 +284,7 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 		return denial
 	}
 	adm := m.admissionsOf(st.key)
-	release, err := adm.acquire(ctx)
+	release, err := adm.acquire(ctx, tenantParty(req.Namespace), classOf(req))
 	if err != nil {
 		return module.Undecided("configcheck: " + err.Error())
 	}
@@ -439,6 +443,9 @@ func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, faile
 	out, err := c.renderer.Render(ctx, data)
 	observePhase(phaseRender, time.Since(start))
 	if err != nil {
+		if errors.Is(err, fair.ErrFull) {
+			return verdict{undecided: "configcheck: the rendering was not started: " + err.Error() + "; try again in a moment"}
+		}
 		if ctx.Err() != nil {
 			return verdict{undecided: "configcheck: rendering did not finish within the webhook's timeout"}
 		}
@@ -523,16 +530,27 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 			return module.NotPermitted(refusal)
 		}
 	}
-	// Renderings of config admissions (tests, current state) take at most
-	// RenderWorkers-1 workers at once: a burst of config writes or dry
-	// runs leaves one to the watched objects' admissions.
+	// Config admissions (tests, current state) are checked at most
+	// RenderWorkers-1 at once (their renderings also take at most that
+	// many workers: renderproc), each namespace's authors in turn with
+	// the others', dry runs after real writes, and a namespace with
+	// maxAuthorWaiting waiting has one more refused at once: one
+	// author's dry runs of a config whose tests spin to their deadline
+	// delay no other author's config and no watched object's admission.
+	party, class := authorParty(req.Namespace), fair.Check
+	if dryRun(req) {
+		class = fair.DryRun
+	}
+	ctx = fair.WithShare(ctx, party, class)
 	if m.configChecks != nil {
-		select {
-		case m.configChecks <- struct{}{}:
-			defer func() { <-m.configChecks }()
-		case <-ctx.Done():
+		release, err := m.configChecks.Acquire(ctx, party, class)
+		switch {
+		case errors.Is(err, fair.ErrFull):
+			return module.Undecided("configcheck: this config was not checked: " + err.Error() + "; try again once they are decided")
+		case err != nil:
 			return module.Undecided("configcheck: other HAProxyTemplateConfigs were being checked until the deadline; try again")
 		}
+		defer release()
 	}
 	report, err := m.runTests(ctx, c, configWebhookTimeout*time.Second)
 	if err != nil {

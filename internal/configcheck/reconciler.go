@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -118,7 +119,9 @@ func (m *Module) buildState(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		return st, nil
 	}
 	st.compiled = c
-	report, err := m.runTests(ctx, c, m.opts.TestTimeout)
+	// A stored config's tests are checks: they run once per generation,
+	// behind the admissions and publishing of every config (fair).
+	report, err := m.runTests(fair.WithShare(ctx, configParty(key), fair.Check), c, m.opts.TestTimeout)
 	if err != nil {
 		st.invalid = "the embedded tests could not run: " + err.Error()
 	} else {
