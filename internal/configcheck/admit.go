@@ -122,6 +122,13 @@ func (m *Module) watchedOf(key types.NamespacedName, watched string) (*configSta
 
 // decide judges the change over the caches.
 func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, req admission.Request) admission.Response {
+	if errs := m.checkBounds(st, w, req); len(errs) > 0 {
+		// Refused first, before the object is copied for the stores,
+		// before the config's turn and any rendering: an object this
+		// large would slow every tenant's admissions.
+		countPhase(phaseBounds, "denied")
+		return module.Deny(phaseBounds, boundsDenial(errs))
+	}
 	op, obj, reason, err := m.proposal(st, w, req)
 	if err != nil {
 		countPhase(phaseStructure, "denied")
@@ -130,14 +137,6 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	if op == "" {
 		countPhase(phaseStructure, "unselected")
 		return admission.Allowed(reason)
-	}
-	if op != render.OperationDelete {
-		if errs := m.checkBounds(st, w, req, obj); len(errs) > 0 {
-			// Refused before the config's turn and any rendering: an
-			// object this large would slow every tenant's admissions.
-			countPhase(phaseBounds, "denied")
-			return module.Deny(phaseBounds, boundsDenial(errs))
-		}
 	}
 	if req.Operation == admissionv1.Delete && m.namespaceTerminating(req.Namespace) {
 		// The namespace controller deletes a namespace's objects in no
@@ -197,26 +196,37 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 }
 
 // checkBounds checks the object a create or update would store against
-// w's bounds (bounds.go), with what the request says was stored before when
-// that was selected too.
-func (m *Module) checkBounds(st *configState, w *watchedSpec, req admission.Request, obj map[string]any) field.ErrorList {
-	if !w.bounds.exceeds(measure(obj)) {
+// w's bounds (bounds.go), measured on the request's bytes; only an object
+// past them is decoded, to tell whether w selects it (an object w does not
+// select is not its business), and whether the object it replaces was
+// already as large (it may stay so). DELETE is never refused.
+func (m *Module) checkBounds(st *configState, w *watchedSpec, req admission.Request) field.ErrorList {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return nil
 	}
-	var old map[string]any
-	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		if err := utiljson.Unmarshal(req.OldObject.Raw, &old); err == nil && old != nil &&
-			w.selectsIn(old, req.Namespace, st.scoped[w.name], m.namespaceLabels) {
-			old = w.stored(old)
-		} else {
-			old = nil
+	size := measureRaw(req.Object.Raw)
+	if !w.bounds.exceeds(size) {
+		return nil
+	}
+	selected := func(raw []byte) bool {
+		var obj map[string]any
+		return utiljson.Unmarshal(raw, &obj) == nil && obj != nil &&
+			w.selectsIn(obj, req.Namespace, st.scoped[w.name], m.namespaceLabels)
+	}
+	if !selected(req.Object.Raw) {
+		return nil
+	}
+	var old *objectSize
+	if req.Operation == admissionv1.Update {
+		if before := measureRaw(req.OldObject.Raw); w.bounds.exceeds(before) && selected(req.OldObject.Raw) {
+			old = &before
 		}
 	}
 	kind := req.Kind.Kind
 	if kind == "" {
 		kind = "object"
 	}
-	return validateBounds(w, obj, old, kind, st.key.String())
+	return validateBounds(w, size, old, kind, st.key.String())
 }
 
 // needsPending opens a denial of a change that passes only with changes

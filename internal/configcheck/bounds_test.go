@@ -1,6 +1,7 @@
 package configcheck
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -22,21 +23,60 @@ func ingressWithPaths(n int) map[string]any {
 	}
 }
 
+// sizeOf measures obj as the API server would send it.
+func sizeOf(t *testing.T, obj map[string]any) objectSize {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return measureRaw(raw)
+}
+
+func TestMeasureRaw(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		json string
+		// managed is the managedFields' value, which is not counted.
+		managed string
+		longest int
+		path    string
+	}{
+		{"flat", `{"a":1}`, "", 0, ""},
+		{"nested lists", `{"spec":{"rules":[{"http":{"paths":[1,2,3]}},{"http":{"paths":[true,false,null,"x"]}}]}}`, "", 4, "spec.rules[1].http.paths"},
+		{"a top list", `{"items":[[],[1,2]]}`, "", 2, "items[1]"},
+		{"brackets, quotes and commas inside strings count as text", `{"k":"[1,2,3] \"],[\" {,}","l":["a,b","c"]}`, "", 2, "l"},
+		{"escaped backslash before a quote", `{"k":"\\","l":[1,2,3]}`, "", 3, "l"},
+		{"whitespace", "{ \"l\" : [ 1 , 2 ] ,\n \"m\" : { } }", "", 2, "l"},
+		{"managedFields are not counted", `{"metadata":{"name":"x","managedFields":[{"f":[1,2,3,4,5]}]},"spec":{"l":[1,2]}}`, `[{"f":[1,2,3,4,5]}]`, 2, "spec.l"},
+		{"managedFields elsewhere are", `{"spec":{"managedFields":[1]}}`, "", 1, "spec.managedFields"},
+		{"keys of arrays in arrays", `{"a":[{"b":[1]},{"b":[1,2,3]}]}`, "", 3, "a[1].b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := int64(len(tc.json) - len(tc.managed))
+			got := measureRaw([]byte(tc.json))
+			if got.bytes != want || got.longest != tc.longest || got.path != tc.path {
+				t.Fatalf("measureRaw(%s) = %+v; want %d bytes, longest %d at %q", tc.json, got, want, tc.longest, tc.path)
+			}
+		})
+	}
+}
+
 func TestValidateBounds(t *testing.T) {
 	w := &watchedSpec{name: "ingresses", bounds: compileBounds(gatehousev1alpha1.WatchedResource{})}
-	if errs := validateBounds(w, ingressWithPaths(100), nil, "Ingress", "lb/haproxy"); len(errs) > 0 {
+	if errs := validateBounds(w, sizeOf(t, ingressWithPaths(100)), nil, "Ingress", "lb/haproxy"); len(errs) > 0 {
 		t.Fatalf("an Ingress of 100 paths is refused by the defaults: %v", errs)
 	}
 
 	// The attack: 10,000 paths, about 0.95 MB.
-	big := ingressWithPaths(10000)
+	big := sizeOf(t, ingressWithPaths(10000))
 	errs := validateBounds(w, big, nil, "Ingress", "lb/haproxy")
 	if len(errs) != 2 {
 		t.Fatalf("got %v; want the size and the list length refused", errs)
 	}
 	msg := boundsDenial(errs)
 	for _, want := range []string{
-		"this Ingress is 936.6 KiB as the templates see it",
+		"this Ingress is 936.6 KiB;",
 		"HAProxyTemplateConfig lb/haproxy accepts Ingress objects of watched resource ingresses up to 128.0 KiB",
 		"spec.watchedResources[ingresses].maxObjectBytes",
 		"spec.rules[0].http.paths of this Ingress has 10000 items", "at most 1000 items",
@@ -54,14 +94,15 @@ func TestValidateBounds(t *testing.T) {
 	}
 
 	// An object stored before the bounds may stay or shrink, never grow.
-	smaller := ingressWithPaths(9000)
-	if errs := validateBounds(w, smaller, big, "Ingress", "lb/haproxy"); len(errs) > 0 {
+	smaller := sizeOf(t, ingressWithPaths(9000))
+	if errs := validateBounds(w, smaller, &big, "Ingress", "lb/haproxy"); len(errs) > 0 {
 		t.Fatalf("shrinking an oversized object is refused: %v", errs)
 	}
-	if errs := validateBounds(w, big, smaller, "Ingress", "lb/haproxy"); len(errs) == 0 {
+	if errs := validateBounds(w, big, &smaller, "Ingress", "lb/haproxy"); len(errs) == 0 {
 		t.Fatal("growing an oversized object is admitted")
 	}
-	if errs := validateBounds(w, big, ingressWithPaths(3), "Ingress", "lb/haproxy"); len(errs) == 0 {
+	small := sizeOf(t, ingressWithPaths(3))
+	if errs := validateBounds(w, big, &small, "Ingress", "lb/haproxy"); len(errs) == 0 {
 		t.Fatal("an update making a small object oversized is admitted")
 	}
 }
