@@ -209,8 +209,10 @@ func (m *Module) checkBounds(st *configState, w *watchedSpec, req admission.Requ
 		return nil
 	}
 	selected := func(raw []byte) bool {
+		// Decoded without its lists' items: a selection reads none,
+		// and they are what makes such an object large.
 		var obj map[string]any
-		return utiljson.Unmarshal(raw, &obj) == nil && obj != nil &&
+		return utiljson.Unmarshal(withoutListItems(raw), &obj) == nil && obj != nil &&
 			w.selectsIn(obj, req.Namespace, st.scoped[w.name], m.namespaceLabels)
 	}
 	if !selected(req.Object.Raw) {

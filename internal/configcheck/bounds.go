@@ -209,3 +209,48 @@ func formatSize(n int64) string {
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
+
+// withoutListItems is data (an object's JSON) with every list emptied, for
+// telling whether a watched resource selects an object past its bounds
+// without decoding all of it: a selection reads labels (a map of strings)
+// and field paths through maps, where a list equals no value, empty or not
+// (fieldSelector.matches). What is outside lists is kept byte for byte.
+func withoutListItems(data []byte) []byte {
+	out := make([]byte, 0, min(len(data), 64<<10))
+	depth := 0 // of lists (and objects inside them) being skipped
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if c == '"' {
+			j := i + 1
+			for j < len(data) && data[j] != '"' {
+				if data[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if depth == 0 {
+				out = append(out, data[i:min(j+1, len(data))]...)
+			}
+			i = j
+			continue
+		}
+		switch {
+		case c == '[' && depth == 0:
+			out = append(out, '[')
+			depth = 1
+			continue
+		case (c == '[' || c == '{') && depth > 0:
+			depth++
+		case (c == ']' || c == '}') && depth > 0:
+			depth--
+			if depth == 0 {
+				out = append(out, ']')
+			}
+			continue
+		}
+		if depth == 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -106,3 +106,24 @@ func TestValidateBounds(t *testing.T) {
 		t.Fatal("an update making a small object oversized is admitted")
 	}
 }
+
+func TestWithoutListItems(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":1}`: `{"a":1}`,
+		`{"metadata":{"labels":{"x":"y"}},"spec":{"ingressClassName":"haproxy","rules":[{"http":{"paths":[1,2]}},{"a":"]"}]},"l":[]}`: `{"metadata":{"labels":{"x":"y"}},"spec":{"ingressClassName":"haproxy","rules":[]},"l":[]}`,
+		`{"s":"[\"{","t":["\\",{"u":[[]]}],"v":true}`: `{"s":"[\"{","t":[],"v":true}`,
+	} {
+		if got := string(withoutListItems([]byte(in))); got != want {
+			t.Errorf("withoutListItems(%s) = %s; want %s", in, got, want)
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(withoutListItems([]byte(in)), &obj); err != nil {
+			t.Errorf("withoutListItems(%s) is no JSON: %v", in, err)
+		}
+	}
+	// The attack's Ingress keeps what selections read.
+	raw, _ := json.Marshal(ingressWithPaths(10000))
+	if n := len(withoutListItems(raw)); n > 300 {
+		t.Fatalf("the 10,000-path Ingress without list items is %d bytes", n)
+	}
+}
