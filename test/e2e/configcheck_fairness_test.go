@@ -152,8 +152,8 @@ func confinedAuthor(t *testing.T) (string, client.Client) {
 }
 
 // spinningConfig is a config whose embedded test renders a template that
-// runs far past any deadline, within the rendering's limits (fewer range
-// iterations than render.MaxIterations, each hashing 4 KiB).
+// runs far past any deadline, within the rendering's limits (9 million
+// range iterations, fewer than render.MaxIterations, each hashing 4 KiB).
 func spinningConfig(namespace string) *gatehousev1alpha1.HAProxyTemplateConfig {
 	return &gatehousev1alpha1.HAProxyTemplateConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "spin"},
@@ -161,7 +161,7 @@ func spinningConfig(namespace string) *gatehousev1alpha1.HAProxyTemplateConfig {
 			WatchedResources: map[string]gatehousev1alpha1.WatchedResource{
 				"services": {APIVersion: "v1", Resources: "services", NamespaceSelector: onlyNamespace(namespace)},
 			},
-			HAProxyConfig: gatehousev1alpha1.Template{Template: authzTemplate + `{{ range until 9000000 }}{{ $_ := sha256sum (repeat 4096 "x") }}{{ end }}` + "\n"},
+			HAProxyConfig: gatehousev1alpha1.Template{Template: authzTemplate + `{{ range until 3000 }}{{ range until 3000 }}{{ $_ := sha256sum (repeat 4096 "x") }}{{ end }}{{ end }}` + "\n"},
 			ValidationTests: map[string]gatehousev1alpha1.ValidationTest{
 				"spins": {Assertions: []gatehousev1alpha1.Assertion{{Type: "haproxy_valid"}}},
 			},
