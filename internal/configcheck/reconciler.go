@@ -119,9 +119,11 @@ func (m *Module) buildState(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		return st, nil
 	}
 	st.compiled = c
-	// A stored config's tests are checks: they run once per generation,
-	// behind the admissions and publishing of every config (fair).
-	report, err := m.runTests(fair.WithShare(ctx, configParty(key), fair.Check), c, m.opts.TestTimeout)
+	// A stored config's tests are real work of that config (fair): they
+	// passed at its admission, run once per generation, and a config
+	// being written must not wait behind them on the one worker checks
+	// may use.
+	report, err := m.runTests(fair.WithShare(ctx, configParty(key), fair.Real), c, m.opts.TestTimeout)
 	if err != nil {
 		st.invalid = "the embedded tests could not run: " + err.Error()
 	} else {

@@ -29,11 +29,11 @@ import (
 type Class int
 
 const (
-	// Real is a change to be stored (a watched object's admission, the
-	// publishing of what is stored).
+	// Real is a change to be stored (a watched object's admission) and
+	// the work on what is stored (publishing it, a stored config's tests).
 	Real Class = iota
 	// Check is a config being written: its tests and its rendering of the
-	// cluster's state, and a stored config's tests.
+	// cluster's state.
 	Check
 	// DryRun is a dry run, which stores nothing, and a review Gatehouse
 	// cannot tell came from the API server.
