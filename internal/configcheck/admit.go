@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -63,7 +65,7 @@ func (m *Module) watchedCost() module.Cost {
 
 // watchedDenialReasons are the denial reasons of the watched resources'
 // webhooks: the phase that refused the change.
-var watchedDenialReasons = []string{phaseStructure, phaseRender, phasePolicy, phaseHAProxy, phaseTests}
+var watchedDenialReasons = []string{phaseStructure, phaseBounds, phaseRender, phasePolicy, phaseHAProxy, phaseTests}
 
 // watchedConfirmation is the confirmation of a watched resource's webhook:
 // nothing is denied from a stale cache (a Service created a moment ago may
@@ -88,6 +90,9 @@ func (m *Module) admitWatched(key types.NamespacedName, watched string) module.A
 		}
 		ctx, cancel := context.WithDeadline(ctx, start.Add(time.Duration(st.compiled.timeout)*time.Second-m.opts.Margin))
 		defer cancel()
+		// Its renderings take render workers in the config's turn
+		// (fair).
+		ctx = fair.WithShare(ctx, configParty(key), classOf(req))
 		resp = m.decide(ctx, st, w, req)
 		if !module.IsDenial(resp) {
 			// A denial's time is observed with its confirmation.
@@ -117,6 +122,13 @@ func (m *Module) watchedOf(key types.NamespacedName, watched string) (*configSta
 
 // decide judges the change over the caches.
 func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, req admission.Request) admission.Response {
+	if errs := m.checkBounds(st, w, req); len(errs) > 0 {
+		// Refused first, before the object is copied for the stores,
+		// before the config's turn and any rendering: an object this
+		// large would slow every tenant's admissions.
+		countPhase(phaseBounds, "denied")
+		return module.Deny(phaseBounds, boundsDenial(errs))
+	}
 	op, obj, reason, err := m.proposal(st, w, req)
 	if err != nil {
 		countPhase(phaseStructure, "denied")
@@ -141,7 +153,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	// Judged in the config's turn, against the stores and the changes
 	// admitted before this one (pending.go).
 	adm := m.admissionsOf(st.key)
-	release, err := adm.acquire(ctx)
+	release, err := adm.acquire(ctx, tenantParty(req.Namespace), classOf(req))
 	if err != nil {
 		countUndecided("deadline")
 		return module.Undecided("configcheck: " + err.Error())
@@ -181,6 +193,42 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	}
 	// Counted once confirmed.
 	return module.Deny(v.phase, v.denial)
+}
+
+// checkBounds checks the object a create or update would store against
+// w's bounds (bounds.go), measured on the request's bytes; only an object
+// past them is decoded, to tell whether w selects it (an object w does not
+// select is not its business), and whether the object it replaces was
+// already as large (it may stay so). DELETE is never refused.
+func (m *Module) checkBounds(st *configState, w *watchedSpec, req admission.Request) field.ErrorList {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return nil
+	}
+	size := measureRaw(req.Object.Raw)
+	if !w.bounds.exceeds(size) {
+		return nil
+	}
+	selected := func(raw []byte) bool {
+		// Decoded without its lists' items: a selection reads none,
+		// and they are what makes such an object large.
+		var obj map[string]any
+		return utiljson.Unmarshal(withoutListItems(raw), &obj) == nil && obj != nil &&
+			w.selectsIn(obj, req.Namespace, st.scoped[w.name], m.namespaceLabels)
+	}
+	if !selected(req.Object.Raw) {
+		return nil
+	}
+	var old *objectSize
+	if req.Operation == admissionv1.Update {
+		if before := measureRaw(req.OldObject.Raw); w.bounds.exceeds(before) && selected(req.OldObject.Raw) {
+			old = &before
+		}
+	}
+	kind := req.Kind.Kind
+	if kind == "" {
+		kind = "object"
+	}
+	return validateBounds(w, size, old, kind, st.key.String())
 }
 
 // needsPending opens a denial of a change that passes only with changes
@@ -231,14 +279,14 @@ func (m *Module) confirmWatched(key types.NamespacedName, watched string) module
 		if deadline, ok := ctx.Deadline(); ok {
 			start = deadline.Add(-(time.Duration(st.compiled.timeout)*time.Second - m.opts.Margin))
 		}
-		resp = m.confirm(ctx, st, w, req, denial)
+		resp = m.confirm(fair.WithShare(ctx, configParty(key), classOf(req)), st, w, req, denial)
 		observeAdmission(watched, resp, time.Since(start))
 		return resp
 	}
 }
 
 func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, req admission.Request, denial admission.Response) admission.Response {
-	if denial.AuditAnnotations[module.ReasonAnnotation] == phaseStructure {
+	if r := denial.AuditAnnotations[module.ReasonAnnotation]; r == phaseStructure || r == phaseBounds {
 		// The request's own shape: no state to read again.
 		return denial
 	}
@@ -248,7 +296,7 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 		return denial
 	}
 	adm := m.admissionsOf(st.key)
-	release, err := adm.acquire(ctx)
+	release, err := adm.acquire(ctx, tenantParty(req.Namespace), classOf(req))
 	if err != nil {
 		return module.Undecided("configcheck: " + err.Error())
 	}
@@ -407,6 +455,9 @@ func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, faile
 	out, err := c.renderer.Render(ctx, data)
 	observePhase(phaseRender, time.Since(start))
 	if err != nil {
+		if errors.Is(err, fair.ErrFull) {
+			return verdict{undecided: "configcheck: the rendering was not started: " + err.Error() + "; try again in a moment"}
+		}
 		if ctx.Err() != nil {
 			return verdict{undecided: "configcheck: rendering did not finish within the webhook's timeout"}
 		}
@@ -491,16 +542,27 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 			return module.NotPermitted(refusal)
 		}
 	}
-	// Renderings of config admissions (tests, current state) take at most
-	// RenderWorkers-1 workers at once: a burst of config writes or dry
-	// runs leaves one to the watched objects' admissions.
+	// Config admissions (tests, current state) are checked at most
+	// RenderWorkers-1 at once (their renderings also take at most that
+	// many workers: renderproc), each namespace's authors in turn with
+	// the others', dry runs after real writes, and a namespace with
+	// maxAuthorWaiting waiting has one more refused at once: one
+	// author's dry runs of a config whose tests spin to their deadline
+	// delay no other author's config and no watched object's admission.
+	party, class := authorParty(req.Namespace), fair.Check
+	if dryRun(req) {
+		class = fair.DryRun
+	}
+	ctx = fair.WithShare(ctx, party, class)
 	if m.configChecks != nil {
-		select {
-		case m.configChecks <- struct{}{}:
-			defer func() { <-m.configChecks }()
-		case <-ctx.Done():
+		release, err := m.configChecks.Acquire(ctx, party, class)
+		switch {
+		case errors.Is(err, fair.ErrFull):
+			return module.Undecided("configcheck: this config was not checked: " + err.Error() + "; try again once they are decided")
+		case err != nil:
 			return module.Undecided("configcheck: other HAProxyTemplateConfigs were being checked until the deadline; try again")
 		}
+		defer release()
 	}
 	report, err := m.runTests(ctx, c, configWebhookTimeout*time.Second)
 	if err != nil {

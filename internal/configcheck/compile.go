@@ -53,6 +53,8 @@ type watchedSpec struct {
 	// or overlaid (watchedResourcesIgnoreFields and the fields that change
 	// on every write).
 	ignore []render.FieldPath
+	// bounds bound each object (bounds.go).
+	bounds objectBounds
 }
 
 // alwaysIgnored change on every write (resourceVersion) or are large and
@@ -167,7 +169,7 @@ func compileWatchedResource(path *field.Path, name string, spec gatehousev1alpha
 		errs = append(errs, field.Invalid(path.Child("apiVersion"), spec.APIVersion, "want group/version, or v1 for the core group"))
 	}
 	w := &watchedSpec{name: name, gvr: gv.WithResource(spec.Resources), webhook: spec.EnableValidationWebhook,
-		labelSel: spec.LabelSelector, nsSelAPI: spec.NamespaceSelector}
+		labelSel: spec.LabelSelector, nsSelAPI: spec.NamespaceSelector, bounds: compileBounds(spec)}
 	w.indexBy = spec.IndexBy
 	if len(w.indexBy) == 0 {
 		w.indexBy = []string{"metadata.namespace", "metadata.name"}

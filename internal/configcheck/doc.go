@@ -26,6 +26,12 @@
 // applies, rather than the API server's timeout); a denial from the caches
 // is confirmed against the API server's lists before it is returned.
 //
+// Tenants share a config's render time and authors the render workers:
+// each watched object is bounded by its config (bounds.go: maxObjectBytes,
+// maxListLength), refused by itself when it is larger, and render workers,
+// a config's turn and the config checks are handed out fairly (package
+// fair: real changes first, parties in turn, a bounded number waiting).
+//
 // The webhooks of the watched resources are registered at run time, one per
 // watched resource with enableValidationWebhook, with that config's
 // failurePolicy and timeout; no config means no rules (fail-open, logged

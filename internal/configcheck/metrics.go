@@ -35,7 +35,7 @@ var (
 	}, []string{"phase"})
 	phaseOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_phase_outcomes_total",
-		Help: "Admissions ended before rendering (structure: denied, unselected, namespace-terminating) or ended by a phase (render, haproxy, tests: denied, or pre-existing when the state without the change fails the same way and the change is admitted).",
+		Help: "Admissions ended before rendering (structure: denied, unselected, namespace-terminating; object-bounds: denied, the object past its watched resource's bounds) or ended by a phase (render, haproxy, tests: denied, or pre-existing when the state without the change fails the same way and the change is admitted).",
 	}, []string{"phase", "outcome"})
 	// undecided says why the caches' judgement was undecided, which the
 	// server's decision="undecided" does not; a confirmation that could not

@@ -21,6 +21,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/renderproc"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -140,9 +141,9 @@ type Module struct {
 	watches    *watchSet
 	publisher  *publisher
 
-	// configChecks bounds the config admissions rendering at once
-	// (RenderWorkers-1, at least 1).
-	configChecks chan struct{}
+	// configChecks bounds the config admissions checked at once
+	// (RenderWorkers-1, at least 1), in fair turns by namespace.
+	configChecks *fair.Queue
 
 	// initialLoad holds /readyz until the configs that existed at start
 	// are loaded (initialload.go).
@@ -159,9 +160,18 @@ type Module struct {
 // New returns the configcheck module.
 func New(opts Options) *Module {
 	opts.setDefaults()
-	return &Module{opts: opts, states: map[types.NamespacedName]*configState{},
-		configChecks: make(chan struct{}, max(1, opts.RenderWorkers-1))}
+	checks, err := fair.New(fair.Options{Slots: max(1, opts.RenderWorkers-1), MaxWaiting: maxAuthorWaiting})
+	if err != nil {
+		panic(fmt.Sprintf("configcheck: RenderWorkers %d: %v", opts.RenderWorkers, err))
+	}
+	return &Module{opts: opts, states: map[types.NamespacedName]*configState{}, configChecks: checks}
 }
+
+// maxAuthorWaiting bounds the config admissions of one namespace waiting
+// to be checked: configs are written one at a time, and a check takes up
+// to the config webhook's timeout; a burst of them (dry runs in a loop)
+// fails at once rather than holding connections until its deadline.
+const maxAuthorWaiting = 1
 
 func (m *Module) Name() string { return "configcheck" }
 

@@ -2,17 +2,26 @@ package configcheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
 // admissions serializes the admissions of one config and remembers the
 // changes it admitted that its stores do not show yet.
+//
+// The turn is fair (package fair): the waiting admissions of each
+// namespace take turns with the other namespaces' (a tenant's burst waits
+// behind its own earlier admissions, never in front of another tenant's),
+// dry runs after real changes, and a namespace with maxTenantWaiting
+// admissions waiting has one more refused at once.
 //
 // Each admission is judged against a state; judged apart, two changes can
 // each be fine and together break the rendering (three Ingresses created
@@ -31,9 +40,9 @@ import (
 // be stored (an Ingress naming a Service admitted a moment ago but not yet
 // stored is refused: try again once it is).
 type admissions struct {
-	// turn is the lock, a channel so that waiting for it ends with the
-	// request's deadline.
-	turn    chan struct{}
+	// turn is the lock, a fair queue of one slot, so that waiting for it
+	// ends with the request's deadline.
+	turn    *fair.Queue
 	ttl     time.Duration
 	now     func() time.Time
 	pending []*pendingChange
@@ -52,18 +61,55 @@ type pendingChange struct {
 // kube-apiserver's default request timeout, which bounds the write.
 const pendingTTL = time.Minute
 
+// maxTenantWaiting bounds the admissions of one namespace waiting for one
+// config's turn: more than kubectl, Helm or a GitOps tool sends at once
+// (they write objects one by one), few enough that a flood fails at once
+// instead of holding connections and memory until its deadline.
+const maxTenantWaiting = 8
+
 func newAdmissions(ttl time.Duration, now func() time.Time) *admissions {
-	return &admissions{turn: make(chan struct{}, 1), ttl: ttl, now: now}
+	turn, err := fair.New(fair.Options{Slots: 1, MaxWaiting: maxTenantWaiting})
+	if err != nil {
+		panic(err) // constant options
+	}
+	return &admissions{turn: turn, ttl: ttl, now: now}
 }
 
-// acquire waits for the config's turn until ctx ends; release ends it.
-func (a *admissions) acquire(ctx context.Context) (release func(), err error) {
-	select {
-	case a.turn <- struct{}{}:
-		return func() { <-a.turn }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for this config's earlier admissions to be decided: %w", ctx.Err())
+// acquire waits for the config's turn, in party's turn among the waiting
+// parties and with class's urgency (fair), until ctx ends; release ends it.
+func (a *admissions) acquire(ctx context.Context, party string, class fair.Class) (release func(), err error) {
+	release, err = a.turn.Acquire(ctx, party, class)
+	switch {
+	case errors.Is(err, fair.ErrFull):
+		return nil, fmt.Errorf("this change was not judged: %w; try again once they are decided", err)
+	case err != nil:
+		return nil, fmt.Errorf("waiting for this config's earlier admissions to be decided: %w", err)
 	}
+	return release, nil
+}
+
+// Parties of the fair queues, as a refusal names them to the user who
+// was refused: their own namespace, or the config they wrote to.
+func tenantParty(namespace string) string {
+	if namespace == "" {
+		return "cluster-scoped objects"
+	}
+	return "namespace " + namespace
+}
+
+func configParty(key types.NamespacedName) string { return "HAProxyTemplateConfig " + key.String() }
+
+func authorParty(namespace string) string {
+	return "the HAProxyTemplateConfigs of namespace " + namespace
+}
+
+// classOf is a watched object's admission's urgency: a dry run stores
+// nothing, so it waits behind every change to be stored.
+func classOf(req admission.Request) fair.Class {
+	if dryRun(req) {
+		return fair.DryRun
+	}
+	return fair.Real
 }
 
 // getter reads one object of a watched resource's store.

@@ -3,11 +3,13 @@ package configcheck
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -187,24 +189,38 @@ func TestAdmissionsTakeTurnsPerConfig(t *testing.T) {
 	if m.admissionsOf(types.NamespacedName{Namespace: "lb", Name: "a"}) != a {
 		t.Fatal("one config has one turn")
 	}
-	release, err := a.acquire(context.Background())
+	release, err := a.acquire(context.Background(), tenantParty("tenant-a"), fair.Real)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another config's admissions do not wait for a's.
-	releaseB, err := b.acquire(context.Background())
+	releaseB, err := b.acquire(context.Background(), tenantParty("tenant-a"), fair.Real)
 	if err != nil {
 		t.Fatal("another config's turn waited:", err)
 	}
 	releaseB()
-	// a's next admission waits, until its own deadline.
+	// a's next admission, of another tenant, waits until its own
+	// deadline.
 	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() {
+		_, err := a.acquire(ctx, tenantParty("tenant-b"), fair.Real)
+		waited <- err
+	}()
+	for a.turn.Waiting() != 1 {
+		select {
+		case err := <-waited:
+			t.Fatalf("a second admission of the same config did not wait for the first: %v", err)
+		default:
+			runtime.Gosched()
+		}
+	}
 	cancel()
-	if _, err := a.acquire(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("a second admission of the same config did not wait for the first: %v", err)
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v; want the waiting admission to end with its context", err)
 	}
 	release()
-	again, err := a.acquire(context.Background())
+	again, err := a.acquire(context.Background(), tenantParty("tenant-b"), fair.Real)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -93,6 +94,8 @@ func (p *publisher) trigger(key types.NamespacedName) {
 
 // Reconcile publishes one config and writes its status.
 func (p *publisher) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	// Publishing what is stored is real work of the config (fair).
+	ctx = fair.WithShare(ctx, configParty(req.NamespacedName), fair.Real)
 	retry, err := p.sync(ctx, req.NamespacedName)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -174,6 +177,9 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		data.Resources[name] = s
 	}
 	out, err := st.compiled.renderer.Render(ctx, data)
+	if errors.Is(err, fair.ErrFull) {
+		return publishRetry, nil
+	}
 	if err != nil {
 		published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "RenderFailed",

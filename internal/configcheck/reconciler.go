@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -124,7 +125,11 @@ func (m *Module) buildState(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		return st, nil
 	}
 	st.compiled = c
-	report, err := m.runTests(ctx, c, m.opts.TestTimeout)
+	// A stored config's tests are real work of that config (fair): they
+	// passed at its admission, run once per generation, and a config
+	// being written must not wait behind them on the one worker checks
+	// may use.
+	report, err := m.runTests(fair.WithShare(ctx, configParty(key), fair.Real), c, m.opts.TestTimeout)
 	if err != nil {
 		st.invalid = "the embedded tests could not run: " + err.Error()
 	} else {

@@ -137,6 +137,24 @@ type WatchedResource struct {
 	// exclude are admitted without rendering.
 	// +optional
 	EnableValidationWebhook bool `json:"enableValidationWebhook,omitempty"`
+	// MaxObjectBytes bounds one object of this resource, as the templates
+	// see it (JSON, without managedFields, resourceVersion and
+	// watchedResourcesIgnoreFields): a create or update making a selected
+	// object larger is refused at admission, saying so, so that one
+	// tenant's objects cannot slow every other tenant's renderings.
+	// Default 131072 (128 KiB).
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=16777216
+	// +optional
+	MaxObjectBytes int64 `json:"maxObjectBytes,omitempty"`
+	// MaxListLength bounds every list in one object of this resource (an
+	// Ingress's rules or paths, a Service's ports), checked with
+	// MaxObjectBytes. Default 1000 (an EndpointSlice holds at most 1000
+	// endpoints).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	MaxListLength int32 `json:"maxListLength,omitempty"`
 }
 
 // Template is a template's source text.

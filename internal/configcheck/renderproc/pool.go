@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
@@ -57,6 +58,11 @@ type Options struct {
 	// Default 16 MiB; at least 4 KiB.
 	MaxOutputBytes int64
 
+	// MaxWaiting bounds the renderings of one party (fair.WithShare: a
+	// config) waiting for a worker; one more fails at once with an error
+	// wrapping fair.ErrFull. Default 8.
+	MaxWaiting int
+
 	// Command makes a worker's command, not started, with Stdin, Stdout
 	// and Stderr unset; ctx ending must kill the worker and everything it
 	// started. The worker must run Main. Default: this binary in the
@@ -72,6 +78,7 @@ const (
 	defaultRenderTimeout  = 30 * time.Second
 	defaultCPUTime        = 10 * time.Minute
 	defaultMaxOutputBytes = 16 << 20
+	defaultMaxWaiting     = 8
 
 	// maxHeldTemplates is how many template sets a worker keeps compiled
 	// (there is one per HAProxyTemplateConfig, and a changed config
@@ -107,6 +114,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxOutputBytes == 0 {
 		o.MaxOutputBytes = defaultMaxOutputBytes
 	}
+	if o.MaxWaiting == 0 {
+		o.MaxWaiting = defaultMaxWaiting
+	}
 	switch {
 	case o.Workers < 1:
 		return o, fmt.Errorf("Workers %d: at least 1", o.Workers)
@@ -120,6 +130,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("CPUTime %v: at least three RenderTimeouts (%v)", o.CPUTime, 3*o.RenderTimeout)
 	case o.MaxOutputBytes < 4<<10:
 		return o, fmt.Errorf("MaxOutputBytes %d: at least 4 KiB", o.MaxOutputBytes)
+	case o.MaxWaiting < 1:
+		return o, fmt.Errorf("MaxWaiting %d: at least 1", o.MaxWaiting)
 	}
 	return o, nil
 }
@@ -172,6 +184,11 @@ type Pool struct {
 	// nil one is started on use.
 	slots     chan *worker
 	closeOnce sync.Once
+	// turns decides who takes a worker next (fair): the most urgent class
+	// first, the parties of a class in turn, and the classes below
+	// fair.Real on all workers but one. A rendering holds its turn until
+	// its worker is back in slots, so a granted turn always finds one.
+	turns *fair.Queue
 
 	// storeCacheBytes is how much of encoded store snapshots a worker may
 	// hold; retireCPU is the CPU time after which it is retired.
@@ -194,8 +211,13 @@ func New(opts Options) (*Pool, error) {
 		}
 		opts.Command = confined(opts, emptyDir)
 	}
+	turns, err := fair.New(fair.Options{Slots: opts.Workers, Reserved: min(1, opts.Workers-1), MaxWaiting: opts.MaxWaiting})
+	if err != nil {
+		return nil, fmt.Errorf("renderproc: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
+		turns:           turns,
 		emptyDir:        emptyDir,
 		opts:            opts,
 		ctx:             ctx,
@@ -304,10 +326,12 @@ func (p *Pool) render(ctx context.Context, r *renderer, data render.Data) (rende
 	ctx, cancel := context.WithTimeoutCause(ctx, p.opts.RenderTimeout, &TimeBudgetError{Limit: p.opts.RenderTimeout})
 	defer cancel()
 
-	w, err := p.acquire(ctx)
+	w, release, err := p.acquire(ctx)
 	if err != nil {
 		return render.Output{}, err
 	}
+	// After the slot is given back, on every path below.
+	defer release()
 	// From here the slot goes back exactly once: w when it stays usable,
 	// nil when it was killed or died.
 	if w == nil {
@@ -390,32 +414,38 @@ func (p *Pool) render(ctx context.Context, r *renderer, data render.Data) (rende
 	return ans.Output.output(), nil
 }
 
-// acquire takes a slot, waiting as long as ctx allows. A free slot is
-// taken even when ctx is about to end (a rendering then stops at its end):
-// which of the two select would pick must not decide.
-func (p *Pool) acquire(ctx context.Context) (*worker, error) {
+// acquire takes a slot in the rendering's turn (fair.ShareOf(ctx)),
+// waiting as long as ctx allows; release ends the turn, after the slot is
+// back. A free slot is taken even when ctx is about to end (a rendering
+// then stops at its end): which of two ready cases a select picks must not
+// decide.
+func (p *Pool) acquire(ctx context.Context) (w *worker, release func(), err error) {
 	if err := ctx.Err(); err != nil {
-		return nil, stopped(ctx, "waiting for a free rendering process")
+		return nil, nil, stopped(ctx, "waiting for a free rendering process")
 	}
 	p.stats.waiting.Add(1)
 	defer p.stats.waiting.Add(-1)
-	var w *worker
+	party, class := fair.ShareOf(ctx)
+	release, err = p.turns.Acquire(ctx, party, class)
+	switch {
+	case errors.Is(err, fair.ErrFull):
+		return nil, nil, fmt.Errorf("waiting for a free rendering process: %w", err)
+	case err != nil:
+		return nil, nil, stopped(ctx, "waiting for a free rendering process")
+	}
+	// The turn guarantees a slot: every holder of one holds a turn.
 	select {
 	case w = <-p.slots:
-	default:
-		select {
-		case w = <-p.slots:
-		case <-ctx.Done():
-			return nil, stopped(ctx, "waiting for a free rendering process")
-		case <-p.ctx.Done():
-			return nil, ErrClosed
-		}
+	case <-p.ctx.Done():
+		release()
+		return nil, nil, ErrClosed
 	}
 	if p.ctx.Err() != nil {
 		p.slots <- w
-		return nil, ErrClosed
+		release()
+		return nil, nil, ErrClosed
 	}
-	return w, nil
+	return w, release, nil
 }
 
 // stopped is the error of a rendering whose context ended: it wraps

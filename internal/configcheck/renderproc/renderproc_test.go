@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -742,4 +743,40 @@ func benchPoolAgainstInProcess(b *testing.B, ingresses int) {
 	b.ReportAllocs()
 	benchLoop(b, pooled, data)
 	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/baseline, "x-in-process")
+}
+
+// TestDryRunsLeaveAWorkerToRealChanges: an author's dry runs of a template
+// that never ends take one of the two workers, the next waits its turn,
+// one more is refused at once; another config's real change renders on
+// the worker left.
+func TestDryRunsLeaveAWorkerToRealChanges(t *testing.T) {
+	p, _ := newPool(t, Options{Workers: 2, MaxWaiting: 1})
+	loop := compileOne(t, p, silentLoop)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dryRun := fair.WithShare(ctx, "the author's namespace", fair.DryRun)
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := loop.Render(dryRun, render.Data{})
+			done <- err
+		}()
+	}
+	waitFor(t, 30*time.Second, "one dry run rendering, one waiting", func() bool {
+		return p.busy() == 1 && p.turns.Waiting() == 1
+	})
+	_, err := loop.Render(dryRun, render.Data{})
+	if !errors.Is(err, fair.ErrFull) || !strings.Contains(err.Error(), "the author's namespace already has 1 waiting") {
+		t.Fatalf("a third dry run: %v; want it refused at once", err)
+	}
+	out, err := compileOne(t, p, "real").Render(fair.WithShare(ctx, "another config", fair.Real), render.Data{})
+	if err != nil || strings.TrimSpace(out.HAProxyConfig) != "real" {
+		t.Fatalf("another config's real change beside the dry runs: %q, %v", out.HAProxyConfig, err)
+	}
+	cancel()
+	for range 2 {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("a dry run: %v", err)
+		}
+	}
 }
