@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -99,18 +100,39 @@ func confineAndExec(p plan) error {
 			return err
 		}
 	}
+	// execve's arguments are built now: once the limits are set, the
+	// trampoline's own address space (a Go runtime reserves more than
+	// many programs' limits) leaves it no new mapping, and an allocation
+	// that needed one killed it ("runtime: cannot allocate memory", under
+	// load, when the collector had emptied the spans syscall.Exec's
+	// conversions would have used).
+	path, err := syscall.BytePtrFromString(p.Path)
+	if err != nil {
+		return err
+	}
+	argv, err := syscall.SlicePtrFromStrings(p.Argv)
+	if err != nil {
+		return err
+	}
+	envv, err := syscall.SlicePtrFromStrings(p.Env)
+	if err != nil {
+		return err
+	}
 	// Resource limits last: the trampoline itself must not run into
-	// them (a Go runtime needs more address space than many programs).
+	// them. Between them and execve nothing allocates: a raw system call
+	// (syscall.Exec would convert its arguments first; nothing else in
+	// this process forks, which its lock guards against).
 	if err := setLimits(p.Limits); err != nil {
 		return err
 	}
-	// syscall.Exec, not a raw execve: it also restores the
-	// RLIMIT_NOFILE soft limit this runtime raised at start (unless
-	// setLimits set one), and stops the runtime's other threads from
-	// forking meanwhile.
-	err := syscall.Exec(p.Path, p.Argv, p.Env)
-	return fmt.Errorf("executing %s: %w", p.Path, err)
+	_, _, errno := syscall.RawSyscall(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(path)),
+		uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
+	return fmt.Errorf("executing %s: %w", p.Path, errno)
 }
+
+// defaultOpenFiles is the RLIMIT_NOFILE soft limit a program gets when
+// Limits.OpenFiles is not set: Linux's own default.
+const defaultOpenFiles = 1024
 
 // setLimits sets the resource limits, each soft = hard.
 func setLimits(l Limits) error {
@@ -142,6 +164,21 @@ func setLimits(l Limits) error {
 	if l.OpenFiles > 0 {
 		if err := set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, l.OpenFiles); err != nil {
 			return err
+		}
+	} else {
+		// The Go runtime raised the soft limit to the hard one at start,
+		// which syscall.Exec would have put back; the raw execve does
+		// not, so the program gets the usual soft default (a program
+		// such as haproxy sizes its tables by it), under the same hard
+		// limit.
+		var cur syscall.Rlimit
+		if err := syscall.Getrlimit(unix.RLIMIT_NOFILE, &cur); err != nil {
+			return fmt.Errorf("reading RLIMIT_NOFILE: %w", err)
+		}
+		if cur.Cur > defaultOpenFiles {
+			if err := syscall.Setrlimit(unix.RLIMIT_NOFILE, &syscall.Rlimit{Cur: defaultOpenFiles, Max: cur.Max}); err != nil {
+				return fmt.Errorf("setting RLIMIT_NOFILE to %d: %w", defaultOpenFiles, err)
+			}
 		}
 	}
 	if l.Data > 0 {

@@ -662,6 +662,20 @@ func TestOpenFilesLimit(t *testing.T) {
 	if got, want := strings.Fields(r.stdout), []string{"17", "17", "0", "0"}; !slices.Equal(got, want) {
 		t.Errorf("ulimit -n, -Hn, -c, -f = %v, want %v", got, want)
 	}
+	// Without a limit the program gets the usual soft default, not the
+	// hard limit the Go runtime raised the trampoline's soft limit to.
+	var hard syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &hard); err != nil {
+		t.Fatal(err)
+	}
+	r = sh(t, t.Context(), sandbox.Spec{}, "ulimit -n; ulimit -Hn")
+	want := []string{strconv.FormatUint(min(hard.Max, 1024), 10), strconv.FormatUint(hard.Max, 10)}
+	if hard.Max == unix.RLIM_INFINITY {
+		want[1] = "unlimited"
+	}
+	if got := strings.Fields(r.stdout); !slices.Equal(got, want) {
+		t.Errorf("without a limit: ulimit -n, -Hn = %v, want %v", got, want)
+	}
 }
 
 // refusedNet says whether test-net was refused (exit 3) by the
