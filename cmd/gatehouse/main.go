@@ -19,6 +19,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
@@ -85,7 +86,14 @@ func serveFlags(fs *flag.FlagSet) func() error {
 	fs.DurationVar(&rotationGrace, "self-managed-certs-rotation-grace", certs.DefaultRotationGrace, "With --self-managed-certs: how long each phase of a CA rotation waits for every replica and kube-apiserver to see the previous one (new CA trusted, then served, then the old CA dropped). Shorter only for tests.")
 	fs.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
 	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowLua, "configcheck-allow-lua", false, "Let configcheck renderings load Lua (lua-load, lua-load-per-thread, lua-prepend-path); haproxy -c runs Lua while parsing, so only for platforms whose HAProxy needs it. The check stays confined.")
-	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Start configcheck on a kernel that cannot confine haproxy -c and the render workers (no Landlock or no seccomp filters); the check policy and resource limits still hold.")
+	fs.Func("configcheck-confinement", "required (default): configcheck does not start where the kernel cannot confine haproxy -c and the render workers (no Landlock or no seccomp filters), and fails alone; bestEffort: it starts with what the kernel has (gatehouse_configcheck_confinement says what, an alert fires, and Lua is refused without Landlock).", func(s string) error {
+		if s != configcheck.ConfinementRequired && s != configcheck.ConfinementBestEffort {
+			return fmt.Errorf("%q: want %s or %s", s, configcheck.ConfinementRequired, configcheck.ConfinementBestEffort)
+		}
+		catalogueOpts.ConfigCheck.Confinement = s
+		return nil
+	})
+	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Same as --configcheck-confinement=bestEffort.")
 	fs.Func(simulateNoLandlockFlag, "Hidden, for tests: configcheck starts as on a kernel without Landlock (it then fails alone unless --configcheck-allow-unconfined; the other modules serve).", func(string) error {
 		catalogueOpts.ConfigCheck.Kernel = func() sandbox.Capabilities {
 			c := sandbox.Available()

@@ -36,9 +36,9 @@ func run() int {
 				missingHAProxy = err.Error()
 				continue
 			}
-			if caps := sandbox.Available(); !caps.Complete() && !strings.Contains(os.Getenv("GATEHOUSE_ARGS"), "--configcheck-allow-unconfined") {
+			if caps := sandbox.Available(); !caps.Complete() && !strings.Contains(os.Getenv("GATEHOUSE_ARGS"), "--configcheck-allow-unconfined") && !strings.Contains(os.Getenv("GATEHOUSE_ARGS"), "--configcheck-confinement=bestEffort") {
 				missingHAProxy = "this kernel cannot confine its checks (" + strings.Join(caps.Missing(), "; ") +
-					"); GATEHOUSE_ARGS=--configcheck-allow-unconfined make run starts it anyway"
+					"); GATEHOUSE_ARGS=--configcheck-confinement=bestEffort make run starts it anyway"
 				continue
 			}
 		}

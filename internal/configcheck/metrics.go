@@ -17,7 +17,26 @@ import (
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
+
+// confinement is what confines checks and renderings on this replica,
+// set when the module starts (GatehouseConfigcheckConfinementReduced).
+var confinement = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "gatehouse_configcheck_confinement",
+	Help: "What confines configcheck's checks and renderings on this replica, by layer: landlock_abi (the Landlock ABI in force, 0 none: files protected by their permissions only), seccomp (1 the filter is installed: processes, TCP and Unix sockets, signals, privileged calls), separate_identity (1 when checks run as another user than the server; not built yet, always 0).",
+}, []string{"layer"})
+
+// recordConfinement sets the gauge from what the kernel offers.
+func recordConfinement(caps sandbox.Capabilities) {
+	confinement.WithLabelValues("landlock_abi").Set(float64(caps.LandlockABI))
+	seccomp := 0.0
+	if caps.Seccomp {
+		seccomp = 1
+	}
+	confinement.WithLabelValues("seccomp").Set(seccomp)
+	confinement.WithLabelValues("separate_identity").Set(0)
+}
 
 var (
 	// HAProxyChecks counts how admissions and publications got their
@@ -63,7 +82,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(HAProxyChecks, phaseSeconds, phaseOutcomes, undecided, admissionSeconds, configs, published)
+	ctrlmetrics.Registry.MustRegister(HAProxyChecks, phaseSeconds, phaseOutcomes, undecided, admissionSeconds, configs, published, confinement)
 }
 
 func countCheck(v haproxy.Verdict) {

@@ -69,10 +69,14 @@ type Options struct {
 	// platform whose HAProxy needs it. Off by default: haproxy -c runs Lua
 	// while parsing. The check process stays confined either way.
 	AllowLua bool
-	// AllowUnconfined starts the module on a kernel that cannot confine
-	// haproxy -c and the render workers completely (no Landlock ABI 6, no
-	// seccomp): the check policy and the resource limits still hold, the
-	// file, process and network confinement does not. Off by default.
+	// Confinement is ConfinementRequired (the default: the module does not
+	// start where the kernel cannot confine haproxy -c and the render
+	// workers, having no Landlock or no seccomp filters) or
+	// ConfinementBestEffort (it starts with what there is: the check
+	// policy and the resource limits still hold, and whatever layers the
+	// kernel has; the gauge and an alert say what is missing).
+	Confinement string
+	// AllowUnconfined is ConfinementBestEffort (the older flag).
 	AllowUnconfined bool
 	// Kernel reports what the kernel can confine; nil asks the kernel
 	// (sandbox.Available). Tests and the hidden flag
@@ -210,7 +214,8 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 		kernel = sandbox.Available
 	}
 	caps := kernel()
-	if err := checkConfinement(caps, m.opts.AllowUnconfined); err != nil {
+	recordConfinement(caps)
+	if err := checkConfinement(caps, m.opts.bestEffort()); err != nil {
 		return err
 	}
 	defer func() {
@@ -220,8 +225,14 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 			_ = m.renders.Close()
 		}
 	}()
-	logf.FromContext(ctx).Info("configcheck: checks and renderings run confined", "landlockABI", caps.LandlockABI,
-		"seccomp", caps.Seccomp, "missing", caps.Missing())
+	if caps.Complete() {
+		logf.FromContext(ctx).Info("configcheck: checks and renderings run confined", "landlockABI", caps.LandlockABI, "seccomp", caps.Seccomp)
+	} else {
+		// logr has no warning level: this is said at error, once, at start
+		// (and gatehouse_configcheck_confinement keeps saying it).
+		logf.FromContext(ctx).Error(nil, "configcheck: checks and renderings run with less confinement than required (confinement bestEffort)",
+			"landlockABI", caps.LandlockABI, "seccomp", caps.Seccomp, "missing", caps.Missing())
+	}
 	var checker *haproxy.Checker
 	checker, err = newChecker(m.opts.HAProxyBinary, m.opts.AllowLua, m.opts.MaxConcurrentChecks)
 	if err != nil {
@@ -291,13 +302,24 @@ func newChecker(binary string, allowLua bool, maxConcurrent int) (*haproxy.Check
 
 // checkConfinement refuses to run untrusted templates and configurations on
 // a kernel that cannot confine them, unless the administrator said so.
-func checkConfinement(caps sandbox.Capabilities, allowUnconfined bool) error {
-	if caps.Complete() || allowUnconfined {
+func checkConfinement(caps sandbox.Capabilities, bestEffort bool) error {
+	if caps.Complete() || bestEffort {
 		return nil
 	}
 	return fmt.Errorf("configcheck: this kernel cannot confine haproxy -c and the render workers (%s): "+
-		"run on a kernel with the landlock LSM enabled (Linux 5.13 or later) and seccomp filters, or accept the risk with --configcheck-allow-unconfined",
+		"run on a kernel with the landlock LSM enabled (Linux 5.13 or later) and seccomp filters, or accept the risk with --configcheck-confinement=bestEffort",
 		strings.Join(caps.Missing(), "; "))
+}
+
+// The confinement modes (Options.Confinement).
+const (
+	ConfinementRequired   = "required"
+	ConfinementBestEffort = "bestEffort"
+)
+
+// bestEffort says whether the module starts whatever the kernel confines.
+func (o Options) bestEffort() bool {
+	return o.Confinement == ConfinementBestEffort || o.AllowUnconfined
 }
 
 // newRenderPool is the worker pool every rendering goes through.

@@ -1,6 +1,7 @@
 package configcheck
 
 import (
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"context"
 	"strings"
 	"testing"
@@ -19,11 +20,25 @@ func TestConfinementIsRequired(t *testing.T) {
 	}
 	lacking := sandbox.Capabilities{LandlockABI: 0, LandlockReason: "not enabled", Seccomp: true}
 	err := checkConfinement(lacking, false)
-	if err == nil || !strings.Contains(err.Error(), "--configcheck-allow-unconfined") || !strings.Contains(err.Error(), "not enabled") {
+	if err == nil || !strings.Contains(err.Error(), "--configcheck-confinement=bestEffort") || !strings.Contains(err.Error(), "not enabled") {
 		t.Fatalf("checkConfinement without Landlock = %v; want a refusal naming what is missing and the flag", err)
 	}
 	if err := checkConfinement(lacking, true); err != nil {
 		t.Fatalf("allowed unconfined but refused: %v", err)
+	}
+	for _, o := range []Options{{Confinement: ConfinementBestEffort}, {AllowUnconfined: true}} {
+		if !o.bestEffort() {
+			t.Errorf("%+v is not best effort", o)
+		}
+	}
+	if (Options{}).bestEffort() || (Options{Confinement: ConfinementRequired}).bestEffort() {
+		t.Error("the default is not required")
+	}
+	recordConfinement(lacking)
+	for layer, want := range map[string]float64{"landlock_abi": 0, "seccomp": 1, "separate_identity": 0} {
+		if got := testutil.ToFloat64(confinement.WithLabelValues(layer)); got != want {
+			t.Errorf("gatehouse_configcheck_confinement{layer=%q} = %v, want %v", layer, got, want)
+		}
 	}
 	// This machine (and CI's) has the whole confinement.
 	if caps := sandbox.Available(); !caps.Complete() {
