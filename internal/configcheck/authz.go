@@ -103,6 +103,9 @@ type accessRequirement struct {
 	source, why string
 	// advice says how to proceed.
 	advice string
+	// watched names the watched resource asking for the right ("" for the
+	// outputs).
+	watched string
 }
 
 // accessTarget is a watched resource as the authorizer names it.
@@ -150,7 +153,7 @@ func accessRequirements(key types.NamespacedName, c *compiled, targets map[strin
 		for _, verb := range verbs {
 			r := accessRequirement{
 				q:     accessQuestion{verb: verb, group: t.group, resource: t.resource},
-				scope: scope, source: source, why: why,
+				scope: scope, source: source, why: why, watched: name,
 			}
 			if scope == scopeSelected {
 				r.sel = w.nsSel
@@ -195,6 +198,12 @@ func joinAdvice(a, b string) string {
 // refusal is the denial for r's question q.
 func (r accessRequirement) refusal(user string, q accessQuestion) string {
 	where := "in namespace " + fmt.Sprintf("%q", q.namespace)
+	if r.scope == scopeSelected && q.namespace != "" && !namedBy(r.sel, q.namespace) {
+		// Selected by its labels: the author may not know it exists, and
+		// a refusal must not tell them (nor anyone posting a made-up
+		// userInfo to the port) which namespaces carry a label.
+		where = "in a namespace that namespaceSelector selects by label (Gatehouse names only the namespaces a selector names)"
+	}
 	source := r.source
 	if q.namespace == "" {
 		where = "cluster-wide"
@@ -437,5 +446,5 @@ func (m *Module) authorizeAuthor(ctx context.Context, user authenticationv1.User
 		return "the request names no user: a config is judged with its author's rights, and this one has no author", nil
 	}
 	reqs := accessRequirements(key, c, m.accessTargets(c), certs)
-	return authorize(ctx, user.Username, reqs, m.subjectAccessReview(user), m.selectedNamespaces)
+	return authorize(ctx, user.Username, reqs, m.access.reviewer(user), m.selectedNamespaces)
 }
