@@ -88,7 +88,7 @@ func (m *Module) admitWatched(key types.NamespacedName, watched string) module.A
 		}
 		ctx, cancel := context.WithDeadline(ctx, start.Add(time.Duration(st.compiled.timeout)*time.Second-m.opts.Margin))
 		defer cancel()
-		resp = m.decide(ctx, st, w, req)
+		resp = forCaller(m.decide(ctx, st, w, req), req)
 		if !module.IsDenial(resp) {
 			// A denial's time is observed with its confirmation.
 			observeAdmission(watched, resp, time.Since(start))
@@ -231,7 +231,7 @@ func (m *Module) confirmWatched(key types.NamespacedName, watched string) module
 		if deadline, ok := ctx.Deadline(); ok {
 			start = deadline.Add(-(time.Duration(st.compiled.timeout)*time.Second - m.opts.Margin))
 		}
-		resp = m.confirm(ctx, st, w, req, denial)
+		resp = forCaller(m.confirm(ctx, st, w, req, denial), req)
 		observeAdmission(watched, resp, time.Since(start))
 		return resp
 	}
