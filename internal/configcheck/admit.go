@@ -486,12 +486,6 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	if key.Name == "" {
 		key.Name = req.Name
 	}
-	if refusal, err := checkAuthorRecord(req, cfg); err != nil || refusal != "" {
-		if err != nil {
-			refusal = err.Error()
-		}
-		return module.Deny(reasonInvalidConfig, refusal)
-	}
 	// Without a verified caller, anyone reaching the port may have posted
 	// this review, under any userInfo: asking the API server about that
 	// identity would answer them (and cost SubjectAccessReviews), and
@@ -547,6 +541,16 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 			return module.Deny(reasonCurrentState, bounded(current.denial, 4000))
 		}
 		warnings = append(warnings, current.warnings...)
+	}
+	// Last, so that every other reason is given first: a write that does
+	// not carry the author record Gatehouse sets (the author webhook did
+	// not run, or a later one changed it) would be read for the wrong
+	// author (author.go).
+	if refusal, err := checkAuthorRecord(req, cfg); err != nil || refusal != "" {
+		if err != nil {
+			refusal = err.Error()
+		}
+		return module.Deny(reasonInvalidConfig, refusal)
 	}
 	for _, name := range sortedKeys(c.watched) {
 		if _, _, err := m.resolve(c.watched[name].gvr); err != nil {
