@@ -37,16 +37,17 @@ import (
 // without a narrowing namespaceSelector or of a cluster-scoped kind, and
 // otherwise the namespaces the selector selects now: cluster-wide rights
 // answer for them all, else each is asked about. A namespace that joins the
-// selection later (labelled afterwards, or created with the labels) is not
-// asked about: like RBAC's own escalation check, which compares a Role
-// with its author's rights when it is written, this one holds at write
-// time. Who may label namespaces decides what joins.
+// selection later (labelled afterwards, or created with the labels) is
+// asked about then, for the author the config records, by the access
+// controller (access.go, author.go); until it is, it is left out.
 //
 // The identity asked about is the admission request's UserInfo, which the
 // API server fills in. Anyone reaching the webhook port directly can post a
-// request with a forged UserInfo, but gets only a verdict: nothing is
-// stored except through the API server, which sends the real identity.
-// (Authenticating the port is a separate matter.)
+// request with a forged UserInfo: so these questions are asked only when
+// the server verified the caller's client certificate
+// (module.VerifiedCaller); otherwise the config is admitted on what it
+// carries, and the access controller asks about its recorded author once
+// it is stored. A refusal names a namespace only when the selector names it.
 
 // Bounds of one config's review. The cluster-wide questions are few (at
 // most 5 per watched resource, 32 resources, and 4 for the outputs); the
