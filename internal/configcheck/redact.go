@@ -158,7 +158,15 @@ func forCaller(resp admission.Response, req admission.Request) admission.Respons
 		resp.Result.Message = redactFor(resp.Result.Message, w)
 	}
 	for i, warning := range resp.Warnings {
-		resp.Warnings[i] = redactFor(warning, w)
+		if quotesHAProxy(warning) {
+			resp.Warnings[i] = redactFor(warning, w)
+		}
 	}
 	return resp
+}
+
+// quotesHAProxy says whether a warning quotes haproxy's alerts or the
+// check policy's violations; a render failure is the template's own text.
+func quotesHAProxy(warning string) bool {
+	return strings.Contains(warning, "[ALERT]") || strings.Contains(warning, " (rule ")
 }

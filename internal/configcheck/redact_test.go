@@ -49,4 +49,11 @@ func TestForCallerRedactsHAProxyDenialsOnly(t *testing.T) {
 	if got := forCaller(deny(phaseRender), req).Result.Message; got != "[ALERT] backend 'be_tenant-b_x' is broken" {
 		t.Fatalf("render denial changed: %q", got)
 	}
+	// So are the warnings of a change admitted over a state whose render
+	// fails; those quoting haproxy are redacted.
+	admitted := admission.Allowed("").WithWarnings("the failure: Service 'missing' not found", "the failure: [ALERT] backend 'be_tenant-b_x' is broken")
+	got := forCaller(admitted, req).Warnings
+	if got[0] != "the failure: Service 'missing' not found" || got[1] != "the failure: [ALERT] backend '…' is broken" {
+		t.Fatalf("warnings: %q", got)
+	}
 }
