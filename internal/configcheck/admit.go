@@ -93,7 +93,7 @@ func (m *Module) admitWatched(key types.NamespacedName, watched string) module.A
 		// Its renderings take render workers in the config's turn
 		// (fair).
 		ctx = fair.WithShare(ctx, configParty(key), classOf(req))
-		resp = m.decide(ctx, st, w, req)
+		resp = forCaller(m.decide(ctx, st, w, req), req)
 		if !module.IsDenial(resp) {
 			// A denial's time is observed with its confirmation.
 			observeAdmission(watched, resp, time.Since(start))
@@ -279,7 +279,7 @@ func (m *Module) confirmWatched(key types.NamespacedName, watched string) module
 		if deadline, ok := ctx.Deadline(); ok {
 			start = deadline.Add(-(time.Duration(st.compiled.timeout)*time.Second - m.opts.Margin))
 		}
-		resp = m.confirm(fair.WithShare(ctx, configParty(key), classOf(req)), st, w, req, denial)
+		resp = forCaller(m.confirm(fair.WithShare(ctx, configParty(key), classOf(req)), st, w, req, denial), req)
 		observeAdmission(watched, resp, time.Since(start))
 		return resp
 	}
@@ -360,7 +360,13 @@ func (m *Module) proposal(st *configState, w *watchedSpec, req admission.Request
 		}
 	}
 	selected := func(o map[string]any) bool {
-		return o != nil && w.selectsIn(o, req.Namespace, st.scoped[w.name], m.namespaceLabels)
+		// A namespace the author may not have read (or not checked yet)
+		// is not the config's to judge (access.go).
+		ns := req.Namespace
+		if st.scoped[w.name] {
+			ns = ""
+		}
+		return o != nil && st.permits(w.name, ns) && w.selectsIn(o, req.Namespace, st.scoped[w.name], m.namespaceLabels)
 	}
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:
@@ -531,7 +537,17 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	if key.Name == "" {
 		key.Name = req.Name
 	}
-	if changed {
+	// Without a verified caller, anyone reaching the port may have posted
+	// this review, under any userInfo: asking the API server about that
+	// identity would answer them (and cost SubjectAccessReviews), and
+	// rendering the cluster's state with the config would show them what
+	// that identity may read. Neither is done; the config is judged on
+	// what it carries (it compiles, its tests pass), and once stored, its
+	// author, whom the API server named (author.go), is asked about by the
+	// access controller, which fills its stores only from what the author
+	// may read (access.go).
+	verified := module.VerifiedCaller(ctx)
+	if changed && verified {
 		refusal, err := m.authorizeAuthor(ctx, req.UserInfo, key, c, len(cfg.Spec.SSLCertificates) > 0)
 		if err != nil {
 			return module.Undecided("configcheck: the author's permissions could not be checked in time: " + err.Error())
@@ -572,7 +588,10 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		return module.Deny(reasonTestsFailed, report.Message())
 	}
 	var warnings []string
-	if changed {
+	if changed && !verified {
+		warnings = append(warnings, unverifiedWarning)
+	}
+	if changed && verified {
 		// An UPDATE leaving the spec as it is renders nothing new, and
 		// must pass whatever the state (the garbage collector's and the
 		// namespace controller's writes).
@@ -585,6 +604,16 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		}
 		warnings = append(warnings, current.warnings...)
 	}
+	// Last, so that every other reason is given first: a write that does
+	// not carry the author record Gatehouse sets (the author webhook did
+	// not run, or a later one changed it) would be read for the wrong
+	// author (author.go).
+	if refusal, err := checkAuthorRecord(req, cfg); err != nil || refusal != "" {
+		if err != nil {
+			refusal = err.Error()
+		}
+		return module.Deny(reasonInvalidConfig, refusal)
+	}
 	for _, name := range sortedKeys(c.watched) {
 		if _, _, err := m.resolve(c.watched[name].gvr); err != nil {
 			warnings = append(warnings, bounded(fmt.Sprintf("watched resource %s: %s is not served by this cluster (yet); its store stays empty until it is", name, c.watched[name].gvr), 250))
@@ -592,6 +621,11 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
 }
+
+// unverifiedWarning tells an author why their config's rights and rendering
+// are checked after it is stored.
+const unverifiedWarning = "Gatehouse serves webhooks without client certificates (no --client-ca-file), so it cannot tell this request came from the API server: " +
+	"the author's rights and the rendering of the cluster's state are checked once the config is stored (conditions Authorized and Published; docs/security.md)"
 
 // specChanged says whether req writes cfg's spec: a CREATE does, an UPDATE
 // when the spec differs from the stored one.

@@ -94,6 +94,7 @@ func TestProposal(t *testing.T) {
 	// panic, and must not be called for these watched resources.
 	m := &Module{}
 	st := &configState{key: key, scoped: map[string]bool{"ingresses": false, "classes": true}}
+	st.setAccess(everywhere("ingresses", "classes"))
 
 	ing := func(name, class string) string {
 		return `{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":"` + name +

@@ -37,16 +37,17 @@ import (
 // without a narrowing namespaceSelector or of a cluster-scoped kind, and
 // otherwise the namespaces the selector selects now: cluster-wide rights
 // answer for them all, else each is asked about. A namespace that joins the
-// selection later (labelled afterwards, or created with the labels) is not
-// asked about: like RBAC's own escalation check, which compares a Role
-// with its author's rights when it is written, this one holds at write
-// time. Who may label namespaces decides what joins.
+// selection later (labelled afterwards, or created with the labels) is
+// asked about then, for the author the config records, by the access
+// controller (access.go, author.go); until it is, it is left out.
 //
 // The identity asked about is the admission request's UserInfo, which the
 // API server fills in. Anyone reaching the webhook port directly can post a
-// request with a forged UserInfo, but gets only a verdict: nothing is
-// stored except through the API server, which sends the real identity.
-// (Authenticating the port is a separate matter.)
+// request with a forged UserInfo: so these questions are asked only when
+// the server verified the caller's client certificate
+// (module.VerifiedCaller); otherwise the config is admitted on what it
+// carries, and the access controller asks about its recorded author once
+// it is stored. A refusal names a namespace only when the selector names it.
 
 // Bounds of one config's review. The cluster-wide questions are few (at
 // most 5 per watched resource, 32 resources, and 4 for the outputs); the
@@ -103,6 +104,9 @@ type accessRequirement struct {
 	source, why string
 	// advice says how to proceed.
 	advice string
+	// watched names the watched resource asking for the right ("" for the
+	// outputs).
+	watched string
 }
 
 // accessTarget is a watched resource as the authorizer names it.
@@ -150,7 +154,7 @@ func accessRequirements(key types.NamespacedName, c *compiled, targets map[strin
 		for _, verb := range verbs {
 			r := accessRequirement{
 				q:     accessQuestion{verb: verb, group: t.group, resource: t.resource},
-				scope: scope, source: source, why: why,
+				scope: scope, source: source, why: why, watched: name,
 			}
 			if scope == scopeSelected {
 				r.sel = w.nsSel
@@ -195,6 +199,12 @@ func joinAdvice(a, b string) string {
 // refusal is the denial for r's question q.
 func (r accessRequirement) refusal(user string, q accessQuestion) string {
 	where := "in namespace " + fmt.Sprintf("%q", q.namespace)
+	if r.scope == scopeSelected && q.namespace != "" && !namedBy(r.sel, q.namespace) {
+		// Selected by its labels: the author may not know it exists, and
+		// a refusal must not tell them (nor anyone posting a made-up
+		// userInfo to the port) which namespaces carry a label.
+		where = "in a namespace that namespaceSelector selects by label (Gatehouse names only the namespaces a selector names)"
+	}
 	source := r.source
 	if q.namespace == "" {
 		where = "cluster-wide"
@@ -437,5 +447,5 @@ func (m *Module) authorizeAuthor(ctx context.Context, user authenticationv1.User
 		return "the request names no user: a config is judged with its author's rights, and this one has no author", nil
 	}
 	reqs := accessRequirements(key, c, m.accessTargets(c), certs)
-	return authorize(ctx, user.Username, reqs, m.subjectAccessReview(user), m.selectedNamespaces)
+	return authorize(ctx, user.Username, reqs, m.access.reviewer(user), m.selectedNamespaces)
 }

@@ -266,7 +266,7 @@ func TestAuthorize(t *testing.T) {
 				"services": {APIVersion: "v1", Resources: "services", NamespaceSelector: teamScope},
 			},
 			grants:     with(grant("services", "team-a", readVerbs...), grant("services", "team-a-2", "watch")),
-			want:       `user "alice" may not list services in namespace "team-a-2" (spec.watchedResources[services]): a config reaches only what its author may read; narrow namespaceSelector, or ask for the permission`,
+			want:       `user "alice" may not list services in a namespace that namespaceSelector selects by label (Gatehouse names only the namespaces a selector names) (spec.watchedResources[services]): a config reaches only what its author may read; narrow namespaceSelector, or ask for the permission`,
 			wantListed: true,
 		},
 		{
@@ -397,7 +397,8 @@ func TestAuthorizeNamespacesBoundedAndDeterministic(t *testing.T) {
 			grants = append(grants, grant("services", name, readVerbs...)...)
 		}
 	}
-	const want = `user "alice" may not list services in namespace "ns-050" (spec.watchedResources[services]): a config reaches only what its author may read; narrow namespaceSelector, or ask for the permission`
+	// Not named: the selector selects by label (namedBy).
+	const want = `user "alice" may not list services in a namespace that namespaceSelector selects by label (Gatehouse names only the namespaces a selector names) (spec.watchedResources[services]): a config reaches only what its author may read; narrow namespaceSelector, or ask for the permission`
 	for range 10 {
 		auth := &fakeAuthorizer{grants: grants, delay: func() time.Duration { return time.Duration(rand.Intn(300)) * time.Microsecond }}
 		lister := &namespaceLister{namespaces: namespaces}

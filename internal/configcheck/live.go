@@ -30,7 +30,11 @@ func (m *Module) liveStores(ctx context.Context, st *configState) (map[string]re
 		nsLabels := m.namespaceLabelsOnce()
 		for i := range list.Items {
 			item := &list.Items[i]
-			if f.spec.selectsIn(item.Object, item.GetNamespace(), f.clusterScoped, nsLabels) {
+			ns := item.GetNamespace()
+			if f.clusterScoped {
+				ns = ""
+			}
+			if st.permits(name, ns) && f.spec.selectsIn(item.Object, item.GetNamespace(), f.clusterScoped, nsLabels) {
 				objs = append(objs, f.spec.stored(item.Object))
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -144,6 +145,10 @@ type Module struct {
 	configs    cache.Cache
 	watches    *watchSet
 	publisher  *publisher
+	// access answers SubjectAccessReviews, shared and bounded; accessCtl
+	// checks what each config's author may have read (access.go).
+	access    *accessCache
+	accessCtl *accessController
 
 	// configChecks bounds the config admissions checked at once
 	// (RenderWorkers-1, at least 1), in fair turns by namespace.
@@ -188,7 +193,7 @@ func (m *Module) AddToScheme(s *runtime.Scheme) error {
 // configs are rare platform objects, so refusing them while Gatehouse is
 // unreachable locks nobody out of their workloads.
 func (m *Module) Webhooks() []module.Webhook {
-	return []module.Webhook{{
+	return []module.Webhook{m.authorWebhook(), {
 		Name: ConfigWebhookName, Path: ConfigWebhookPath, Type: module.Validating,
 		Rules: []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
@@ -259,6 +264,15 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 		return err
 	}
 	m.watches = newWatchSet(ctx, host)
+	m.access = newAccessCache(func(ctx context.Context, user authenticationv1.UserInfo, q accessQuestion) (bool, error) {
+		return m.subjectAccessReview(user)(ctx, q)
+	})
+	if m.accessCtl, err = newAccessController(m); err != nil {
+		return err
+	}
+	if err := host.Add(m.accessCtl.controller); err != nil {
+		return err
+	}
 	if err := m.handleNamespaceEvents(ctx, namespace); err != nil {
 		return err
 	}
@@ -345,11 +359,13 @@ func (m *Module) handleNamespaceEvents(ctx context.Context, namespace client.Obj
 			after, ok2 := obj.(client.Object)
 			if ok1 && ok2 && !labels.Equals(before.GetLabels(), after.GetLabels()) {
 				m.namespaceChanged(ctx, after.GetName())
+				m.accessCtl.namespaceChanged()
 			}
 		},
 		AddFunc: func(obj any) {
 			if o, ok := obj.(client.Object); ok {
 				m.namespaceChanged(ctx, o.GetName())
+				m.accessCtl.namespaceChanged()
 			}
 		},
 	})

@@ -1,8 +1,8 @@
 package configcheck
 
 import (
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"context"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"strings"
 	"testing"
 

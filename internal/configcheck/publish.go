@@ -144,6 +144,7 @@ func (p *publisher) sync(ctx context.Context, key types.NamespacedName) (time.Du
 	status := cfg.Status.DeepCopy()
 	status.ObservedGeneration = st.generation
 	setValidity(status, st)
+	setAuthorized(status, st)
 	var retry time.Duration
 	var err error
 	switch {
@@ -152,6 +153,9 @@ func (p *publisher) sync(ctx context.Context, key types.NamespacedName) (time.Du
 	case !st.synced():
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionUnknown, "Loading", "the watched resources are still loading")
 		retry = publishRetry
+	case st.access.Load().outputs != "":
+		// Gatehouse writes nothing its author may not.
+		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "NotPermitted", bounded(st.access.Load().outputs, 1000))
 	default:
 		retry, err = p.publish(ctx, cfg, st, status)
 	}

@@ -118,7 +118,9 @@ func (m *Module) buildState(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 	key := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
 	st := &configState{key: key, uid: cfg.UID, generation: cfg.Generation,
 		feeds: map[string]*feed{}, empty: map[string]*render.MemoryStore{},
-		gvks: map[string]schema.GroupVersionKind{}, scoped: map[string]bool{}}
+		gvks: map[string]schema.GroupVersionKind{}, scoped: map[string]bool{},
+		certs: len(cfg.Spec.SSLCertificates) > 0}
+	st.author, st.hasAuthor = authorOf(cfg)
 	c, errs := m.compile(&cfg.Spec)
 	if len(errs) > 0 {
 		st.invalid = errs.ToAggregate().Error()
@@ -150,7 +152,8 @@ func (m *Module) buildState(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 			continue
 		}
 		st.gvks[name], st.scoped[name] = gvk, scoped
-		f, err := m.watches.acquire(w, gvk, scoped, m.namespaceLabels, func() { m.publisher.trigger(key) })
+		permit := func(namespace string) bool { return st.permits(name, namespace) }
+		f, err := m.watches.acquire(w, gvk, scoped, m.namespaceLabels, permit, func() { m.publisher.trigger(key) })
 		if err != nil {
 			m.releaseFeeds(st)
 			return nil, err
@@ -198,6 +201,9 @@ func (m *Module) replaceState(ctx context.Context, key types.NamespacedName, st 
 		m.forgetAdmissions(key)
 	}
 	m.registerWebhooks(ctx)
+	if st != nil {
+		m.accessCtl.trigger(key)
+	}
 	m.publisher.trigger(key)
 }
 

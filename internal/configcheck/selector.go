@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 
@@ -128,6 +129,28 @@ func narrows(sel labels.Selector) bool {
 		switch r.Operator() {
 		case selection.Equals, selection.DoubleEquals, selection.In, selection.Exists:
 			return true
+		}
+	}
+	return false
+}
+
+// namedBy says whether sel names namespace by its name label (the
+// kubernetes.io/metadata.name label the API server sets): an author who
+// wrote the name knows it, and may read it back in a refusal or the status.
+func namedBy(sel labels.Selector, namespace string) bool {
+	if sel == nil {
+		return false
+	}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		if r.Key() != corev1.LabelMetadataName {
+			continue
+		}
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			if r.Values().Has(namespace) {
+				return true
+			}
 		}
 	}
 	return false

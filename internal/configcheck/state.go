@@ -1,6 +1,9 @@
 package configcheck
 
 import (
+	"sync/atomic"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,10 +37,50 @@ type configState struct {
 	scoped map[string]bool // cluster-scoped kinds
 	// unresolved names the watched resources discovery does not know.
 	unresolved []string
+
+	// author is who the config reads and publishes for (author.go);
+	// hasAuthor is false when it records none. certs: it publishes a
+	// Secret too.
+	author    authenticationv1.UserInfo
+	hasAuthor bool
+	certs     bool
+	// access is where the author may have it read, as the access
+	// controller last found (access.go); nil until the first check.
+	access atomic.Pointer[configAccess]
 }
 
-// synced says whether every store holds what the API server has.
+// permits says whether the objects of namespace may be in watched's store.
+func (st *configState) permits(watched, namespace string) bool {
+	return st.access.Load().permits(watched, namespace)
+}
+
+// setAccess installs a and returns the access it replaces.
+func (st *configState) setAccess(a *configAccess) *configAccess {
+	return st.access.Swap(a)
+}
+
+// needsNamespaceChecks says whether a namespace created or relabelled may
+// change what the config reads: a watched resource is read namespace by
+// namespace, or the config was not checked yet.
+func (st *configState) needsNamespaceChecks() bool {
+	a := st.access.Load()
+	if a == nil {
+		return true
+	}
+	for _, w := range a.watched {
+		if w.perNamespace {
+			return true
+		}
+	}
+	return false
+}
+
+// synced says whether every store holds what the API server has, for
+// the namespaces the author's access was checked for.
 func (st *configState) synced() bool {
+	if st.access.Load() == nil {
+		return false
+	}
 	for _, f := range st.feeds {
 		if !f.synced() {
 			return false

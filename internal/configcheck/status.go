@@ -56,6 +56,26 @@ func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *conf
 	}
 }
 
+// setAuthorized says what the access controller found (access.go).
+func setAuthorized(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState) {
+	a := st.access.Load()
+	switch {
+	case st.compiled == nil:
+		return
+	case a == nil:
+		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionUnknown, "Checking", "the author's rights are being checked")
+	case !st.hasAuthor:
+		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionFalse, "NoAuthor", bounded(a.outputs, 1000))
+	case a.complete() && a.leftOutMessage() == "":
+		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionTrue, "Authorized",
+			fmt.Sprintf("%s, the config's author, may have Gatehouse read everything it selects and publish it", a.author))
+	case a.complete():
+		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionTrue, "CheckedPerNamespace", bounded(a.leftOutMessage(), 2000))
+	default:
+		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionFalse, "LeftOut", bounded(a.leftOutMessage(), 2000))
+	}
+}
+
 func setReady(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState) {
 	// The module runs: the condition written while it could not start
 	// (failed.go) goes.

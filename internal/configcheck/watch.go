@@ -63,7 +63,10 @@ type feed struct {
 	store         *render.MemoryStore
 	clusterScoped bool
 	nsLabels      func(namespace string) labels.Set
-	onChange      func()
+	// permit says whether the config's author may have objects of a
+	// namespace read (access.go).
+	permit   func(namespace string) bool
+	onChange func()
 
 	mu  sync.Mutex
 	reg toolscache.ResourceEventHandlerRegistration
@@ -71,12 +74,12 @@ type feed struct {
 
 // acquire returns a feed of spec's objects (kind gvk) into a new store.
 func (s *watchSet) acquire(spec *watchedSpec, gvk schema.GroupVersionKind, clusterScoped bool,
-	nsLabels func(string) labels.Set, onChange func()) (*feed, error) {
+	nsLabels func(string) labels.Set, permit func(string) bool, onChange func()) (*feed, error) {
 	store, err := render.NewMemoryStore(spec.indexer)
 	if err != nil {
 		return nil, err
 	}
-	f := &feed{spec: spec, store: store, clusterScoped: clusterScoped, nsLabels: nsLabels, onChange: onChange}
+	f := &feed{spec: spec, store: store, clusterScoped: clusterScoped, nsLabels: nsLabels, permit: permit, onChange: onChange}
 	key := watchKey{gvk: gvk, labels: spec.labels.String()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -229,7 +232,7 @@ func (f *feed) upsert(obj any) {
 	if !ok {
 		return
 	}
-	if f.spec.selectsIn(u.Object, u.GetNamespace(), f.clusterScoped, f.nsLabels) {
+	if f.selects(u) {
 		if err := f.store.Upsert(f.spec.stored(u.Object)); err != nil {
 			logf.FromContext(f.watch.set.ctx).Error(err, "store of a watched resource", "watched", f.spec.name,
 				"namespace", u.GetNamespace(), "name", u.GetName())
@@ -250,6 +253,34 @@ func (f *feed) remove(obj any) {
 	}
 	f.store.Delete(u.GetNamespace(), u.GetName())
 	f.onChange()
+}
+
+// selects says whether u belongs in the store: the watched resource selects
+// it, and the author may have its namespace read.
+func (f *feed) selects(u *unstructured.Unstructured) bool {
+	ns := u.GetNamespace()
+	if f.clusterScoped {
+		ns = ""
+	}
+	return f.permit(ns) && f.spec.selectsIn(u.Object, u.GetNamespace(), f.clusterScoped, f.nsLabels)
+}
+
+// resync judges every object of the informer again, after the namespaces
+// the author may have read changed.
+func (f *feed) resync(ctx context.Context) {
+	if f.watch.kind == nil || f.watch.kind.Informer() == nil {
+		return
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(f.watch.key.gvk.GroupVersion().WithKind(f.watch.key.gvk.Kind + "List"))
+	if err := f.watch.kind.List(ctx, list); err != nil {
+		logf.FromContext(ctx).Error(err, "re-judging a watched resource's objects", "watched", f.spec.name)
+		return
+	}
+	// upsert removes what is no longer selected.
+	for i := range list.Items {
+		f.upsert(&list.Items[i])
+	}
 }
 
 // namespaceChanged re-judges the objects of a namespace whose labels

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 type bodyKey struct{}
@@ -41,6 +42,9 @@ func (s *Server) guard(path string, next http.Handler, authenticated bool) http.
 				s.refuse(w, path, code, msg)
 				return
 			}
+			// Modules may trust the review's userInfo: the API server
+			// wrote it (module.VerifiedCaller).
+			r = r.WithContext(module.WithVerifiedCaller(r.Context()))
 		}
 		waitUntil := time.Now().Add(s.opts.InFlightWait)
 		if r.Method != http.MethodPost {

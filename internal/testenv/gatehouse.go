@@ -38,6 +38,11 @@ type Gatehouse struct {
 	stopErr  error
 }
 
+// NoClientAuth, as opts.Server.ClientAuth, starts Gatehouse without
+// --client-ca-file, as the chart does by default: it serves any caller,
+// and cannot tell the API server from anyone else reaching its port.
+var NoClientAuth = &server.ClientAuthOptions{}
+
 // StartGatehouse generates certificates in dir, starts Gatehouse with opts on a
 // free loopback port (unless opts.Server.Addr is set), lets it manage its
 // webhook configurations in cp and waits until /readyz passes. Without
@@ -61,7 +66,9 @@ func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.
 	if err := bundle.WriteDir(certDir); err != nil {
 		return nil, err
 	}
-	opts.RestConfig = cp.Config
+	if opts.RestConfig == nil {
+		opts.RestConfig = cp.Config
+	}
 	opts.CertDir = certDir
 	if opts.Server.Addr == "" {
 		opts.Server.Addr = "127.0.0.1:0"
@@ -72,7 +79,10 @@ func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	if opts.Server.ClientAuth == nil && cp.WebhookClientCAFile != "" {
+	switch {
+	case opts.Server.ClientAuth == NoClientAuth:
+		opts.Server.ClientAuth = nil
+	case opts.Server.ClientAuth == nil && cp.WebhookClientCAFile != "":
 		cas, err := certs.NewClientCA(cp.WebhookClientCAFile, opts.Log.WithName("certs"))
 		if err != nil {
 			return nil, err

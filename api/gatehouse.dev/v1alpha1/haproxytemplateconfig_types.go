@@ -270,6 +270,11 @@ const (
 	ConditionPublished = "Published"
 	// ConditionReady: Valid and Published.
 	ConditionReady = "Ready"
+	// ConditionAuthorized: what the config's author may have Gatehouse
+	// read and publish, as last checked: False when a watched resource
+	// reads nothing, a namespace the spec names is left out, or nothing
+	// may be published.
+	ConditionAuthorized = "Authorized"
 	// ConditionFailing: the current state of the cluster does not render
 	// or check; the message names the watched objects that cause it.
 	ConditionFailing = "Failing"
