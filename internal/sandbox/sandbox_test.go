@@ -704,14 +704,16 @@ func pathSocket(t *testing.T) string {
 	return path
 }
 
-func TestNetwork(t *testing.T) {
-	requireConfinement(t)
+// countingListener is a TCP listener on loopback that counts the
+// connections it accepts, until the test ends.
+func countingListener(t *testing.T) (net.Listener, *atomic.Int32) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	var accepted atomic.Int32
+	t.Cleanup(func() { l.Close() })
+	accepted := new(atomic.Int32)
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -722,6 +724,12 @@ func TestNetwork(t *testing.T) {
 			c.Close()
 		}
 	}()
+	return l, accepted
+}
+
+func TestNetwork(t *testing.T) {
+	requireConfinement(t)
+	l, accepted := countingListener(t)
 	// Control: the listener takes connections.
 	c, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
@@ -871,22 +879,7 @@ func TestNoPrivilegeSurvivesIntoTheConfinement(t *testing.T) {
 func TestConfinementAtEveryLandlockLevel(t *testing.T) {
 	requireConfinement(t)
 	t.Cleanup(func() { sandbox.LimitLandlockABI(-1) })
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	l, accepted := countingListener(t)
 	abstract := "@" + marker(t)
 	ul, err := net.Listen("unix", abstract)
 	if err != nil {
