@@ -224,15 +224,7 @@ func (a *configAccess) permits(name, namespace string) bool {
 // an error when an answer could not be had.
 func checkAccess(ctx context.Context, user string, reqs []accessRequirement, review accessReviewer,
 	namespaces func(context.Context, labels.Selector) ([]string, error)) (*configAccess, error) {
-	var first []accessQuestion
-	seen := map[accessQuestion]bool{}
-	for _, r := range reqs {
-		if !seen[r.q] {
-			seen[r.q] = true
-			first = append(first, r.q)
-		}
-	}
-	answers, err := askAll(ctx, first, review)
+	answers, err := askAll(ctx, distinctQuestions(reqs), review)
 	if err != nil {
 		return nil, err
 	}

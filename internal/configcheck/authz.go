@@ -215,6 +215,19 @@ func (r accessRequirement) refusal(user string, q accessQuestion) string {
 	return fmt.Sprintf("user %q may not %s %s %s (%s): %s", user, q.verb, q.target(), where, source, r.advice)
 }
 
+// distinctQuestions are reqs' questions, each once, in their order.
+func distinctQuestions(reqs []accessRequirement) []accessQuestion {
+	var out []accessQuestion
+	seen := map[accessQuestion]bool{}
+	for _, r := range reqs {
+		if !seen[r.q] {
+			seen[r.q] = true
+			out = append(out, r.q)
+		}
+	}
+	return out
+}
+
 // authorize asks review whether the author (user, for messages) holds every
 // right in reqs, and returns the refusal of the first one missing ("" when
 // none is), or an error when the answer could not be had (the review
@@ -226,13 +239,10 @@ func authorize(ctx context.Context, user string, reqs []accessRequirement, revie
 	// First every question as asked (cluster-wide, or the config's
 	// namespace), each once: an author with cluster-wide rights is done
 	// here, and no namespace is listed.
-	var first []accessQuestion
-	seen := map[accessQuestion]bool{}
-	for _, r := range reqs {
-		if !seen[r.q] {
-			seen[r.q] = true
-			first = append(first, r.q)
-		}
+	first := distinctQuestions(reqs)
+	seen := make(map[accessQuestion]bool, len(first))
+	for _, q := range first {
+		seen[q] = true
 	}
 	answers, err := askAll(ctx, first, review)
 	if err != nil {
