@@ -461,10 +461,13 @@ func (r *run) admit(ctx context.Context, i int, t Test) (answer, error) {
 
 // post sends a review to the server's handler, as kube-apiserver does but
 // without TLS: the guard, decoding, enforcement and encoding are the
-// server's.
+// server's. The suite plays kube-apiserver, so the request is marked as
+// from a caller the server authenticated (module.VerifiedCaller), as a
+// cluster with client certificates marks the API server's: the modules
+// then answer as they answer it (configcheck's author check included).
 func (r *run) post(ctx context.Context, path string, review any) (int, []byte) {
 	body, _ := json.Marshal(review)
-	req := httptest.NewRequestWithContext(ctx, http.MethodPost, path, bytes.NewReader(body))
+	req := httptest.NewRequestWithContext(module.WithVerifiedCaller(ctx), http.MethodPost, path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	r.server.WebhookMux().ServeHTTP(rec, req)
