@@ -146,7 +146,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 		countPhase(phaseStructure, "namespace-terminating")
 		return admission.Allowed("namespace " + req.Namespace + " is being deleted")
 	}
-	if !st.synced() {
+	if !st.waitSynced(ctx) {
 		countUndecided("not-synced")
 		return module.Undecided(fmt.Sprintf("configcheck: the watched resources of HAProxyTemplateConfig %s are still loading; try again in a moment", st.key))
 	}

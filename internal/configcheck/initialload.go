@@ -102,7 +102,7 @@ func (l *initialLoad) check() error {
 
 // settledState says whether key's config is loaded as far as it can be:
 // its state is built (a config that does not compile has nothing more to
-// load) and each watched resource's store is synced, or its kind is known
+// load), its author's access checked, and each watched resource's store is synced, or its kind is known
 // to be unreadable (not served, or forbidden to Gatehouse), which no wait
 // changes. gone: the config is no longer in the cache.
 func (m *Module) settledState(key types.NamespacedName) (settled, gone bool) {
@@ -116,6 +116,12 @@ func (m *Module) settledState(key types.NamespacedName) (settled, gone bool) {
 	}
 	if st.compiled == nil {
 		return true, false
+	}
+	if st.access.Load() == nil {
+		// The author's access is checked after the stores start (for a
+		// config recording no author, found empty): until then its
+		// admissions cannot be judged either.
+		return false, false
 	}
 	for _, f := range st.feeds {
 		if f.synced() {

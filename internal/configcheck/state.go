@@ -1,7 +1,9 @@
 package configcheck
 
 import (
+	"context"
 	"sync/atomic"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -87,6 +89,38 @@ func (st *configState) synced() bool {
 		}
 	}
 	return true
+}
+
+// loadWait bounds how long an admission waits for its config to load.
+const loadWait = 5 * time.Second
+
+// waitSynced waits, while ctx allows and at most loadWait, until synced.
+// A config just created or changed loads on each replica at its own pace
+// (its informers, then the access check's SubjectAccessReviews): a change
+// that reaches a replica a moment behind the others is judged once it has
+// caught up, not answered "still loading" (which the config's failure
+// policy would turn into a refusal). It polls: the wait is rare (a config
+// loading), short, and bounded.
+func (st *configState) waitSynced(ctx context.Context) bool {
+	if st.synced() {
+		return true
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	limit := time.NewTimer(loadWait)
+	defer limit.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return st.synced()
+		case <-limit.C:
+			return st.synced()
+		case <-tick.C:
+			if st.synced() {
+				return true
+			}
+		}
+	}
 }
 
 // stores are the data's resources: the real stores, by watched name.
