@@ -20,7 +20,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -276,23 +275,10 @@ func TestConfigcheckForgedIdentitiesLearnNothing(t *testing.T) {
 	// At once, the fair queue of config checks answers some 503 before
 	// anything is checked (one author's namespace may have one waiting):
 	// what any answer says is the point, not how many were judged.
-	raw, err := json.Marshal(spy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := json.Marshal(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{
-			UID:       types.UID("forged-" + randSuffix()),
-			Kind:      metav1.GroupVersionKind{Group: gatehousev1alpha1.GroupVersion.Group, Version: gatehousev1alpha1.GroupVersion.Version, Kind: "HAProxyTemplateConfig"},
-			Resource:  metav1.GroupVersionResource{Group: gatehousev1alpha1.GroupVersion.Group, Version: gatehousev1alpha1.GroupVersion.Version, Resource: "haproxytemplateconfigs"},
-			Namespace: "attacker", Operation: admissionv1.Create, UserInfo: nobody,
-			Object: runtime.RawExtension{Raw: raw},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := createReview(t,
+		metav1.GroupVersionKind{Group: gatehousev1alpha1.GroupVersion.Group, Version: gatehousev1alpha1.GroupVersion.Version, Kind: "HAProxyTemplateConfig"},
+		metav1.GroupVersionResource{Group: gatehousev1alpha1.GroupVersion.Group, Version: gatehousev1alpha1.GroupVersion.Version, Resource: "haproxytemplateconfigs"},
+		"attacker", nobody, spy)
 	answers := make([]string, concurrent)
 	var wg sync.WaitGroup
 	for i := range concurrent {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -173,6 +174,13 @@ func spinningConfig(namespace string) *gatehousev1alpha1.HAProxyTemplateConfig {
 // no user at all.
 func anonymousReview(t *testing.T, kind metav1.GroupVersionKind, resource metav1.GroupVersionResource, namespace string, obj runtime.Object) []byte {
 	t.Helper()
+	return createReview(t, kind, resource, namespace, authenticationv1.UserInfo{}, obj)
+}
+
+// createReview is an AdmissionReview creating obj in namespace as user,
+// as a client posting straight to the port writes it.
+func createReview(t *testing.T, kind metav1.GroupVersionKind, resource metav1.GroupVersionResource, namespace string, user authenticationv1.UserInfo, obj runtime.Object) []byte {
+	t.Helper()
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
@@ -180,8 +188,8 @@ func anonymousReview(t *testing.T, kind metav1.GroupVersionKind, resource metav1
 	body, err := json.Marshal(admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
-			UID: types.UID("anonymous-" + randSuffix()), Kind: kind, Resource: resource, Namespace: namespace,
-			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
+			UID: types.UID("direct-" + randSuffix()), Kind: kind, Resource: resource, Namespace: namespace,
+			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}, UserInfo: user,
 		},
 	})
 	if err != nil {

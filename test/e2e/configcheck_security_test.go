@@ -52,21 +52,7 @@ func postObjectReview(t *testing.T, g interface {
 	Post(string, string, io.Reader) (*http.Response, error)
 }, url string, kind metav1.GroupVersionKind, resource metav1.GroupVersionResource, namespace string, user authenticationv1.UserInfo, obj runtime.Object) *admissionv1.AdmissionResponse {
 	t.Helper()
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	review := admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{
-			UID: types.UID("direct-" + randSuffix()), Kind: kind, Resource: resource, Namespace: namespace,
-			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}, UserInfo: user,
-		},
-	}
-	body, err := json.Marshal(review)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := createReview(t, kind, resource, namespace, user, obj)
 	resp, err := g.Post(url, "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
