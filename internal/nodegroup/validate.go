@@ -88,43 +88,112 @@ type Request struct {
 }
 
 // Validate runs every check on req and returns all denials and warnings,
-// in Deckhouse's order of checks. Warnings never stop later checks.
+// in Deckhouse's order of checks (checks). Warnings never stop later checks.
 func Validate(req Request, state ClusterState) (field.ErrorList, []string) {
-	ng, old := req.New, req.Old
-	if req.Operation != admissionv1.Update {
-		old = nil
+	in := checkInput{req: req, state: state, ng: req.New}
+	if req.Operation == admissionv1.Update {
+		in.old = req.Old
 	}
-	spec := &ng.Spec
-	var taints []v1.Taint
-	if spec.NodeTemplate != nil {
-		taints = spec.NodeTemplate.Taints
+	if in.ng.Spec.NodeTemplate != nil {
+		in.taints = in.ng.Spec.NodeTemplate.Taints
 	}
-	unsupported := state.NodesWithoutContainerdV2
-
 	var errs field.ErrorList
-	if req.Operation == admissionv1.Create {
-		errs = append(errs, validateNameLength(ng.Name, state.ClusterType, state.ClusterPrefix)...)
+	var warnings []string
+	for _, c := range checks {
+		e, w := c.run(in)
+		errs = append(errs, e...)
+		warnings = append(warnings, w...)
 	}
-	errs = append(errs, validateMaxPerZone(spec.CloudInstances)...)
-	errs = append(errs, validateZones(spec.CloudInstances, state.Zones)...)
-	errs = append(errs, validateCRIType(spec.CRI)...)
-	warnings := warnMasterCRIChange(old, ng, state.DefaultCRI, state.APIServerEndpoints)
-	errs = append(errs, validateTaintKeys(taints, state.CustomTolerationKeys)...)
-	errs = append(errs, validateContainerdBlock(req.ClientVersion, spec.CRI)...)
-	errs = append(errs, validateApprovalMode(spec.Disruptions, spec.NodeType)...)
-	errs = append(errs, validateNodeTypeImmutable(old, ng)...)
-	errs = append(errs, validateStaticInstancesSelector(old, ng)...)
-	errs = append(errs, validateDockerBlock(old, ng)...)
-	errs = append(errs, validateUniqueTaints(taints)...)
-	errs = append(errs, validateTopologyManager(spec.Kubelet)...)
-	if old != nil {
-		errs = append(errs, validateCRIChangeOnCustomContainerd(old, ng, state.DefaultCRI, state.NodesWithCustomContainerd)...)
-		errs = append(errs, validateContainerdV2Nodes(ng.Name, spec.CRI, unsupported)...)
-		errs = append(errs, validateMemorySwap(ng.Name, spec.Kubelet, unsupported)...)
-	}
-	warnings = append(warnings, warnMaxPods(spec.Kubelet, state.PodSubnetNodeCIDRPrefix)...)
-	errs = append(errs, validateConversionData(ng.Annotations)...)
 	return errs, warnings
+}
+
+// checkInput is what every check reads: the request, the cluster's state,
+// the group as written, its previous version (UPDATE only, else nil) and
+// its taints.
+type checkInput struct {
+	req     Request
+	state   ClusterState
+	old, ng *v1.NodeGroup
+	taints  []v1.Taint
+}
+
+// check is one rule of the NodeGroup webhook.
+type check struct {
+	// name is the rule's name in code and tests.
+	name string
+	// deckhouse is its number in Deckhouse's node-manager webhook
+	// (docs/nodegroup.md lists them); 0 for a rule of Gatehouse's own.
+	deckhouse int
+	run       func(in checkInput) (field.ErrorList, []string)
+}
+
+// denies adapts a check that only denies.
+func denies(f func(in checkInput) field.ErrorList) func(checkInput) (field.ErrorList, []string) {
+	return func(in checkInput) (field.ErrorList, []string) { return f(in), nil }
+}
+
+// warns adapts a check that only warns.
+func warns(f func(in checkInput) []string) func(checkInput) (field.ErrorList, []string) {
+	return func(in checkInput) (field.ErrorList, []string) { return nil, f(in) }
+}
+
+// checks are the rules in Deckhouse's order, which is also the order of the
+// reasons in a denial; Gatehouse's own rules sit where they read the same
+// fields. TestChecksFollowDeckhousesOrder keeps the numbers ascending.
+var checks = []check{
+	{"nameLength", 1, denies(func(in checkInput) field.ErrorList {
+		if in.req.Operation != admissionv1.Create {
+			return nil
+		}
+		return validateNameLength(in.ng.Name, in.state.ClusterType, in.state.ClusterPrefix)
+	})},
+	{"maxPerZone", 2, denies(func(in checkInput) field.ErrorList { return validateMaxPerZone(in.ng.Spec.CloudInstances) })},
+	{"knownZones", 3, denies(func(in checkInput) field.ErrorList {
+		return validateZones(in.ng.Spec.CloudInstances, in.state.Zones)
+	})},
+	{"noDocker", 4, denies(func(in checkInput) field.ErrorList { return validateCRIType(in.ng.Spec.CRI) })},
+	{"masterCRIChange", 5, warns(func(in checkInput) []string {
+		return warnMasterCRIChange(in.old, in.ng, in.state.DefaultCRI, in.state.APIServerEndpoints)
+	})},
+	{"toleratedTaintKeys", 6, denies(func(in checkInput) field.ErrorList {
+		return validateTaintKeys(in.taints, in.state.CustomTolerationKeys)
+	})},
+	{"containerdBlock", 7, denies(func(in checkInput) field.ErrorList {
+		return validateContainerdBlock(in.req.ClientVersion, in.ng.Spec.CRI)
+	})},
+	{"rollingUpdateApproval", 8, denies(func(in checkInput) field.ErrorList {
+		return validateApprovalMode(in.ng.Spec.Disruptions, in.ng.Spec.NodeType)
+	})},
+	{"nodeTypeImmutable", 9, denies(func(in checkInput) field.ErrorList { return validateNodeTypeImmutable(in.old, in.ng) })},
+	{"staticInstancesSelector", 0, denies(func(in checkInput) field.ErrorList {
+		return validateStaticInstancesSelector(in.old, in.ng)
+	})},
+	{"dockerBlock", 0, denies(func(in checkInput) field.ErrorList { return validateDockerBlock(in.old, in.ng) })},
+	{"uniqueTaints", 10, denies(func(in checkInput) field.ErrorList { return validateUniqueTaints(in.taints) })},
+	// Deckhouse's checks 11 and 12 read the same two fields: one rule.
+	{"topologyManager", 11, denies(func(in checkInput) field.ErrorList { return validateTopologyManager(in.ng.Spec.Kubelet) })},
+	{"criChangeOnCustomContainerd", 13, denies(func(in checkInput) field.ErrorList {
+		if in.old == nil {
+			return nil
+		}
+		return validateCRIChangeOnCustomContainerd(in.old, in.ng, in.state.DefaultCRI, in.state.NodesWithCustomContainerd)
+	})},
+	{"containerdV2Nodes", 14, denies(func(in checkInput) field.ErrorList {
+		if in.old == nil {
+			return nil
+		}
+		return validateContainerdV2Nodes(in.ng.Name, in.ng.Spec.CRI, in.state.NodesWithoutContainerdV2)
+	})},
+	{"maxPods", 15, warns(func(in checkInput) []string {
+		return warnMaxPods(in.ng.Spec.Kubelet, in.state.PodSubnetNodeCIDRPrefix)
+	})},
+	{"memorySwap", 16, denies(func(in checkInput) field.ErrorList {
+		if in.old == nil {
+			return nil
+		}
+		return validateMemorySwap(in.ng.Name, in.ng.Spec.Kubelet, in.state.NodesWithoutContainerdV2)
+	})},
+	{"conversionData", 0, denies(func(in checkInput) field.ErrorList { return validateConversionData(in.ng.Annotations) })},
 }
 
 var (

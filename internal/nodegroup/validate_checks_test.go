@@ -296,3 +296,32 @@ func TestCustomContainerdDenialIsBounded(t *testing.T) {
 		t.Fatalf("got %d bytes: %s", len(got), got)
 	}
 }
+
+// TestChecksFollowDeckhousesOrder: the checks run in Deckhouse's order
+// (its numbers ascend; Gatehouse's own, numbered 0, sit between), each has
+// a name of its own, and every Deckhouse check but 12 (folded into 11,
+// which reads the same fields) is there.
+func TestChecksFollowDeckhousesOrder(t *testing.T) {
+	names := map[string]bool{}
+	last := 0
+	numbers := map[int]bool{}
+	for _, c := range checks {
+		if c.name == "" || names[c.name] {
+			t.Errorf("check %q: want a name of its own", c.name)
+		}
+		names[c.name] = true
+		if c.deckhouse == 0 {
+			continue
+		}
+		if c.deckhouse <= last {
+			t.Errorf("check %q is Deckhouse's %d, after %d", c.name, c.deckhouse, last)
+		}
+		last = c.deckhouse
+		numbers[c.deckhouse] = true
+	}
+	for n := 1; n <= 16; n++ {
+		if n != 12 && !numbers[n] {
+			t.Errorf("Deckhouse's check %d has no rule", n)
+		}
+	}
+}
