@@ -85,7 +85,7 @@ func (h *Handle) Release() {
 		// Setup failed released what it followed).
 		t.initial = slices.DeleteFunc(t.initial, func(e *entry) bool { return e == h.e })
 		if h.e.running {
-			t.stopInformer(h.e, "no follower left")
+			t.stopInformer(t.ctx, h.e, "no follower left")
 		}
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -67,12 +66,11 @@ type evaluation struct{}
 type Tracker struct {
 	crds cache.Cache
 	opts Options
-	// log is taken from Start's context (see Start); it is set under mu
-	// with ctx, before any informer starts.
-	log logr.Logger
-
-	mu      sync.Mutex
-	ctx     context.Context // set by Start
+	mu   sync.Mutex
+	// ctx is Start's, carrying its logger: the lifetime of informer
+	// starts and the logger of what no reconcile logs (a follower's
+	// Close).
+	ctx     context.Context
 	queue   workqueue.TypedRateLimitingInterface[evaluation]
 	entries map[entryKey]*entry
 	// initial are the kinds followed before Start; Ready waits for them.
@@ -122,7 +120,7 @@ func New(ctx context.Context, crds cache.Cache, opts Options) (*Tracker, error) 
 	if _, err := crds.GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
 		return nil, fmt.Errorf("CustomResourceDefinition informer: %w", err)
 	}
-	return &Tracker{crds: crds, opts: opts, log: logr.Discard(), entries: map[entryKey]*entry{}}, nil
+	return &Tracker{crds: crds, opts: opts, entries: map[entryKey]*entry{}}, nil
 }
 
 // StripSchemas is a cache transform for CRDs that keeps what deciding
@@ -238,7 +236,7 @@ func (t *Tracker) Start(ctx context.Context) error {
 		return err
 	}
 	t.mu.Lock()
-	t.ctx, t.log = ctx, log
+	t.ctx = logf.IntoContext(ctx, log)
 	t.mu.Unlock()
 	err = c.Start(ctx)
 	t.mu.Lock()
@@ -251,7 +249,7 @@ func (t *Tracker) Start(ctx context.Context) error {
 	return err
 }
 
-func (t *Tracker) reconcile(_ context.Context, _ evaluation) (reconcile.Result, error) {
+func (t *Tracker) reconcile(ctx context.Context, _ evaluation) (reconcile.Result, error) {
 	served, err := t.servedKinds()
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing CustomResourceDefinitions: %w", err)
@@ -268,9 +266,9 @@ func (t *Tracker) reconcile(_ context.Context, _ evaluation) (reconcile.Result, 
 				retry = wait
 			}
 		case want && !e.running:
-			t.startInformer(e)
+			t.startInformer(ctx, e)
 		case !want && e.running:
-			t.stopInformer(e, "its CustomResourceDefinition no longer serves it")
+			t.stopInformer(ctx, e, "its CustomResourceDefinition no longer serves it")
 		case !want:
 			e.retryAt = time.Time{}
 			t.setState(e, module.KindNotServed, nil)
@@ -337,12 +335,15 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 
 // startInformer asks whether Gatehouse may list and watch the kind, then
 // asks the cache for the informer and waits for its sync, in the
-// background. Called with t.mu held.
-func (t *Tracker) startInformer(e *entry) {
-	ctx, cancel := context.WithCancel(t.ctx)
+// background, logging through the logger of the reconcile that started it
+// (ctx). The start lives as long as the tracker (t.ctx) unless stopped.
+// Called with t.mu held.
+func (t *Tracker) startInformer(ctx context.Context, e *entry) {
+	gvk := e.key.gvk
+	log := logf.FromContext(ctx).WithValues("kind", gvk.String())
+	ctx, cancel := context.WithCancel(logf.IntoContext(t.ctx, log))
 	e.running, e.stopStart = true, cancel
 	t.setState(e, module.KindPending, nil)
-	gvk := e.key.gvk
 	go func() {
 		// failed ends a start that did not get through, unless it was
 		// cancelled; the kind is tried again after Options.Retry.
@@ -360,13 +361,13 @@ func (t *Tracker) startInformer(e *entry) {
 		allowed, err := t.mayListWatch(ctx, gvk)
 		if err != nil {
 			if ctx.Err() == nil {
-				t.log.Error(err, "asking whether Gatehouse may list and watch an optional kind; will retry", "kind", gvk.String())
+				log.Error(err, "asking whether Gatehouse may list and watch an optional kind; will retry")
 				failed(module.KindPending)
 			}
 			return
 		}
 		if !allowed {
-			t.log.Info("optional kind served, but Gatehouse may not list and watch it: read as empty", "kind", gvk.String(), "retry", t.opts.Retry.String())
+			log.Info("optional kind served, but Gatehouse may not list and watch it: read as empty", "retry", t.opts.Retry.String())
 			failed(module.KindForbidden)
 			return
 		}
@@ -375,7 +376,7 @@ func (t *Tracker) startInformer(e *entry) {
 		informer, err := e.key.cache.GetInformer(ctx, e.obj)
 		if err != nil {
 			if ctx.Err() == nil {
-				t.log.Error(err, "starting the informer of an optional kind; will retry", "kind", gvk.String())
+				log.Error(err, "starting the informer of an optional kind; will retry")
 				failed(module.KindPending)
 			}
 			return
@@ -393,7 +394,7 @@ func (t *Tracker) startInformer(e *entry) {
 		if !ok {
 			return
 		}
-		t.log.Info("optional kind served; following it", "kind", gvk.String())
+		log.Info("optional kind served; following it")
 		t.notify(e)
 	}()
 }
@@ -411,8 +412,10 @@ func (t *Tracker) mayListWatch(ctx context.Context, gvk schema.GroupVersionKind)
 	return t.opts.MayListWatch(ctx, mapping.Resource)
 }
 
-// stopInformer removes the informer. Called with t.mu held.
-func (t *Tracker) stopInformer(e *entry, why string) {
+// stopInformer removes the informer, logging through ctx's logger. Called
+// with t.mu held.
+func (t *Tracker) stopInformer(ctx context.Context, e *entry, why string) {
+	log := logf.FromContext(ctx).WithValues("kind", e.key.gvk.String())
 	if e.stopStart != nil {
 		e.stopStart()
 	}
@@ -420,9 +423,9 @@ func (t *Tracker) stopInformer(e *entry, why string) {
 	wasReadable := e.stateNow() == module.KindServed
 	t.setState(e, module.KindNotServed, nil)
 	if err := e.key.cache.RemoveInformer(context.Background(), e.obj); err != nil {
-		t.log.Error(err, "removing the informer of an optional kind", "kind", e.key.gvk.String())
+		log.Error(err, "removing the informer of an optional kind")
 	}
-	t.log.Info("optional kind no longer followed", "kind", e.key.gvk.String(), "reason", why)
+	log.Info("optional kind no longer followed", "reason", why)
 	if wasReadable {
 		go t.notify(e)
 	}
