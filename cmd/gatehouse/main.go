@@ -94,6 +94,7 @@ func serveFlags(fs *flag.FlagSet) func() error {
 		return nil
 	})
 	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Same as --configcheck-confinement=bestEffort.")
+	fs.Func(sandboxLandlockABIFlag, sandboxLandlockABIUsage, parseSandboxLandlockABI)
 	fs.Func(simulateNoLandlockFlag, "Hidden, for tests: configcheck starts as on a kernel without Landlock (it then fails alone unless --configcheck-allow-unconfined; the other modules serve).", func(string) error {
 		catalogueOpts.ConfigCheck.Kernel = func() sandbox.Capabilities {
 			c := sandbox.Available()

@@ -43,11 +43,18 @@ func TestMain(m *testing.M) {
 // exits 1 at once.
 func gatehouse(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return gatehouseWithEnv(t, nil, args...)
+}
+
+// gatehouseWithEnv is gatehouse with more environment variables, as a CI
+// job's secrets would be.
+func gatehouseWithEnv(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	home := t.TempDir()
-	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + filepath.Join(home, "none")}
+	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + filepath.Join(home, "none")}, env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -128,6 +128,7 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 	fs.StringVar(&haproxy, "haproxy-binary", "", "haproxy executable for configcheck tests (default: from PATH, else /usr/sbin/haproxy).")
 	fs.BoolVar(&allowLua, "allow-lua", false, "Check HAProxyTemplateConfigs as a cluster running with --configcheck-allow-lua does.")
 	fs.BoolVar(&requireConfinement, "require-confinement", false, "Exit 2 unless configcheck's checks and renderings can run fully confined (Landlock and seccomp filters): for CI jobs that run suites from pull requests.")
+	fs.Func(sandboxLandlockABIFlag, sandboxLandlockABIUsage, parseSandboxLandlockABI)
 	fs.BoolVarP(&verbose, "verbose", "v", false, "Log the server's and the modules' work (each decision among it) to standard error.")
 	return cmd
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -223,5 +226,104 @@ func TestASuiteCannotAllowLuaForItself(t *testing.T) {
 	}
 	if code, stdout, stderr := gatehouse(t, "test", "--allow-lua", "-f", filepath.Join(dir, "suite.yaml")); code != 0 {
 		t.Errorf("with --allow-lua from the job: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// TestTestCommandSuiteAttacksAtEveryLandlockLevel plays a pull request on a
+// CI runner whose job allows Lua (its platform's HAProxy needs it) and holds
+// a secret in its environment, at the Landlock levels runners have
+// (--sandbox-landlock-abi; 6 is this kernel's). The suite's config loads
+// Lua that reads /etc/passwd and the environment of its parent process
+// (gatehouse test, with the job's secret) into its failure message, writes
+// a file outside its directory and starts a shell. Without Landlock the
+// Lua is refused before anything runs (only Landlock confines files) and
+// --require-confinement refuses the job; at ABI 1 and 4 the Lua runs and
+// each attempt is refused; nothing the job holds reaches the report.
+func TestTestCommandSuiteAttacksAtEveryLandlockLevel(t *testing.T) {
+	secret := "GATEHOUSE_CI_SECRET=s3cret-" + fmt.Sprint(os.Getpid())
+	marker := filepath.Join(os.TempDir(), "gatehouse-suite-level-"+fmt.Sprint(os.Getpid()))
+	t.Cleanup(func() { _ = os.Remove(marker); _ = os.Remove(marker + "-exec") })
+	lua := fmt.Sprintf(`local r = io.open("/etc/passwd", "r")
+if r then error("READ:" .. (r:read("*l") or "")) end
+local s = io.open("/proc/self/status", "r")
+if s then
+  local ppid = s:read("*a"):match("PPid:%%s*(%%d+)")
+  local e = ppid and io.open("/proc/" .. ppid .. "/environ", "r")
+  if e then error("ENVIRON:" .. (e:read("*a") or "")) end
+end
+local w = io.open(%q, "w")
+if w then w:write("ran") w:close() end
+os.execute("touch %s-exec")
+error("LUA-RAN")
+`, marker, marker)
+	config := `apiVersion: gatehouse.dev/v1alpha1
+kind: HAProxyTemplateConfig
+metadata: {name: pull-request, namespace: ci}
+spec:
+  watchedResources:
+    services: {apiVersion: v1, resources: services}
+  haproxyConfig:
+    template: |
+      global
+        default-path config
+        lua-load general/x.lua
+      defaults
+        mode http
+        timeout client 5s
+        timeout server 5s
+        timeout connect 5s
+      frontend f
+        bind :8080
+        http-request return status 200
+  files:
+    x.lua:
+      template: ` + strconv.Quote(lua) + `
+  validationTests:
+    runs-haproxy:
+      assertions: [{type: haproxy_valid}]
+`
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, level := range []int{0, 1, 4, 6} {
+		t.Run(fmt.Sprintf("landlock-abi-%d", level), func(t *testing.T) {
+			abi := fmt.Sprintf("--sandbox-landlock-abi=%d", level)
+			code, stdout, stderr := gatehouseWithEnv(t, []string{secret}, "test", "--allow-lua", abi, "-f", file)
+			all := stdout + stderr
+			if strings.Contains(all, "s3cret-") || strings.Contains(all, "root:") || strings.Contains(all, "READ:") || strings.Contains(all, "ENVIRON:") {
+				t.Errorf("the suite read what the job holds:\n%s", all)
+			}
+			for _, path := range []string{marker, marker + "-exec"} {
+				if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the suite's Lua wrote outside its directory or ran a process: %s exists (%v)", path, err)
+				}
+			}
+			wantLine := fmt.Sprintf("(Landlock ABI %d", level)
+			if level == 6 {
+				wantLine = "fully confined (Landlock ABI "
+			}
+			if !strings.Contains(stderr, wantLine) {
+				t.Errorf("stderr %q does not state the level in force (%s)", stderr, wantLine)
+			}
+			if level == 0 {
+				if code == 0 || !strings.Contains(all, "no Landlock") {
+					t.Errorf("Lua without Landlock: exit %d; want the config refused before anything runs\n%s", code, all)
+				}
+				code, _, stderr := gatehouseWithEnv(t, []string{secret}, "test", "--allow-lua", "--require-confinement", abi, "-f", file)
+				if code != 2 || !strings.Contains(stderr, "--require-confinement: this kernel cannot confine") {
+					t.Errorf("--require-confinement without Landlock: exit %d, stderr %q; want 2 and the refusal", code, stderr)
+				}
+				return
+			}
+			// The Lua ends with an error of its own: its words show it
+			// ran, every attempt before it refused.
+			if code != 1 || !strings.Contains(all, "LUA-RAN") {
+				t.Errorf("exit %d; want 1 with the Lua's own error (it ran, confined)\n%s", code, all)
+			}
+			if code, stdout, stderr := gatehouse(t, "test", "--require-confinement", abi, "-f", "../../examples/configcheck/config.yaml"); code != 0 {
+				t.Errorf("--require-confinement at ABI %d: exit %d\n%s\n%s", level, code, stdout, stderr)
+			}
+		})
 	}
 }
