@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
@@ -220,13 +220,4 @@ func namedByConfigurations(ctx context.Context, c client.Reader, instance string
 }
 
 // bounded cuts s to n bytes at most, on a rune boundary.
-func bounded(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func bounded(s string, n int) string { return textcut.Bound(s, n, "…") }

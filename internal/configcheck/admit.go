@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 )
 
 // Phases of a watched resource's admission, as metrics and logs name them.
@@ -614,7 +617,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		}
 		return module.Deny(reasonInvalidConfig, refusal)
 	}
-	for _, name := range sortedKeys(c.watched) {
+	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
 		if _, _, err := m.resolve(c.watched[name].gvr); err != nil {
 			warnings = append(warnings, bounded(fmt.Sprintf("watched resource %s: %s is not served by this cluster (yet); its store stays empty until it is", name, c.watched[name].gvr), 250))
 		}
@@ -647,13 +650,7 @@ func bounded(s string, n int) string {
 	}
 	const more = "... (cut)"
 	if n <= len(more) {
-		return s[:0] + more[:max(n, 0)]
+		return more[:max(n, 0)]
 	}
-	cut := n - len(more)
-	for cut > 0 && !utf8Start(s[cut]) {
-		cut--
-	}
-	return strings.TrimRight(s[:cut], " \n") + more
+	return strings.TrimRight(textcut.Prefix(s, n-len(more)), " \n") + more
 }
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 )
 
 // BypassMode is what the bypass label needs to take effect.
@@ -142,12 +143,7 @@ const BypassAnnotation = "bypass"
 const RecordKind = "DeletionBypass"
 
 // bounded cuts s to what an Event's message or an audit annotation holds.
-func bounded(s string) string {
-	if len(s) > maxEventMessageLength {
-		return s[:maxEventMessageLength-3] + "..."
-	}
-	return s
-}
+func bounded(s string) string { return textcut.Bound(s, maxEventMessageLength, "...") }
 
 // bypassSummary says what an admitted bypass deleted and on what grounds:
 // how the bypass was granted, the label's last writer and the data lost.

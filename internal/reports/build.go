@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 )
 
 // maxMessageBytes bounds one result's message: what an object's name or a
@@ -162,17 +162,7 @@ func resultKey(r result) string {
 }
 
 // bounded cuts a message at maxMessageBytes, on a rune boundary.
-func bounded(s string) string {
-	if len(s) <= maxMessageBytes {
-		return s
-	}
-	const more = " …"
-	cut := maxMessageBytes - len(more)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + more
-}
+func bounded(s string) string { return textcut.Bound(s, maxMessageBytes, " …") }
 
 // Labels are the labels of an instance's reports of a module.
 func Labels(instance, moduleName string) map[string]string {

@@ -5,7 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 )
 
 const (
@@ -157,14 +158,4 @@ func withoutAlerts(lines []string, output string) string {
 }
 
 // bound cuts s to at most n bytes, on a character boundary, marking the cut.
-func bound(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = " …"
-	cut := max(n-len(mark), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
+func bound(s string, n int) string { return textcut.Bound(s, n, " …") }

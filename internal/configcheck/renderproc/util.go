@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 )
 
 // poolStats count what a pool did, for its tests.
@@ -91,12 +93,8 @@ func fatalLine(stderr string) string {
 	return bound(lines[0], 200)
 }
 
-func bound(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
+// bound cuts s to at most n bytes, on a character boundary, marking the cut.
+func bound(s string, n int) string { return textcut.Bound(s, n, "...") }
 
 // formatBytes writes a size as configured: 512 MiB.
 func formatBytes(n int64) string {

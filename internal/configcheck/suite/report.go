@@ -3,7 +3,8 @@ package suite
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 )
 
 const (
@@ -87,14 +88,4 @@ func bound(s string) string {
 
 // truncate shortens s to at most n bytes, ending in "…" when cut, never
 // splitting a UTF-8 sequence.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const ellipsis = "…"
-	cut := n - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
-}
+func truncate(s string, n int) string { return textcut.Bound(s, n, "…") }
