@@ -12,10 +12,8 @@ import (
 
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -198,7 +196,7 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme, err := newScheme(enabled)
+	scheme, err := module.NewScheme(enabled)
 	if err != nil {
 		return nil, err
 	}
@@ -379,21 +377,6 @@ func metricsOptions(opts Options, certSource certs.Source) metricsserver.Options
 		c.NextProtos = []string{"http/1.1"}
 	}}
 	return m
-}
-
-func newScheme(enabled []module.Module) (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
-	}
-	for _, m := range enabled {
-		if err := m.AddToScheme(scheme); err != nil {
-			return nil, fmt.Errorf("module %s: add types: %w", m.Name(), err)
-		}
-	}
-	return scheme, nil
 }
 
 // manageWebhooks runs the leader-elected reconciler of the webhook

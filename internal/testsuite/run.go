@@ -137,7 +137,7 @@ func newRun(ctx context.Context, s *Suite, opts Options) (*run, error) {
 			mods = append(mods, m)
 		}
 	}
-	scheme, err := newScheme(mods)
+	scheme, err := module.NewScheme(mods)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +251,7 @@ func (s *Suite) usedModules(all []module.Module) (map[string]bool, error) {
 		// The modules whose webhooks kube-apiserver would call for a test
 		// naming neither module nor webhook: building every module would
 		// make a pvsafe suite need configcheck's haproxy.
-		scheme, err := newScheme(all)
+		scheme, err := module.NewScheme(all)
 		if err != nil {
 			return nil, err
 		}

@@ -359,7 +359,7 @@ func TestAPIServerAnswersAsKubeAPIServer(t *testing.T) {
 		}
 		objs = append(objs, u)
 	}
-	scheme, err := newScheme(nil)
+	scheme, err := module.NewScheme(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

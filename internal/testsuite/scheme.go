@@ -1,35 +1,13 @@
 package testsuite
 
 import (
-	"fmt"
 	"strings"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-
-	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
-
-// newScheme is the scheme app builds: client-go's kinds, CRDs and the
-// modules' own.
-func newScheme(mods []module.Module) (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
-	}
-	for _, m := range mods {
-		if err := m.AddToScheme(scheme); err != nil {
-			return nil, fmt.Errorf("module %s: add types: %w", m.Name(), err)
-		}
-	}
-	return scheme, nil
-}
 
 // clusterScoped are the cluster-scoped kinds among those Gatehouse's
 // scheme knows: the built-in ones and the CRDs the modules read. Offline
