@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -71,7 +73,7 @@ func (s suspect) String() string {
 // state (none passed since Gatehouse started) every object is new.
 func changedSince(good goodState, stores map[string]render.IndexedStore) []suspect {
 	var out []suspect
-	for _, watched := range sortedKeys(stores) {
+	for _, watched := range slices.Sorted(maps.Keys(stores)) {
 		now := stores[watched].List()
 		before := good[watched]
 		i, j := 0, 0

@@ -3,6 +3,8 @@ package configcheck
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -130,7 +132,7 @@ const (
 // each watched name to its resolved resource. It is pure.
 func accessRequirements(key types.NamespacedName, c *compiled, targets map[string]accessTarget, certs bool) []accessRequirement {
 	var out []accessRequirement
-	for _, name := range sortedKeys(c.watched) {
+	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
 		w := c.watched[name]
 		t := targets[name]
 		source := "spec.watchedResources[" + name + "]"

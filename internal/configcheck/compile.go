@@ -3,7 +3,9 @@ package configcheck
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -131,7 +133,7 @@ func compileWatched(path *field.Path, specs map[string]gatehousev1alpha1.Watched
 		errs = append(errs, field.Required(path, "at least one watched resource"))
 	}
 	out := make(map[string]*watchedSpec, len(specs))
-	for _, name := range sortedKeys(specs) {
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
 		w, werrs := compileWatchedResource(path.Key(name), name, specs[name])
 		errs = append(errs, werrs...)
 		if w != nil {
@@ -325,13 +327,4 @@ func convertTests(path *field.Path, in map[string]gatehousev1alpha1.ValidationTe
 		out[name] = test
 	}
 	return out, errs
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

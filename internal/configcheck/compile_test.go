@@ -1,7 +1,9 @@
 package configcheck
 
 import (
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,7 +54,7 @@ func TestCompileExampleConfig(t *testing.T) {
 	}
 	ing, svc := c.watched["ingresses"], c.watched["services"]
 	if ing == nil || svc == nil || len(c.watched) != 2 {
-		t.Fatalf("watched %v, want ingresses and services", sortedKeys(c.watched))
+		t.Fatalf("watched %v, want ingresses and services", slices.Sorted(maps.Keys(c.watched)))
 	}
 	if ing.gvr.Group != "networking.k8s.io" || ing.gvr.Version != "v1" || ing.gvr.Resource != "ingresses" || !ing.webhook {
 		t.Errorf("ingresses: gvr %v webhook %v", ing.gvr, ing.webhook)
@@ -65,7 +67,7 @@ func TestCompileExampleConfig(t *testing.T) {
 	}
 	for _, name := range []string{"_global", "ok-single-ingress", "shared-backend-once", "missing-service-is-rejected"} {
 		if _, ok := c.tests[name]; !ok {
-			t.Errorf("test %s is missing (tests: %v)", name, sortedKeys(c.tests))
+			t.Errorf("test %s is missing (tests: %v)", name, slices.Sorted(maps.Keys(c.tests)))
 		}
 	}
 	if got := len(c.tests["_global"].Fixtures["services"]); got != 1 {

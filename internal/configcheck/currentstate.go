@@ -3,6 +3,7 @@ package configcheck
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -138,7 +139,7 @@ func (m *Module) currentStores(ctx context.Context, c *compiled, lists map[watch
 	stores := make(map[string]render.IndexedStore, len(c.watched))
 	var empty []string
 	nsLabels := m.namespaceLabelsOnce()
-	for _, name := range sortedKeys(c.watched) {
+	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
 		w := c.watched[name]
 		var objs []map[string]any
 		if gvk, scoped, err := m.resolve(w.gvr); err == nil {

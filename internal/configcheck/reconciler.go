@@ -3,6 +3,8 @@ package configcheck
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -137,7 +139,7 @@ func (m *Module) buildState(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 	} else {
 		st.report = &report
 	}
-	for _, name := range sortedKeys(c.watched) {
+	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
 		w := c.watched[name]
 		gvk, scoped, err := m.resolve(w.gvr)
 		if err != nil {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,7 +27,7 @@ func (st *configState) webhooks(m *Module) []module.Webhook {
 		return nil
 	}
 	var out []module.Webhook
-	for _, name := range sortedKeys(st.compiled.watched) {
+	for _, name := range slices.Sorted(maps.Keys(st.compiled.watched)) {
 		w := st.compiled.watched[name]
 		if !w.webhook {
 			continue

@@ -3,11 +3,11 @@ package render
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path"
 	"reflect"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,7 +68,7 @@ func (e goTemplateEngine) Compile(templates Templates) (Renderer, error) {
 			return nil, &CompileError{Template: source.display, Err: err}
 		}
 	}
-	for _, name := range sortedKeys(definedBy) { // in a fixed order, for a stable error
+	for _, name := range slices.Sorted(maps.Keys(definedBy)) { // in a fixed order, for a stable error
 		if err := checkFunctionNames(trees[name]); err != nil {
 			return nil, &CompileError{Template: definedBy[name], Err: err}
 		}
@@ -99,7 +99,7 @@ func (e goTemplateEngine) Compile(templates Templates) (Renderer, error) {
 func templateSources(templates Templates) []templateSource {
 	var sources []templateSource
 	add := func(kind outputKind, field, internalPrefix string, byName map[string]string) {
-		for _, name := range sortedKeys(byName) {
+		for _, name := range slices.Sorted(maps.Keys(byName)) {
 			sources = append(sources, templateSource{
 				kind:     kind,
 				name:     name,
@@ -421,13 +421,4 @@ func (w *boundedWriter) Write(p []byte) (int, error) {
 // lines.
 func withOneTrailingNewline(text string) string {
 	return strings.TrimRight(text, "\n") + "\n"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for key := range m {
-		keys = append(keys, key)
-	}
-	sort.Strings(keys)
-	return keys
 }

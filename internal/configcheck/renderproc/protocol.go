@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 
@@ -145,7 +146,7 @@ type wireFile struct {
 
 func toWireFiles(m map[string]string) []wireFile {
 	files := make([]wireFile, 0, len(m))
-	for _, name := range sortedKeys(m) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		files = append(files, wireFile{Name: []byte(name), Text: []byte(m[name])})
 	}
 	return files
@@ -191,7 +192,7 @@ func templatesHash(engine string, t render.Templates) string {
 	}
 	named := func(m map[string]string) {
 		field(fmt.Sprint(len(m)))
-		for _, name := range sortedKeys(m) {
+		for _, name := range slices.Sorted(maps.Keys(m)) {
 			field(name)
 			field(m[name])
 		}
@@ -382,13 +383,4 @@ func (e *workerError) Unwrap() error {
 		return nil
 	}
 	return e.fail
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for key := range m {
-		keys = append(keys, key)
-	}
-	slices.Sort(keys)
-	return keys
 }
