@@ -53,6 +53,16 @@ type authzEnv struct {
 
 func startConfigcheckAuthz(t *testing.T) *authzEnv {
 	t.Helper()
+	e := newAuthzEnv(t)
+	startConfigcheckGatehouse(t)
+	e.waitServed(t)
+	return e
+}
+
+// newAuthzEnv creates the namespaces, the user and its rights, without a
+// Gatehouse.
+func newAuthzEnv(t *testing.T) *authzEnv {
+	t.Helper()
 	ctx := context.Background()
 	admin := controlPlane.Client
 	if err := gatehousev1alpha1.AddToScheme(admin.Scheme()); err != nil {
@@ -99,20 +109,23 @@ func startConfigcheckAuthz(t *testing.T) *authzEnv {
 		})
 	}
 	e.user = impersonated(t, e.name)
+	return e
+}
 
-	startConfigcheckGatehouse(t)
-	// The config webhook is served once a config that fails to compile
-	// is refused by Gatehouse rather than by the API server's wait.
+// waitServed waits until the config webhook is served: a config that
+// fails to compile is refused by Gatehouse rather than by the API
+// server's wait.
+func (e *authzEnv) waitServed(t *testing.T) {
+	t.Helper()
 	eventually(t, "the config webhook is served", func() error {
 		bad := e.config("probe", nil)
 		bad.Spec.HAProxyConfig.Template = "{{ if }}"
-		err := admin.Create(ctx, bad, client.DryRunAll)
+		err := e.admin.Create(context.Background(), bad, client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), "haproxyConfig") {
 			return fmt.Errorf("got %v", err)
 		}
 		return nil
 	})
-	return e
 }
 
 // config is an HAProxyTemplateConfig in the team's namespace; with no
