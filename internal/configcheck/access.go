@@ -16,7 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/gatehouse-dev/gatehouse/internal/trigger"
 )
 
 // The config webhook checks the author's rights over the namespaces the
@@ -372,8 +373,9 @@ type accessController struct {
 	m          *Module
 	controller controller.Controller
 
-	mu    sync.Mutex
-	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// triggers queues the configs whose access to check, once the
+	// controller runs; it starts with every config.
+	triggers *trigger.Source[reconcile.Request]
 }
 
 func newAccessController(m *Module) (*accessController, error) {
@@ -386,15 +388,8 @@ func newAccessController(m *Module) (*accessController, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = c.Watch(source.Func(func(_ context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		a.mu.Lock()
-		a.queue = queue
-		a.mu.Unlock()
-		for _, st := range m.allStates() {
-			a.trigger(st.key)
-		}
-		return nil
-	}))
+	a.triggers = trigger.New(m.allConfigRequests)
+	err = c.Watch(a.triggers)
 	if err != nil {
 		return nil, err
 	}
@@ -407,12 +402,7 @@ func (a *accessController) trigger(key types.NamespacedName) {
 	if a == nil {
 		return
 	}
-	a.mu.Lock()
-	queue := a.queue
-	a.mu.Unlock()
-	if queue != nil {
-		queue.Add(reconcile.Request{NamespacedName: key})
-	}
+	a.triggers.Add(reconcile.Request{NamespacedName: key})
 }
 
 // namespaceChanged checks again every config whose selection may change.

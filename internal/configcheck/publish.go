@@ -16,11 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/trigger"
 )
 
 // publisher runs on the leader: after the configs or their watched
@@ -33,10 +33,11 @@ type publisher struct {
 	m          *Module
 	controller controller.Controller
 
-	// queue is the controller's while it runs (on the leader); on
-	// another replica a trigger has nothing to do.
-	mu    sync.Mutex
-	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// triggers queues a config's publication while the controller runs
+	// (on the leader); on another replica a trigger has nothing to do.
+	triggers *trigger.Source[reconcile.Request]
+
+	mu sync.Mutex
 	// good is each config's state at its last rendering that passed, and
 	// attributions its last failure's attribution (attribute.go).
 	good         map[types.NamespacedName]goodState
@@ -64,15 +65,8 @@ func newPublisher(m *Module) (*publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = c.Watch(source.Func(func(ctx context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		p.mu.Lock()
-		p.queue = queue
-		p.mu.Unlock()
-		for _, st := range m.allStates() {
-			p.trigger(st.key)
-		}
-		return nil
-	}))
+	p.triggers = trigger.New(m.allConfigRequests)
+	err = c.Watch(p.triggers)
 	if err != nil {
 		return nil, err
 	}
@@ -84,12 +78,7 @@ func newPublisher(m *Module) (*publisher, error) {
 // event, so it only queues. The queue holds a key once: the events of
 // PublishDelay make one rendering.
 func (p *publisher) trigger(key types.NamespacedName) {
-	p.mu.Lock()
-	queue := p.queue
-	p.mu.Unlock()
-	if queue != nil {
-		queue.AddAfter(reconcile.Request{NamespacedName: key}, p.m.opts.PublishDelay)
-	}
+	p.triggers.AddAfter(reconcile.Request{NamespacedName: key}, p.m.opts.PublishDelay)
 }
 
 // Reconcile publishes one config and writes its status.

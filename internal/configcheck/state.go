@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
@@ -165,6 +166,16 @@ func (m *Module) state(key types.NamespacedName) *configState {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.states[key]
+}
+
+// allConfigRequests are reconcile requests for every config: what a
+// controller over configs starts with.
+func (m *Module) allConfigRequests() []reconcile.Request {
+	var out []reconcile.Request
+	for _, st := range m.allStates() {
+		out = append(out, reconcile.Request{NamespacedName: st.key})
+	}
+	return out
 }
 
 func (m *Module) allStates() []*configState {

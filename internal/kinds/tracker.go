@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/trigger"
 )
 
 // Options configures a Tracker; zero values take the defaults in
@@ -70,9 +70,10 @@ type Tracker struct {
 	// ctx is Start's, carrying its logger: the lifetime of informer
 	// starts and the logger of what no reconcile logs (a follower's
 	// Close).
-	ctx     context.Context
-	queue   workqueue.TypedRateLimitingInterface[evaluation]
-	entries map[entryKey]*entry
+	ctx context.Context
+	// triggers queues evaluations once the controller runs.
+	triggers *trigger.Source[evaluation]
+	entries  map[entryKey]*entry
 	// initial are the kinds followed before Start; Ready waits for them.
 	initial []*entry
 	ready   atomic.Bool
@@ -120,7 +121,10 @@ func New(ctx context.Context, crds cache.Cache, opts Options) (*Tracker, error) 
 	if _, err := crds.GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
 		return nil, fmt.Errorf("CustomResourceDefinition informer: %w", err)
 	}
-	return &Tracker{crds: crds, opts: opts, entries: map[entryKey]*entry{}}, nil
+	// The first evaluation must not wait for a CRD event that may never
+	// come (no CRD at all).
+	first := func() []evaluation { return []evaluation{{}} }
+	return &Tracker{crds: crds, opts: opts, entries: map[entryKey]*entry{}, triggers: trigger.New(first)}, nil
 }
 
 // StripSchemas is a cache transform for CRDs that keeps what deciding
@@ -139,16 +143,7 @@ func StripSchemas(obj any) (any, error) {
 
 // enqueue asks for an evaluation. Called with t.mu held; before Start the
 // first evaluation covers it.
-func (t *Tracker) enqueue(after time.Duration) {
-	if t.queue == nil {
-		return
-	}
-	if after > 0 {
-		t.queue.AddAfter(evaluation{}, after)
-		return
-	}
-	t.queue.Add(evaluation{})
-}
+func (t *Tracker) enqueue(after time.Duration) { t.triggers.AddAfter(evaluation{}, after) }
 
 // Follow follows obj's kind in c. onChange, if not nil, is called after the
 // kind became readable or stopped being readable.
@@ -224,15 +219,7 @@ func (t *Tracker) Start(ctx context.Context) error {
 	if err := c.Watch(source.TypedKind[*apiextensionsv1.CustomResourceDefinition, evaluation](t.crds, &apiextensionsv1.CustomResourceDefinition{}, everyCRD)); err != nil {
 		return err
 	}
-	if err := c.Watch(source.TypedFunc[evaluation](func(_ context.Context, q workqueue.TypedRateLimitingInterface[evaluation]) error {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		t.queue = q
-		// The first evaluation must not wait for a CRD event that may
-		// never come (no CRD at all).
-		q.Add(evaluation{})
-		return nil
-	})); err != nil {
+	if err := c.Watch(t.triggers); err != nil {
 		return err
 	}
 	t.mu.Lock()

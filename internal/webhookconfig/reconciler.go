@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/trigger"
 )
 
 // FieldOwner is Gatehouse's server-side apply field manager. Entries of the
@@ -65,9 +66,9 @@ type Reconciler struct {
 	// foreign are the CRDs whose conversion another owner keeps, logged
 	// once each.
 	foreign map[string]bool
-	// queue is the controller's while it runs (on the leader); on another
-	// replica a trigger has nothing to do.
-	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// triggers queues a reconciliation while the controller runs (on the
+	// leader); on another replica a trigger has nothing to do.
+	triggers *trigger.Source[reconcile.Request]
 
 	applied atomic.Int64
 }
@@ -107,6 +108,7 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 		opts.CABundle = func() []byte { return opts.Target().CABundle }
 	}
 	r := &Reconciler{opts: opts, dynamic: map[string][]module.Webhook{}, foreign: map[string]bool{}, converted: map[string]bool{}, withdrawn: map[string]bool{}}
+	r.triggers = trigger.New(func() []reconcile.Request { return []reconcile.Request{r.request()} })
 	for _, h := range opts.Static {
 		for _, crd := range h.CRDs {
 			r.converted[crd] = true
@@ -126,14 +128,7 @@ func (r *Reconciler) request() reconcile.Request {
 }
 
 // Trigger asks for a reconciliation soon. Safe from any goroutine.
-func (r *Reconciler) Trigger() {
-	r.mu.Lock()
-	queue := r.queue
-	r.mu.Unlock()
-	if queue != nil {
-		queue.AddAfter(r.request(), coalesce)
-	}
-}
+func (r *Reconciler) Trigger() { r.triggers.AddAfter(r.request(), coalesce) }
 
 // SetDynamic replaces the run-time webhooks of a module.
 func (r *Reconciler) SetDynamic(moduleName string, hooks []module.Webhook) {
@@ -220,13 +215,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 		source.Kind(r.opts.Cache, &apiextensionsv1.CustomResourceDefinition{},
 			enqueueAfter[*apiextensionsv1.CustomResourceDefinition](r.request()),
 			predicate.NewTypedPredicateFuncs(func(o *apiextensionsv1.CustomResourceDefinition) bool { return r.converted[o.GetName()] })),
-		source.Func(func(ctx context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-			r.mu.Lock()
-			r.queue = queue
-			r.mu.Unlock()
-			queue.Add(r.request())
-			return nil
-		}),
+		r.triggers,
 	} {
 		if err := c.Watch(src); err != nil {
 			return err
