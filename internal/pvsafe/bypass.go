@@ -71,7 +71,7 @@ func subjectAccessReview(c client.Client) accessReviewer {
 // admin could write.
 func bypassReview(user authenticationv1.UserInfo, t target) *authorizationv1.SubjectAccessReview {
 	return module.AccessReview(user, authorizationv1.ResourceAttributes{
-		Verb: BypassVerb, Group: BypassGroup, Resource: t.plural, Namespace: t.namespace, Name: t.name,
+		Verb: BypassVerb, Group: BypassGroup, Resource: t.kind.plural, Namespace: t.namespace, Name: t.name,
 	})
 }
 
@@ -103,7 +103,7 @@ func (m *Module) authorizeBypass(ctx context.Context, user authenticationv1.User
 // missingPermission says which permission a bypass lacks and how to get it.
 func missingPermission(user string, t target) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s=true is set, but user %q may not bypass pvsafe: that needs verb %q on %s.%s", BypassLabel, user, BypassVerb, t.plural, BypassGroup)
+	fmt.Fprintf(&b, "%s=true is set, but user %q may not bypass pvsafe: that needs verb %q on %s.%s", BypassLabel, user, BypassVerb, t.kind.plural, BypassGroup)
 	if t.namespace != "" {
 		fmt.Fprintf(&b, " in namespace %s", t.namespace)
 	}
@@ -113,7 +113,7 @@ func missingPermission(user string, t target) string {
 	} else {
 		fmt.Fprintf(&b, "       kubectl create clusterrolebinding pvsafe-bypass --clusterrole=%s --user=%s\n", BypassClusterRole, user)
 	}
-	fmt.Fprintf(&b, "     Check it with: kubectl auth can-i %s %s.%s/%s", BypassVerb, t.plural, BypassGroup, t.name)
+	fmt.Fprintf(&b, "     Check it with: kubectl auth can-i %s %s.%s/%s", BypassVerb, t.kind.plural, BypassGroup, t.name)
 	if t.namespace != "" {
 		fmt.Fprintf(&b, " -n %s", t.namespace)
 	}
@@ -150,7 +150,7 @@ func bounded(s string) string { return textcut.Bound(s, maxEventMessageLength, "
 func (m *Module) bypassSummary(obj client.Object, kind string, t target, req admission.Request, v Verdict) string {
 	how := "the label alone allows it (bypass mode label)"
 	if m.opts.Bypass == BypassAuthorized {
-		how = fmt.Sprintf("the user may %s %s.%s (bypass mode authorized)", BypassVerb, t.plural, BypassGroup)
+		how = fmt.Sprintf("the user may %s %s.%s (bypass mode authorized)", BypassVerb, t.kind.plural, BypassGroup)
 	}
 	setter := labelSetter(req.OldObject.Raw)
 	if setter == "" {

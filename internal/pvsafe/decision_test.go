@@ -201,7 +201,7 @@ func TestDecideNamespaceNamesEveryRiskyClaim(t *testing.T) {
 	if v.Allowed || len(v.Risks) != 2 || v.Risks[0].Claim != "a" || v.Risks[1].Claim != "c" {
 		t.Fatalf("verdict %+v, want a and c risky", v)
 	}
-	msg := denialMessage(v, target{resource: "namespace", plural: "namespaces", name: "app"}, "retain-class", BypassLabelOnly, "")
+	msg := denialMessage(v, target{kind: protectedKindOf("", "Namespace"), name: "app"}, "retain-class", BypassLabelOnly, "")
 	for _, want := range []string{
 		"DELETION BLOCKED: Namespace 'app' would lose data permanently.",
 		"2 PersistentVolumeClaim(s) would lose data:",
@@ -259,7 +259,7 @@ func TestDecideStatefulSet(t *testing.T) {
 
 func TestDenialMessageForAClaim(t *testing.T) {
 	v := Verdict{Reason: "PersistentVolumeClaim 'app/data'", Risks: []Risk{{Namespace: "app", Claim: "data", Volume: "pv1", Reason: "volume pv1 has reclaimPolicy Delete and no VolumeSnapshot"}}}
-	msg := denialMessage(v, target{resource: "pvc", plural: "persistentvolumeclaims", namespace: "app", name: "data"}, "", BypassLabelOnly, "")
+	msg := denialMessage(v, target{kind: protectedKindOf("", "PersistentVolumeClaim"), namespace: "app", name: "data"}, "", BypassLabelOnly, "")
 	for _, want := range []string{
 		"DELETION BLOCKED: PersistentVolumeClaim 'app/data' would lose data permanently.\n\nReason: volume pv1 has reclaimPolicy Delete and no VolumeSnapshot.\n",
 		`"volumeSnapshotClassName":"<a VolumeSnapshotClass with deletionPolicy: Retain>"`,
@@ -281,7 +281,7 @@ func TestDenialMessageIsBounded(t *testing.T) {
 		claim := fmt.Sprintf("claim-%04d", i)
 		v.Risks = append(v.Risks, Risk{Namespace: "big", Claim: claim, Volume: "pv-" + claim, Reason: "volume pv-" + claim + " has reclaimPolicy Delete and no VolumeSnapshot"})
 	}
-	msg := denialMessage(v, target{resource: "namespace", plural: "namespaces", name: "big"}, "", BypassLabelOnly, "")
+	msg := denialMessage(v, target{kind: protectedKindOf("", "Namespace"), name: "big"}, "", BypassLabelOnly, "")
 	if len(msg) > 4096 {
 		t.Fatalf("message of %d bytes:\n%s", len(msg), msg)
 	}
@@ -335,7 +335,7 @@ func BenchmarkDecideNamespace1000(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			v, _ := DecideNamespace(ctx, ns, l)
-			_ = denialMessage(v, target{resource: "namespace", plural: "namespaces", name: "big"}, "", BypassLabelOnly, "")
+			_ = denialMessage(v, target{kind: protectedKindOf("", "Namespace"), name: "big"}, "", BypassLabelOnly, "")
 		}
 	})
 }

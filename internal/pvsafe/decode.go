@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // The oldObject the API server sends carries managedFields and everything
@@ -70,51 +69,6 @@ type liteStatefulSet struct {
 		} `json:"volumeClaimTemplates"`
 		PersistentVolumeClaimRetentionPolicy *appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy `json:"persistentVolumeClaimRetentionPolicy"`
 	} `json:"spec"`
-}
-
-// decodeObject decodes raw into a typed object holding the fields the
-// decision for kind reads.
-func decodeObject(kind string, raw []byte) (client.Object, error) {
-	switch kind {
-	case "PersistentVolumeClaim":
-		var l liteClaim
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return nil, err
-		}
-		return &corev1.PersistentVolumeClaim{ObjectMeta: l.Metadata.objectMeta(),
-			Spec:   corev1.PersistentVolumeClaimSpec{VolumeName: l.Spec.VolumeName},
-			Status: corev1.PersistentVolumeClaimStatus{Phase: l.Status.Phase}}, nil
-	case "PersistentVolume":
-		var l liteVolume
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return nil, err
-		}
-		pv := &corev1.PersistentVolume{ObjectMeta: l.Metadata.objectMeta(),
-			Spec:   corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: l.Spec.PersistentVolumeReclaimPolicy, ClaimRef: l.Spec.ClaimRef},
-			Status: corev1.PersistentVolumeStatus{Phase: l.Status.Phase}}
-		if l.Spec.CSI != nil {
-			pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{VolumeHandle: l.Spec.CSI.VolumeHandle}
-		}
-		return pv, nil
-	case "Namespace":
-		var l liteNamespace
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return nil, err
-		}
-		return &corev1.Namespace{ObjectMeta: l.Metadata.objectMeta()}, nil
-	case "StatefulSet":
-		var l liteStatefulSet
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return nil, err
-		}
-		sts := &appsv1.StatefulSet{ObjectMeta: l.Metadata.objectMeta()}
-		sts.Spec.PersistentVolumeClaimRetentionPolicy = l.Spec.PersistentVolumeClaimRetentionPolicy
-		for _, t := range l.Spec.VolumeClaimTemplates {
-			sts.Spec.VolumeClaimTemplates = append(sts.Spec.VolumeClaimTemplates, corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: t.Metadata.Name}})
-		}
-		return sts, nil
-	}
-	return nil, nil
 }
 
 // labelSetter names who last wrote the bypass label, from the oldObject's

@@ -7,8 +7,7 @@ import (
 
 // target is the object a DELETE is about, as kubectl names it.
 type target struct {
-	resource  string // kubectl resource name: namespace, pvc, pv, statefulset
-	plural    string // the API's resource name: persistentvolumeclaims, ...
+	kind      *protectedKind
 	namespace string // "" for cluster-scoped objects
 	name      string
 }
@@ -18,7 +17,7 @@ func (t target) kubectl(verb string, rest ...string) string {
 	if t.namespace != "" {
 		args = append(args, "-n", t.namespace)
 	}
-	args = append(args, verb, t.resource, t.name)
+	args = append(args, verb, t.kind.short, t.name)
 	return strings.Join(append(args, rest...), " ")
 }
 
@@ -41,7 +40,7 @@ const (
 func denialMessage(v Verdict, t target, retainedClass string, mode BypassMode, refusal string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "DELETION BLOCKED: %s would lose data permanently.\n", v.Reason)
-	if len(v.Risks) == 1 && t.resource != "namespace" && t.resource != "statefulset" {
+	if len(v.Risks) == 1 && !t.kind.manyClaims {
 		fmt.Fprintf(&b, "\nReason: %s.\n", v.Risks[0].Reason)
 	} else {
 		fmt.Fprintf(&b, "\n%d PersistentVolumeClaim(s) would lose data:\n", len(v.Risks))
@@ -90,9 +89,8 @@ func denialMessage(v Verdict, t target, retainedClass string, mode BypassMode, r
 			fmt.Fprintf(&b, "       kubectl patch pv %s -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'\n", r.Volume)
 		}
 		if more := len(volumes) - maxListedCommands; more > 0 {
-			if t.resource == "namespace" {
-				fmt.Fprintf(&b, "       ... and %d more volumes; for every bound claim of the namespace at once:\n       kubectl -n %s get pvc -o jsonpath='{range .items[*]}{.spec.volumeName}{\"\\n\"}{end}' | xargs -r -I{} kubectl patch pv {} -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'\n",
-					more, t.name)
+			if t.kind.moreVolumes != nil {
+				b.WriteString(t.kind.moreVolumes(t, more))
 			} else {
 				fmt.Fprintf(&b, "       ... and the same for the %d other volumes\n", more)
 			}
@@ -101,14 +99,12 @@ func denialMessage(v Verdict, t target, retainedClass string, mode BypassMode, r
 	}
 	if mode == BypassAuthorized {
 		fmt.Fprintf(&b, "  %d. Accept the data loss, with the permission to bypass (verb %s on %s.%s, ClusterRole %s): label the %s, then delete it again:\n",
-			n, BypassVerb, t.plural, BypassGroup, BypassClusterRole, t.resource)
+			n, BypassVerb, t.kind.plural, BypassGroup, BypassClusterRole, t.kind.short)
 	} else {
-		fmt.Fprintf(&b, "  %d. Accept the data loss: label the %s, then delete it again:\n", n, t.resource)
+		fmt.Fprintf(&b, "  %d. Accept the data loss: label the %s, then delete it again:\n", n, t.kind.short)
 	}
 	fmt.Fprintf(&b, "       %s %s=true\n", t.kubectl("label"), BypassLabel)
 	fmt.Fprintf(&b, "       %s\n", t.kubectl("delete"))
-	if t.resource == "namespace" {
-		b.WriteString("     The label also lets the namespace's claims be deleted while it terminates.\n")
-	}
+	b.WriteString(t.kind.labelNote)
 	return b.String()
 }

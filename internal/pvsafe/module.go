@@ -9,7 +9,6 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
@@ -124,32 +123,16 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 // a dry run.
 func (m *Module) Webhooks() []module.Webhook {
 	return []module.Webhook{{
-		Name: WebhookName,
-		Path: WebhookPath,
-		Type: module.Validating,
-		Rules: []admissionregistrationv1.RuleWithOperations{
-			{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{""}, APIVersions: []string{"v1"},
-					Resources: []string{"namespaces", "persistentvolumeclaims", "persistentvolumes"},
-					Scope:     ptr.To(admissionregistrationv1.AllScopes),
-				},
-			},
-			{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"statefulsets"},
-					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-				},
-			},
-		},
+		Name:           WebhookName,
+		Path:           WebhookPath,
+		Type:           module.Validating,
+		Rules:          protectedKindRules(),
 		FailurePolicy:  admissionregistrationv1.Fail,
 		SideEffects:    admissionregistrationv1.SideEffectClassNoneOnDryRun,
 		TimeoutSeconds: 10,
 		Admit:          m.Admit,
 		Confirm:        &module.Confirmation{Decide: m.confirm, Timeout: m.opts.ConfirmTimeout},
-		DenialReasons:  denialReasons,
+		DenialReasons:  denialReasons(),
 	}}
 }
 
@@ -165,13 +148,13 @@ const (
 	reasonBypassRefused = "bypass-refused"
 )
 
-var denialReasons = []string{reasonClaim, reasonVolume, reasonNamespace, reasonStatefulSet, reasonBypassRefused}
-
-var reasonOfKind = map[string]string{
-	"PersistentVolumeClaim": reasonClaim,
-	"PersistentVolume":      reasonVolume,
-	"Namespace":             reasonNamespace,
-	"StatefulSet":           reasonStatefulSet,
+// denialReasons are each protected kind's and the bypass's.
+func denialReasons() []string {
+	var reasons []string
+	for _, k := range protectedKinds {
+		reasons = append(reasons, k.reason)
+	}
+	return append(reasons, reasonBypassRefused)
 }
 
 // Admit decides one DELETE from the caches. A denial is made again from the
@@ -212,14 +195,15 @@ func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admis
 	if req.Operation != admissionv1.Delete {
 		return admission.Allowed("pvsafe judges deletions only")
 	}
-	t, kind := targetFor(req)
-	if kind == "" {
+	pk := protectedKindOf(req.Kind.Group, req.Kind.Kind)
+	if pk == nil {
 		return admission.Allowed("pvsafe does not protect " + req.Kind.Kind)
 	}
+	t, kind := targetOf(pk, req), pk.kind
 	if len(req.OldObject.Raw) == 0 {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("DELETE of %s %s without oldObject", kind, req.Name))
 	}
-	obj, err := decodeObject(kind, req.OldObject.Raw)
+	obj, err := pk.decode(req.OldObject.Raw)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode oldObject: %w", err))
 	}
@@ -231,13 +215,13 @@ func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admis
 	answer := func(resp admission.Response) admission.Response { return resp }
 	var verdict Verdict
 	if p == livePass {
-		if verdict, err = decide(ctx, obj, m.live); err != nil {
+		if verdict, err = pk.decide(ctx, obj, m.live); err != nil {
 			logf.FromContext(ctx).Error(err, "could not confirm the denial against the API server; denying from the cache")
 			answer = module.Unconfirmed
 		}
 	}
 	if p != livePass || err != nil {
-		if verdict, err = decide(ctx, obj, m.cached); err != nil {
+		if verdict, err = pk.decide(ctx, obj, m.cached); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
 	}
@@ -259,7 +243,7 @@ func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admis
 	if p == cachedPass {
 		// Confirmed next: the bypass is judged on what the confirmation
 		// finds, and the answer counted there.
-		return module.Deny(reasonOfKind[kind], denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, ""))
+		return module.Deny(pk.reason, denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, ""))
 	}
 	var refusal string
 	if obj.GetLabels()[BypassLabel] == "true" {
@@ -281,42 +265,18 @@ func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admis
 		refusal = why
 	}
 	decisions.WithLabelValues(kind, "denied").Inc()
-	reason := reasonOfKind[kind]
+	reason := pk.reason
 	if refusal != "" {
 		reason = reasonBypassRefused
 	}
 	return answer(module.Deny(reason, denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, refusal)))
 }
 
-// targetFor names the request's object as kubectl does, and returns its kind,
-// or "" for a kind pvsafe does not protect.
-func targetFor(req admission.Request) (target, string) {
-	t := target{namespace: req.Namespace, name: req.Name}
-	switch {
-	case req.Kind.Group == "" && req.Kind.Kind == "PersistentVolumeClaim":
-		t.resource, t.plural = "pvc", "persistentvolumeclaims"
-	case req.Kind.Group == "" && req.Kind.Kind == "PersistentVolume":
-		t.resource, t.plural, t.namespace = "pv", "persistentvolumes", ""
-	case req.Kind.Group == "" && req.Kind.Kind == "Namespace":
-		t.resource, t.plural, t.namespace = "namespace", "namespaces", ""
-	case req.Kind.Group == "apps" && req.Kind.Kind == "StatefulSet":
-		t.resource, t.plural = "statefulset", "statefulsets"
-	default:
-		return t, ""
+// targetOf names the request's object as kubectl does.
+func targetOf(pk *protectedKind, req admission.Request) target {
+	t := target{kind: pk, namespace: req.Namespace, name: req.Name}
+	if pk.clusterScoped {
+		t.namespace = ""
 	}
-	return t, req.Kind.Kind
-}
-
-func decide(ctx context.Context, obj client.Object, l Lookup) (Verdict, error) {
-	switch o := obj.(type) {
-	case *corev1.PersistentVolumeClaim:
-		return DecideClaim(ctx, o, l)
-	case *corev1.PersistentVolume:
-		return DecideVolume(ctx, o, l)
-	case *corev1.Namespace:
-		return DecideNamespace(ctx, o, l)
-	case *appsv1.StatefulSet:
-		return DecideStatefulSet(ctx, o, l)
-	}
-	return Verdict{}, fmt.Errorf("unexpected object %T", obj)
+	return t
 }
