@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -243,45 +242,11 @@ func TestTestCommandSuiteAttacksAtEveryLandlockLevel(t *testing.T) {
 	secret := "GATEHOUSE_CI_SECRET=s3cret-" + fmt.Sprint(os.Getpid())
 	marker := filepath.Join(os.TempDir(), "gatehouse-suite-level-"+fmt.Sprint(os.Getpid()))
 	t.Cleanup(func() { _ = os.Remove(marker); _ = os.Remove(marker + "-exec") })
-	lua := fmt.Sprintf(`local r = io.open("/etc/passwd", "r")
-if r then error("READ:" .. (r:read("*l") or "")) end
-local s = io.open("/proc/self/status", "r")
-if s then
-  local ppid = s:read("*a"):match("PPid:%%s*(%%d+)")
-  local e = ppid and io.open("/proc/" .. ppid .. "/environ", "r")
-  if e then error("ENVIRON:" .. (e:read("*a") or "")) end
-end
-local w = io.open(%q, "w")
-if w then w:write("ran") w:close() end
-os.execute("touch %s-exec")
-error("LUA-RAN")
-`, marker, marker)
-	config := `apiVersion: gatehouse.dev/v1alpha1
-kind: HAProxyTemplateConfig
-metadata: {name: pull-request, namespace: ci}
-spec:
-  watchedResources:
-    services: {apiVersion: v1, resources: services}
-  haproxyConfig:
-    template: |
-      global
-        default-path config
-        lua-load general/x.lua
-      defaults
-        mode http
-        timeout client 5s
-        timeout server 5s
-        timeout connect 5s
-      frontend f
-        bind :8080
-        http-request return status 200
-  files:
-    x.lua:
-      template: ` + strconv.Quote(lua) + `
-  validationTests:
-    runs-haproxy:
-      assertions: [{type: haproxy_valid}]
-`
+	attack, err := os.ReadFile("../../internal/configcheck/testdata/lua-attack.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := strings.ReplaceAll(string(attack), "MARKER", marker)
 	file := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/yaml"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/app"
@@ -39,21 +40,17 @@ func TestConfigcheckAttacksAtEveryLandlockLevel(t *testing.T) {
 	ctx := context.Background()
 	marker := filepath.Join(os.TempDir(), "gatehouse-e2e-level-"+randSuffix())
 	t.Cleanup(func() { _ = os.Remove(marker); _ = os.Remove(marker + "-exec") })
-	lua := fmt.Sprintf(`local r = io.open("/etc/passwd", "r")
-if r then error("READ:" .. (r:read("*l") or "")) end
-local w = io.open(%q, "w")
-if w then w:write("ran") w:close() end
-os.execute("touch %s-exec")
-error("LUA-RAN")
-`, marker, marker)
-	const luaTemplate = "global\n  default-path config\n  lua-load general/x.lua\n" +
-		"defaults\n  mode http\n  timeout client 5s\n  timeout server 5s\n  timeout connect 5s\n" +
-		"frontend f\n  bind :8080\n  http-request return status 200\n"
+	data, err := os.ReadFile("../../internal/configcheck/testdata/lua-attack.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attack := &gatehousev1alpha1.HAProxyTemplateConfig{}
+	if err := yaml.UnmarshalStrict([]byte(strings.ReplaceAll(string(data), "MARKER", marker)), attack); err != nil {
+		t.Fatal(err)
+	}
 	const fileTemplate = "defaults\n  mode http\n  timeout client 5s\n  timeout server 5s\n  timeout connect 5s\n" +
 		"frontend f\n  bind :8080\n  errorfile 400 /etc/passwd\n  http-request return status 200\n"
-	tests := map[string]gatehousev1alpha1.ValidationTest{
-		"runs-haproxy": {Assertions: []gatehousev1alpha1.Assertion{{Type: "haproxy_valid"}}},
-	}
+	tests := attack.Spec.ValidationTests
 
 	for _, level := range []int{0, 1, 4} {
 		t.Run(fmt.Sprintf("landlock-abi-%d", level), func(t *testing.T) {
@@ -88,14 +85,14 @@ error("LUA-RAN")
 			}
 
 			withLua := e.config(fmt.Sprintf("lua-%d", level), nil)
-			withLua.Spec.HAProxyConfig.Template = luaTemplate
-			withLua.Spec.Files = map[string]gatehousev1alpha1.Template{"x.lua": {Template: lua}}
+			withLua.Spec.HAProxyConfig = attack.Spec.HAProxyConfig
+			withLua.Spec.Files = attack.Spec.Files
 			withLua.Spec.ValidationTests = tests
 			err = e.user.Create(ctx, withLua, client.DryRunAll)
 			switch {
 			case err == nil:
 				t.Errorf("a config whose Lua attacks was admitted")
-			case strings.Contains(err.Error(), "READ:") || strings.Contains(err.Error(), "root:"):
+			case strings.Contains(err.Error(), "READ:") || strings.Contains(err.Error(), "root:") || strings.Contains(err.Error(), "ENVIRON:"):
 				t.Errorf("the config's Lua read /etc/passwd: %v", err)
 			case level == 0 && !strings.Contains(err.Error(), "lua-load"):
 				t.Errorf("Lua without Landlock: %v; want the check policy's refusal naming lua-load", err)
