@@ -16,12 +16,20 @@ VERSION     ?= v$(APP_VERSION)
 # image.repository and the appVersion (VERSION without its v).
 # PAUSE_IMAGE is the sandbox image for containerd's sandbox_image on the
 # local real node (hack/pause), PAUSE_IMAGE_ARCHIVE its archive.
-# IMAGE_LISTING lists the image's files, Go modules and Debian packages.
+# IMAGE_LISTING lists the image's files, Go modules and Debian packages;
+# IMAGE_SBOM says the same as an SPDX 2.3 document. IMAGE_PLATFORMS are
+# the platforms of the image index in IMAGE_INDEX_ARCHIVE (what a release
+# pushes); IMAGE_ARCHIVE holds IMAGE_PLATFORM's image alone, for the local
+# containerd. DEB_CACHE keeps the pinned Debian packages (hack/image/debian).
 IMAGE_REPOSITORY    := $(shell awk '/^image:/ {f=1; next} /^[^ \t#]/ {f=0} f && $$1 == "repository:" {print $$2; exit}' charts/gatehouse/values.yaml)
 IMAGE_TAG           ?= $(VERSION:v%=%)
 IMAGE               ?= $(IMAGE_REPOSITORY):$(IMAGE_TAG)
 IMAGE_ARCHIVE       ?= $(BIN)/gatehouse-image.tar
 IMAGE_LISTING       ?= $(BIN)/gatehouse-image.contents.txt
+IMAGE_SBOM          ?= $(BIN)/gatehouse-image.spdx.json
+IMAGE_INDEX_ARCHIVE ?= $(BIN)/gatehouse-image.oci.tar
+IMAGE_PLATFORMS     ?= linux/amd64 linux/arm64
+DEB_CACHE           ?= $(BIN)/debs
 PAUSE_IMAGE         ?= gatehouse.dev/pause:$(IMAGE_TAG)
 PAUSE_IMAGE_ARCHIVE ?= $(BIN)/pause-image.tar
 # SOURCE_DATE_EPOCH is every timestamp inside the images: the last commit's
@@ -146,13 +154,20 @@ IMAGE_GOFLAGS := -trimpath -buildvcs=auto
 IMAGE_BUILD   := $(BIN)/image
 
 .PHONY: image
-image: pause-image ## Build the Gatehouse image and the pause image as OCI archives in bin/ (see IMAGE, IMAGE_ARCHIVE, IMAGE_LISTING).
-	CGO_ENABLED=0 GOOS=linux $(GO) build $(IMAGE_GOFLAGS) -ldflags "-s -w -X github.com/gatehouse-dev/gatehouse/internal/version.Version=$(VERSION)" \
-		-o $(IMAGE_BUILD)/gatehouse ./cmd/gatehouse
-	$(GO) run ./hack/image @hack/image/gatehouse.args --file=/usr/local/bin/gatehouse=$(IMAGE_BUILD)/gatehouse \
+image: pause-image ## Build the Gatehouse image (an index of IMAGE_PLATFORMS, and IMAGE_PLATFORM's alone) and the pause image as OCI archives in bin/ (see IMAGE, IMAGE_ARCHIVE, IMAGE_INDEX_ARCHIVE, IMAGE_LISTING, IMAGE_SBOM).
+	for p in $(IMAGE_PLATFORMS); do \
+		CGO_ENABLED=0 GOOS=$${p%%/*} GOARCH=$${p#*/} $(GO) build $(IMAGE_GOFLAGS) -ldflags "-s -w -X github.com/gatehouse-dev/gatehouse/internal/version.Version=$(VERSION)" \
+			-o $(IMAGE_BUILD)/$${p#*/}/gatehouse ./cmd/gatehouse || exit 1; \
+	done
+	$(GO) run ./hack/image @hack/image/gatehouse.args --file=/usr/local/bin/gatehouse=$(IMAGE_BUILD)/{arch}/gatehouse --deb-cache=$(DEB_CACHE) \
 		--label=org.opencontainers.image.version=$(VERSION) \
 		--label=org.opencontainers.image.revision=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
-		--ref=$(IMAGE) --platform=$(IMAGE_PLATFORM) --epoch=$(SOURCE_DATE_EPOCH) --output=$(IMAGE_ARCHIVE) --listing=$(IMAGE_LISTING)
+		--ref=$(IMAGE) $(addprefix --platform=,$(IMAGE_PLATFORMS)) --output-platform=$(IMAGE_PLATFORM) --epoch=$(SOURCE_DATE_EPOCH) \
+		--output=$(IMAGE_ARCHIVE) --index-output=$(IMAGE_INDEX_ARCHIVE) --listing=$(IMAGE_LISTING) --sbom=$(IMAGE_SBOM)
+
+.PHONY: image-lock
+image-lock: ## Pin haproxy, the CA bundle and the libraries they load to the newest Debian bookworm packages: rewrites hack/image/debian/<arch>.lock (needs gpgv and debian-archive-keyring).
+	$(GO) run ./hack/image lock @hack/image/gatehouse.args --deb-cache=$(DEB_CACHE) $(addprefix --platform=,$(IMAGE_PLATFORMS))
 
 .PHONY: print-image
 print-image: ## Print IMAGE, the reference make image tags (the release workflow pushes it).
@@ -218,8 +233,11 @@ test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/file
 
 .PHONY: test-install
 # The install suite runs alone (not beside the e2e tests): it starts three
-# Gatehouse Pods on the real node and measures admissions under load.
-test-install: tools image ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
+# Gatehouse Pods on the real node and measures admissions under load. It
+# imports IMAGE_ARCHIVE, so only this machine's platform is built for it
+# (hack/image's tests build every platform's layers).
+test-install: tools ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
+	$(MAKE) image IMAGE_PLATFORMS=$(IMAGE_PLATFORM)
 	$(GO) test -count=1 -v -timeout 30m ./test/install/
 
 .PHONY: test-loaded

@@ -52,18 +52,18 @@ func fixture(t *testing.T) (options, string) {
 		t.Fatal(err)
 	}
 	o := options{
-		Ref:      testRef,
-		Output:   filepath.Join(dir, "out", "image.tar"),
-		Files:    listFlag{"/usr/local/bin/gatehouse=" + bin},
-		Host:     listFlag{filepath.Join(dir, "lib/libfixture.so.1"), suid},
-		Dirs:     listFlag{"/tmp=1777"},
-		User:     "gatehouse:65532",
-		Entry:    listFlag{"/usr/local/bin/gatehouse"},
-		Env:      listFlag{"PATH=/usr/local/bin"},
-		Labels:   listFlag{"org.opencontainers.image.version=v0.1.0"},
-		WorkDir:  "/",
-		Platform: "linux/amd64",
-		Epoch:    1700000000,
+		Ref:       testRef,
+		Output:    filepath.Join(dir, "out", "image.tar"),
+		Files:     listFlag{"/usr/local/bin/gatehouse=" + bin},
+		Host:      listFlag{filepath.Join(dir, "lib/libfixture.so.1"), suid},
+		Dirs:      listFlag{"/tmp=1777"},
+		User:      "gatehouse:65532",
+		Entry:     listFlag{"/usr/local/bin/gatehouse"},
+		Env:       listFlag{"PATH=/usr/local/bin"},
+		Labels:    listFlag{"org.opencontainers.image.version=v0.1.0"},
+		WorkDir:   "/",
+		Platforms: listFlag{"linux/amd64"},
+		Epoch:     1700000000,
 	}
 	return o, dir
 }
@@ -388,95 +388,6 @@ func TestRefusals(t *testing.T) {
 				t.Fatal("built an image")
 			}
 		})
-	}
-}
-
-// TestGatehouseArgs assembles the real image's file set
-// (hack/image/gatehouse.args, as make image and the Dockerfile pass it)
-// around a stand-in binary: haproxy comes with every shared library its
-// ELF headers need, transitively, resolved inside the image, and with no
-// library that nothing needs; nothing is setuid.
-func TestGatehouseArgs(t *testing.T) {
-	args, err := expandArgFiles([]string{"@gatehouse.args"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "gatehouse")
-	if err := os.WriteFile(bin, []byte("stand-in"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var o options
-	for _, a := range args {
-		k, v, _ := strings.Cut(a, "=")
-		switch k {
-		case "--elf":
-			o.ELF = append(o.ELF, v)
-		case "--host-path":
-			o.Host = append(o.Host, v)
-		case "--dir":
-			o.Dirs = append(o.Dirs, v)
-		case "--user":
-			o.User = v
-		case "--entrypoint":
-			o.Entry = append(o.Entry, v)
-		case "--env", "--label", "--origin":
-		default:
-			t.Fatalf("gatehouse.args: %s is new to this test", a)
-		}
-	}
-	o.Files = listFlag{"/usr/local/bin/gatehouse=" + bin}
-	rfs, cfg, err := assemble(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.User != "65532:65532" {
-		t.Errorf("user %q", cfg.User)
-	}
-	for _, p := range []string{"/usr/sbin/haproxy", "/etc/ssl/certs/ca-certificates.crt", "/etc/passwd", "/tmp"} {
-		if _, ok := resolveIn(rfs, p); !ok {
-			t.Errorf("%s is not in the image", p)
-		}
-	}
-
-	// Every ELF file's needs, from its headers, resolved in the image.
-	libDirs := systemLibDirsForTest()
-	needed := map[string]bool{}
-	for _, e := range rfs.entries {
-		if e.Mode&0o6000 != 0 {
-			t.Errorf("%s is setuid or setgid", e.Path)
-		}
-		if e.Type != tar.TypeReg {
-			continue
-		}
-		f, err := elf.NewFile(bytes.NewReader(e.Data))
-		if err != nil {
-			continue
-		}
-		libs, _ := f.ImportedLibraries()
-		if interp := interpreter(f); interp != "" {
-			libs = append(libs, interp)
-		}
-		for _, lib := range libs {
-			found := false
-			for _, d := range append([]string{""}, libDirs...) {
-				if real, ok := resolveIn(rfs, path.Join(d, lib)); ok && (d != "" || path.IsAbs(lib)) {
-					needed[real] = true
-					found = true
-					break
-				}
-			}
-			if !found {
-				t.Errorf("%s needs %s: not in the image", e.Path, lib)
-			}
-		}
-	}
-	for _, e := range rfs.entries {
-		if e.Type == tar.TypeReg && strings.Contains(e.Path, ".so") && !needed[e.Path] {
-			t.Errorf("%s is in the image but no program or library needs it", e.Path)
-		}
-	}
-	if !needed["/usr/lib/x86_64-linux-gnu/libc.so.6"] && !needed["/usr/lib/aarch64-linux-gnu/libc.so.6"] {
-		t.Errorf("haproxy's libc was not found in the image (found %v)", needed)
 	}
 }
 
