@@ -169,6 +169,17 @@ image: pause-image ## Build the Gatehouse image (an index of IMAGE_PLATFORMS, an
 image-lock: ## Pin haproxy, the CA bundle and the libraries they load to the newest Debian bookworm packages: rewrites hack/image/debian/<arch>.lock (needs gpgv and debian-archive-keyring).
 	$(GO) run ./hack/image lock @hack/image/gatehouse.args --deb-cache=$(DEB_CACHE) $(addprefix --platform=,$(IMAGE_PLATFORMS))
 
+# CRANE is the pinned registry client (go-containerregistry, already a
+# requirement) for the steps that need a registry.
+CRANE := github.com/google/go-containerregistry/cmd/crane@v0.22.1
+
+.PHONY: pin-dockerfile
+pin-dockerfile: ## Pin the Dockerfile's Go base image (ARG GOLANG_IMAGE) by the digest its tag has now: needs a reachable registry.
+	tag="$$(sed -n 's/^ARG GOLANG_IMAGE=\([^@]*\).*/\1/p' Dockerfile)" && \
+	digest="$$($(GO) run $(CRANE) digest "$$tag")" && \
+	sed -i "s|^ARG GOLANG_IMAGE=.*|ARG GOLANG_IMAGE=$$tag@$$digest|" Dockerfile && \
+	grep '^ARG GOLANG_IMAGE=' Dockerfile
+
 .PHONY: print-image
 print-image: ## Print IMAGE, the reference make image tags (the release workflow pushes it).
 	@echo $(IMAGE)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -451,4 +452,52 @@ func isImplicitDir(rfs *rootfs, dir string) bool {
 		}
 	}
 	return false
+}
+
+// TestDockerfileMatchesArgs: the Dockerfile's final stage configures the
+// image as gatehouse.args does (user, environment, entrypoint, labels),
+// and its Go base image is of go.mod's Go release, by tag and, once pinned
+// (make pin-dockerfile), by a sha256 digest.
+func TestDockerfileMatchesArgs(t *testing.T) {
+	docker := string(mustRead(t, filepath.Join("..", "..", "Dockerfile")))
+	args, err := expandArgFiles([]string{"@gatehouse.args"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, a := range args {
+		k, v, _ := strings.Cut(a, "=")
+		var want string
+		switch k {
+		case "--user":
+			_, id, _ := strings.Cut(v, ":")
+			want = "USER " + id + ":" + id
+		case "--env":
+			want = "ENV " + v
+		case "--entrypoint":
+			want = `ENTRYPOINT ["` + v + `"]`
+		case "--label":
+			labels = append(labels, v)
+			continue
+		default:
+			continue
+		}
+		if !strings.Contains(docker, "\n"+want+"\n") {
+			t.Errorf("the Dockerfile has no line %q (gatehouse.args %s)", want, a)
+		}
+	}
+	label := docker[strings.LastIndex(docker, "LABEL "):]
+	for _, l := range labels {
+		if !strings.Contains(label, l) {
+			t.Errorf("the Dockerfile's LABEL has no %s", l)
+		}
+	}
+	m := regexp.MustCompile(`\nARG GOLANG_IMAGE=golang:([0-9.]+)-bookworm(@sha256:[0-9a-f]{64})?\n`).FindStringSubmatch(docker)
+	if m == nil {
+		t.Fatal("the Dockerfile has no ARG GOLANG_IMAGE=golang:<version>-bookworm[@sha256:<digest>]")
+	}
+	gomod := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(string(mustRead(t, filepath.Join("..", "..", "go.mod"))))
+	if gomod == nil || !strings.HasPrefix(m[1], gomod[1]+".") {
+		t.Errorf("the Dockerfile builds with Go %s; go.mod asks for %v", m[1], gomod)
+	}
 }
