@@ -48,12 +48,13 @@ HELM           := $(BIN)/helm
 PROMTOOL       := $(BIN)/promtool
 METRICNAMES    := $(BIN)/metricnames
 GOLANGCI_LINT  := $(BIN)/golangci-lint
+COSIGN         := $(BIN)/cosign
 # RUN_TOOLS are what make run starts, nothing else: a newcomer's first
 # make run waits for these five and Gatehouse only. TOOLS adds what the
 # tests, make generate and the alert checks use; each target that needs one
 # depends on it alone.
 RUN_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd $(BIN)/kubectl
-TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES)
+TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES) $(COSIGN)
 
 # Progress: every build recipe starts with $(call step,$@,NAME,COLD-TIME),
 # which prints "make: building NAME (2 of 6; about COLD-TIME cold on two
@@ -73,7 +74,7 @@ all: build
 ##@ Tools, built once from the pinned module versions in hack/tools/*/go.mod
 
 .PHONY: tools
-tools: $(TOOLS) ## Build every tool into bin/: what make run starts (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl) and what the tests use (kubelet, controller-gen, conversion-gen, helm, promtool, metricnames).
+tools: $(TOOLS) ## Build every tool into bin/: what make run starts (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl) and what the tests use (kubelet, controller-gen, conversion-gen, helm, promtool, metricnames, cosign).
 
 .PHONY: run-tools
 run-tools: $(RUN_TOOLS) ## Build only what make run starts.
@@ -132,6 +133,13 @@ $(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
 $(METRICNAMES): hack/tools/promtool/go.mod hack/tools/promtool/go.sum hack/tools/promtool/metricnames/main.go
 	$(call step,$@,metricnames,5 s)
 	cd hack/tools/promtool && $(GO) build -trimpath -o $@ ./metricnames
+
+# cosign signs releases and attests their SBOM (release.yml); hack/image's
+# test signs and verifies the image index with it offline.
+$(COSIGN): hack/tools/cosign/go.mod hack/tools/cosign/go.sum
+	$(call step,$@,cosign,8 min)
+	cd hack/tools/cosign && $(GO) build -trimpath -ldflags "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$$($(GO) list -m -f '{{.Version}}' github.com/sigstore/cosign/v2)" \
+		-o $@ github.com/sigstore/cosign/v2/cmd/cosign
 
 # golangci-lint is not in TOOLS: only make lint needs it. Its version is
 # linked in as its own release build does (golangci-lint version).
