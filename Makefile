@@ -173,6 +173,10 @@ image: pause-image ## Build the Gatehouse image (an index of IMAGE_PLATFORMS, an
 		--ref=$(IMAGE) $(addprefix --platform=,$(IMAGE_PLATFORMS)) --output-platform=$(IMAGE_PLATFORM) --epoch=$(SOURCE_DATE_EPOCH) \
 		--output=$(IMAGE_ARCHIVE) --index-output=$(IMAGE_INDEX_ARCHIVE) --listing=$(IMAGE_LISTING) --sbom=$(IMAGE_SBOM)
 
+.PHONY: local-image
+local-image: ## make image for this machine's platform alone (IMAGE_PLATFORM): what the local real node imports (make test-install, make run REAL_NODE=1).
+	$(MAKE) image IMAGE_PLATFORMS=$(IMAGE_PLATFORM)
+
 .PHONY: image-lock
 image-lock: ## Pin haproxy, the CA bundle and the libraries they load to the newest Debian bookworm packages: rewrites hack/image/debian/<arch>.lock (needs gpgv and debian-archive-keyring).
 	$(GO) run ./hack/image lock @hack/image/gatehouse.args --deb-cache=$(DEB_CACHE) $(addprefix --platform=,$(IMAGE_PLATFORMS))
@@ -255,8 +259,7 @@ test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/file
 # Gatehouse Pods on the real node and measures admissions under load. It
 # imports IMAGE_ARCHIVE, so only this machine's platform is built for it
 # (hack/image's tests build every platform's layers).
-test-install: tools ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
-	$(MAKE) image IMAGE_PLATFORMS=$(IMAGE_PLATFORM)
+test-install: tools local-image ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
 	$(GO) test -count=1 -v -timeout 30m ./test/install/
 
 .PHONY: test-loaded
@@ -296,7 +299,7 @@ REAL_NODE ?=
 # how long the whole first wait was, builds included.
 RUN_STARTED := $(if $(filter run,$(MAKECMDGOALS)),$(shell date +%s))
 
-run: $(RUN_TOOLS) build $(if $(filter 1,$(REAL_NODE)),$(BIN)/kubelet image) ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. Builds only those (and kubelet and images with REAL_NODE=1). REAL_NODE=1 adds a kubelet-run Node.
+run: $(RUN_TOOLS) build $(if $(filter 1,$(REAL_NODE)),$(BIN)/kubelet local-image) ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. Builds only those (and kubelet and images with REAL_NODE=1). REAL_NODE=1 adds a kubelet-run Node.
 	$(call step,devenv,devenv (make run's launcher),15 s)
 	$(GO) build -o $(BIN)/devenv ./hack/devenv
 	REAL_NODE=$(REAL_NODE) GATEHOUSE_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) PAUSE_IMAGE_ARCHIVE=$(PAUSE_IMAGE_ARCHIVE) GATEHOUSE_RUN_STARTED=$(RUN_STARTED) exec $(BIN)/devenv
