@@ -500,6 +500,9 @@ func runLock(o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(o.Platforms) == 0 || len(roots) == 0 || o.DebCache == "" {
+		return errors.New("lock: give --platform (repeatable), --deb and --deb-cache")
+	}
 	for _, plat := range o.Platforms {
 		pl, err := platformOf(plat)
 		if err != nil {
