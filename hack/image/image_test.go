@@ -404,10 +404,6 @@ func interpreter(f *elf.File) string {
 	return ""
 }
 
-func systemLibDirsForTest() []string {
-	return []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
-}
-
 // resolveIn follows p through the image's own links (as the kernel and the
 // loader would inside the container) to an entry that is not a link.
 func resolveIn(rfs *rootfs, p string) (string, bool) {

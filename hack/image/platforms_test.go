@@ -7,6 +7,7 @@ import (
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -91,7 +92,7 @@ func layerFiles(t *testing.T, blob []byte) *rootfs {
 	tr := tar.NewReader(zr)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return rfs
 		}
 		if err != nil {
