@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"io"
@@ -390,18 +389,6 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
-}
-
-func interpreter(f *elf.File) string {
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err == nil {
-				return strings.TrimRight(string(b), "\x00")
-			}
-		}
-	}
-	return ""
 }
 
 // resolveIn follows p through the image's own links (as the kernel and the

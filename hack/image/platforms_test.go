@@ -210,7 +210,7 @@ func TestImageIndexCarriesThePinnedPackages(t *testing.T) {
 					t.Errorf("%s is for %s", e.Path, f.Machine)
 				}
 				libs, _ := f.ImportedLibraries()
-				if interp := interpreter(f); interp != "" {
+				if interp := elfInterpreter(f); interp != "" {
 					libs = append(libs, interp)
 				}
 				for _, lib := range libs {
