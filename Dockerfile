@@ -1,40 +1,40 @@
 # syntax=docker/dockerfile:1
 # The Gatehouse image for users with a container engine and a registry:
 #   docker build -t ghcr.io/gatehouse-dev/gatehouse:0.1.0 .
-# It holds the same files as `make image` (bin/gatehouse-image.tar): the
-# Rootfs stage runs the same builder (hack/image) with the same layout
-# (hack/image/gatehouse.args) in --rootfs mode. Its digest differs from
-# make image's (Docker's own timestamps and layer encoding); releases push
-# make image's archive (.github/workflows/release.yml), not this.
-# Not built on the development machines (no Docker engine there): see the
-# README's "Image" section.
+#   docker buildx build --platform linux/amd64,linux/arm64 -t ... .
+# It holds the same files as `make image` (bin/gatehouse-image.oci.tar):
+# the build stage runs the same builder (hack/image) with the same layout
+# (hack/image/gatehouse.args) and the same pinned Debian packages
+# (hack/image/debian/<arch>.lock, verified by sha256) in --rootfs mode.
+# Its digest differs from make image's (Docker's own timestamps and layer
+# encoding); releases push make image's index (.github/workflows/release.yml),
+# not this. Not built on the development machines (no Docker engine
+# there): see the README's "Image" section.
 
-# Debian's release: haproxy and its libraries come from it.
-ARG DEBIAN_RELEASE=bookworm
-ARG GO_VERSION=1.26.8
+# The only base image: Go's, on the builder's own platform (the binary is
+# cross-compiled, and hack/image downloads the target's packages itself,
+# so nothing runs under emulation). Pin it by digest where a registry is
+# reachable: make pin-dockerfile rewrites this line to tag@sha256:digest.
+ARG GOLANG_IMAGE=golang:1.26.8-bookworm
 
-FROM golang:${GO_VERSION}-${DEBIAN_RELEASE} AS build
+FROM --platform=$BUILDPLATFORM ${GOLANG_IMAGE} AS build
+ARG TARGETOS=linux
+ARG TARGETARCH
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 # As make image: static, -trimpath, the chart's appVersion as the version.
 RUN version="v$(sed -n 's/^appVersion: *//p' charts/gatehouse/Chart.yaml)" && \
-    CGO_ENABLED=0 go build -trimpath -buildvcs=auto \
+    CGO_ENABLED=0 GOOS="${TARGETOS}" GOARCH="${TARGETARCH}" go build -trimpath -buildvcs=auto \
       -ldflags "-s -w -X github.com/gatehouse-dev/gatehouse/internal/version.Version=${version}" \
       -o /out/gatehouse ./cmd/gatehouse && \
-    CGO_ENABLED=0 go build -trimpath -o /out/image ./hack/image
-
-FROM debian:${DEBIAN_RELEASE}-slim AS rootfs
-RUN apt-get update && \
-    apt-get install -y --no-install-recommends haproxy ca-certificates && \
-    rm -rf /var/lib/apt/lists/*
-COPY --from=build /out/ /out/
-COPY hack/image/gatehouse.args /out/gatehouse.args
-RUN /out/image @/out/gatehouse.args --file=/usr/local/bin/gatehouse=/out/gatehouse --rootfs=/rootfs
+    CGO_ENABLED=0 go build -trimpath -o /out/image ./hack/image && \
+    /out/image @hack/image/gatehouse.args --file=/usr/local/bin/gatehouse=/out/gatehouse \
+      --deb-cache=/tmp/debs --platform="${TARGETOS}/${TARGETARCH}" --rootfs=/rootfs
 
 FROM scratch
-COPY --from=rootfs /rootfs/ /
+COPY --from=build /rootfs/ /
 # The image config of hack/image/gatehouse.args (--user, --env,
 # --entrypoint, --label): keep the two alike.
 USER 65532:65532

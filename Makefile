@@ -16,12 +16,20 @@ VERSION     ?= v$(APP_VERSION)
 # image.repository and the appVersion (VERSION without its v).
 # PAUSE_IMAGE is the sandbox image for containerd's sandbox_image on the
 # local real node (hack/pause), PAUSE_IMAGE_ARCHIVE its archive.
-# IMAGE_LISTING lists the image's files, Go modules and Debian packages.
+# IMAGE_LISTING lists the image's files, Go modules and Debian packages;
+# IMAGE_SBOM says the same as an SPDX 2.3 document. IMAGE_PLATFORMS are
+# the platforms of the image index in IMAGE_INDEX_ARCHIVE (what a release
+# pushes); IMAGE_ARCHIVE holds IMAGE_PLATFORM's image alone, for the local
+# containerd. DEB_CACHE keeps the pinned Debian packages (hack/image/debian).
 IMAGE_REPOSITORY    := $(shell awk '/^image:/ {f=1; next} /^[^ \t#]/ {f=0} f && $$1 == "repository:" {print $$2; exit}' charts/gatehouse/values.yaml)
 IMAGE_TAG           ?= $(VERSION:v%=%)
 IMAGE               ?= $(IMAGE_REPOSITORY):$(IMAGE_TAG)
 IMAGE_ARCHIVE       ?= $(BIN)/gatehouse-image.tar
 IMAGE_LISTING       ?= $(BIN)/gatehouse-image.contents.txt
+IMAGE_SBOM          ?= $(BIN)/gatehouse-image.spdx.json
+IMAGE_INDEX_ARCHIVE ?= $(BIN)/gatehouse-image.oci.tar
+IMAGE_PLATFORMS     ?= linux/amd64 linux/arm64
+DEB_CACHE           ?= $(BIN)/debs
 PAUSE_IMAGE         ?= gatehouse.dev/pause:$(IMAGE_TAG)
 PAUSE_IMAGE_ARCHIVE ?= $(BIN)/pause-image.tar
 # SOURCE_DATE_EPOCH is every timestamp inside the images: the last commit's
@@ -40,12 +48,13 @@ HELM           := $(BIN)/helm
 PROMTOOL       := $(BIN)/promtool
 METRICNAMES    := $(BIN)/metricnames
 GOLANGCI_LINT  := $(BIN)/golangci-lint
+COSIGN         := $(BIN)/cosign
 # RUN_TOOLS are what make run starts, nothing else: a newcomer's first
 # make run waits for these five and Gatehouse only. TOOLS adds what the
 # tests, make generate and the alert checks use; each target that needs one
 # depends on it alone.
 RUN_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd $(BIN)/kubectl
-TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES)
+TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES) $(COSIGN)
 
 # Progress: every build recipe starts with $(call step,$@,NAME,COLD-TIME),
 # which prints "make: building NAME (2 of 6; about COLD-TIME cold on two
@@ -65,7 +74,7 @@ all: build
 ##@ Tools, built once from the pinned module versions in hack/tools/*/go.mod
 
 .PHONY: tools
-tools: $(TOOLS) ## Build every tool into bin/: what make run starts (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl) and what the tests use (kubelet, controller-gen, conversion-gen, helm, promtool, metricnames).
+tools: $(TOOLS) ## Build every tool into bin/: what make run starts (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl) and what the tests use (kubelet, controller-gen, conversion-gen, helm, promtool, metricnames, cosign).
 
 .PHONY: run-tools
 run-tools: $(RUN_TOOLS) ## Build only what make run starts.
@@ -125,6 +134,13 @@ $(METRICNAMES): hack/tools/promtool/go.mod hack/tools/promtool/go.sum hack/tools
 	$(call step,$@,metricnames,5 s)
 	cd hack/tools/promtool && $(GO) build -trimpath -o $@ ./metricnames
 
+# cosign signs releases and attests their SBOM (release.yml); hack/image's
+# test signs and verifies the image index with it offline.
+$(COSIGN): hack/tools/cosign/go.mod hack/tools/cosign/go.sum
+	$(call step,$@,cosign,8 min)
+	cd hack/tools/cosign && $(GO) build -trimpath -ldflags "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$$($(GO) list -m -f '{{.Version}}' github.com/sigstore/cosign/v2)" \
+		-o $@ github.com/sigstore/cosign/v2/cmd/cosign
+
 # golangci-lint is not in TOOLS: only make lint needs it. Its version is
 # linked in as its own release build does (golangci-lint version).
 $(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.sum
@@ -146,13 +162,35 @@ IMAGE_GOFLAGS := -trimpath -buildvcs=auto
 IMAGE_BUILD   := $(BIN)/image
 
 .PHONY: image
-image: pause-image ## Build the Gatehouse image and the pause image as OCI archives in bin/ (see IMAGE, IMAGE_ARCHIVE, IMAGE_LISTING).
-	CGO_ENABLED=0 GOOS=linux $(GO) build $(IMAGE_GOFLAGS) -ldflags "-s -w -X github.com/gatehouse-dev/gatehouse/internal/version.Version=$(VERSION)" \
-		-o $(IMAGE_BUILD)/gatehouse ./cmd/gatehouse
-	$(GO) run ./hack/image @hack/image/gatehouse.args --file=/usr/local/bin/gatehouse=$(IMAGE_BUILD)/gatehouse \
+image: pause-image ## Build the Gatehouse image (an index of IMAGE_PLATFORMS, and IMAGE_PLATFORM's alone) and the pause image as OCI archives in bin/ (see IMAGE, IMAGE_ARCHIVE, IMAGE_INDEX_ARCHIVE, IMAGE_LISTING, IMAGE_SBOM).
+	for p in $(IMAGE_PLATFORMS); do \
+		CGO_ENABLED=0 GOOS=$${p%%/*} GOARCH=$${p#*/} $(GO) build $(IMAGE_GOFLAGS) -ldflags "-s -w -X github.com/gatehouse-dev/gatehouse/internal/version.Version=$(VERSION)" \
+			-o $(IMAGE_BUILD)/$${p#*/}/gatehouse ./cmd/gatehouse || exit 1; \
+	done
+	$(GO) run ./hack/image @hack/image/gatehouse.args --file=/usr/local/bin/gatehouse=$(IMAGE_BUILD)/{arch}/gatehouse --deb-cache=$(DEB_CACHE) \
 		--label=org.opencontainers.image.version=$(VERSION) \
 		--label=org.opencontainers.image.revision=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
-		--ref=$(IMAGE) --platform=$(IMAGE_PLATFORM) --epoch=$(SOURCE_DATE_EPOCH) --output=$(IMAGE_ARCHIVE) --listing=$(IMAGE_LISTING)
+		--ref=$(IMAGE) $(addprefix --platform=,$(IMAGE_PLATFORMS)) --output-platform=$(IMAGE_PLATFORM) --epoch=$(SOURCE_DATE_EPOCH) \
+		--output=$(IMAGE_ARCHIVE) --index-output=$(IMAGE_INDEX_ARCHIVE) --listing=$(IMAGE_LISTING) --sbom=$(IMAGE_SBOM)
+
+.PHONY: local-image
+local-image: ## make image for this machine's platform alone (IMAGE_PLATFORM): what the local real node imports (make test-install, make run REAL_NODE=1).
+	$(MAKE) image IMAGE_PLATFORMS=$(IMAGE_PLATFORM)
+
+.PHONY: image-lock
+image-lock: ## Pin haproxy, the CA bundle and the libraries they load to the newest Debian bookworm packages: rewrites hack/image/debian/<arch>.lock (needs gpgv and debian-archive-keyring).
+	$(GO) run ./hack/image lock @hack/image/gatehouse.args --deb-cache=$(DEB_CACHE) $(addprefix --platform=,$(IMAGE_PLATFORMS))
+
+# CRANE is the pinned registry client (go-containerregistry, already a
+# requirement) for the steps that need a registry.
+CRANE := github.com/google/go-containerregistry/cmd/crane@v0.22.1
+
+.PHONY: pin-dockerfile
+pin-dockerfile: ## Pin the Dockerfile's Go base image (ARG GOLANG_IMAGE) by the digest its tag has now: needs a reachable registry.
+	tag="$$(sed -n 's/^ARG GOLANG_IMAGE=\([^@]*\).*/\1/p' Dockerfile)" && \
+	digest="$$($(GO) run $(CRANE) digest "$$tag")" && \
+	sed -i "s|^ARG GOLANG_IMAGE=.*|ARG GOLANG_IMAGE=$$tag@$$digest|" Dockerfile && \
+	grep '^ARG GOLANG_IMAGE=' Dockerfile
 
 .PHONY: print-image
 print-image: ## Print IMAGE, the reference make image tags (the release workflow pushes it).
@@ -218,8 +256,10 @@ test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/file
 
 .PHONY: test-install
 # The install suite runs alone (not beside the e2e tests): it starts three
-# Gatehouse Pods on the real node and measures admissions under load.
-test-install: tools image ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
+# Gatehouse Pods on the real node and measures admissions under load. It
+# imports IMAGE_ARCHIVE, so only this machine's platform is built for it
+# (hack/image's tests build every platform's layers).
+test-install: tools local-image ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
 	$(GO) test -count=1 -v -timeout 30m ./test/install/
 
 .PHONY: test-loaded
@@ -259,7 +299,7 @@ REAL_NODE ?=
 # how long the whole first wait was, builds included.
 RUN_STARTED := $(if $(filter run,$(MAKECMDGOALS)),$(shell date +%s))
 
-run: $(RUN_TOOLS) build $(if $(filter 1,$(REAL_NODE)),$(BIN)/kubelet image) ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. Builds only those (and kubelet and images with REAL_NODE=1). REAL_NODE=1 adds a kubelet-run Node.
+run: $(RUN_TOOLS) build $(if $(filter 1,$(REAL_NODE)),$(BIN)/kubelet local-image) ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. Builds only those (and kubelet and images with REAL_NODE=1). REAL_NODE=1 adds a kubelet-run Node.
 	$(call step,devenv,devenv (make run's launcher),15 s)
 	$(GO) build -o $(BIN)/devenv ./hack/devenv
 	REAL_NODE=$(REAL_NODE) GATEHOUSE_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) PAUSE_IMAGE_ARCHIVE=$(PAUSE_IMAGE_ARCHIVE) GATEHOUSE_RUN_STARTED=$(RUN_STARTED) exec $(BIN)/devenv

@@ -103,53 +103,72 @@ type dockerManifestEntry struct {
 	Layers   []string
 }
 
+// imageBlobs adds img's manifest, config and layers to files (by blob
+// path) and returns the manifest's digest, the config's path and the
+// layers' paths.
+func imageBlobs(files map[string][]byte, img v1.Image) (manifestDigest v1.Hash, configPath string, layerPaths []string, err error) {
+	manifest, err := img.RawManifest()
+	if err != nil {
+		return
+	}
+	if manifestDigest, err = img.Digest(); err != nil {
+		return
+	}
+	files[blobPath(manifestDigest)] = manifest
+	config, err := img.RawConfigFile()
+	if err != nil {
+		return
+	}
+	configDigest, err := img.ConfigName()
+	if err != nil {
+		return
+	}
+	configPath = blobPath(configDigest)
+	files[configPath] = config
+	layers, err := img.Layers()
+	if err != nil {
+		return
+	}
+	for _, l := range layers {
+		var d v1.Hash
+		if d, err = l.Digest(); err != nil {
+			return
+		}
+		var rc io.ReadCloser
+		if rc, err = l.Compressed(); err != nil {
+			return
+		}
+		var data []byte
+		data, err = io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return
+		}
+		files[blobPath(d)] = data
+		layerPaths = append(layerPaths, blobPath(d))
+	}
+	return
+}
+
+func blobPath(d v1.Hash) string { return "blobs/" + d.Algorithm + "/" + d.Hex }
+
+// refAnnotations name the image in index.json for containerd and for
+// OCI layout readers.
+func refAnnotations(ref name.Tag) map[string]string {
+	return map[string]string{
+		annotationContainerdName: ref.Name(),
+		annotationRefName:        ref.TagStr(),
+	}
+}
+
 // writeArchive writes img as an OCI image layout in a tar archive (with
 // a docker-style manifest.json beside it), named ref.
 func writeArchive(w io.Writer, img v1.Image, ref name.Tag, created time.Time) error {
 	files := map[string][]byte{}
-	blob := func(d v1.Hash) string { return "blobs/" + d.Algorithm + "/" + d.Hex }
-
-	manifest, err := img.RawManifest()
+	manifestDigest, configPath, layerPaths, err := imageBlobs(files, img)
 	if err != nil {
 		return err
 	}
-	manifestDigest, err := img.Digest()
-	if err != nil {
-		return err
-	}
-	files[blob(manifestDigest)] = manifest
-	config, err := img.RawConfigFile()
-	if err != nil {
-		return err
-	}
-	configDigest, err := img.ConfigName()
-	if err != nil {
-		return err
-	}
-	files[blob(configDigest)] = config
-	layers, err := img.Layers()
-	if err != nil {
-		return err
-	}
-	var layerPaths []string
-	for _, l := range layers {
-		d, err := l.Digest()
-		if err != nil {
-			return err
-		}
-		rc, err := l.Compressed()
-		if err != nil {
-			return err
-		}
-		data, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			return err
-		}
-		files[blob(d)] = data
-		layerPaths = append(layerPaths, blob(d))
-	}
-
 	mediaType, err := img.MediaType()
 	if err != nil {
 		return err
@@ -158,19 +177,15 @@ func writeArchive(w io.Writer, img v1.Image, ref name.Tag, created time.Time) er
 	if err != nil {
 		return err
 	}
-	platform := cf.Platform()
 	index := v1.IndexManifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIImageIndex,
 		Manifests: []v1.Descriptor{{
-			MediaType: mediaType,
-			Size:      int64(len(manifest)),
-			Digest:    manifestDigest,
-			Platform:  platform,
-			Annotations: map[string]string{
-				annotationContainerdName: ref.Name(),
-				annotationRefName:        ref.TagStr(),
-			},
+			MediaType:   mediaType,
+			Size:        int64(len(files[blobPath(manifestDigest)])),
+			Digest:      manifestDigest,
+			Platform:    cf.Platform(),
+			Annotations: refAnnotations(ref),
 		}},
 	}
 	if files["index.json"], err = json.Marshal(index); err != nil {
@@ -178,13 +193,78 @@ func writeArchive(w io.Writer, img v1.Image, ref name.Tag, created time.Time) er
 	}
 	files["oci-layout"] = []byte(`{"imageLayoutVersion":"1.0.0"}`)
 	if files["manifest.json"], err = json.Marshal([]dockerManifestEntry{{
-		Config:   blob(configDigest),
+		Config:   configPath,
 		RepoTags: []string{ref.Name()},
 		Layers:   layerPaths,
 	}}); err != nil {
 		return err
 	}
+	return writeTarFiles(w, files, created)
+}
 
+// buildIndex puts every build's image under one OCI image index, each
+// with its platform, in the order given.
+func buildIndex(builds []platformBuild) (v1.ImageIndex, error) {
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, b := range builds {
+		p := b.Platform
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
+			Add:        b.Image,
+			Descriptor: v1.Descriptor{Platform: &p},
+		})
+	}
+	return idx, nil
+}
+
+// writeIndexArchive writes idx as an OCI image layout in a tar archive:
+// index.json names the image index (as ref); the index, its manifests,
+// configs and layers are blobs. This is what a registry is given
+// (crane push of the unpacked layout pushes the index as it is, so the
+// registry's digest is the listing's).
+func writeIndexArchive(w io.Writer, idx v1.ImageIndex, ref name.Tag, created time.Time) error {
+	files := map[string][]byte{}
+	raw, err := idx.RawManifest()
+	if err != nil {
+		return err
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	files[blobPath(digest)] = raw
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	for _, d := range im.Manifests {
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			return err
+		}
+		if _, _, _, err := imageBlobs(files, img); err != nil {
+			return err
+		}
+	}
+	top := v1.IndexManifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIImageIndex,
+		Manifests: []v1.Descriptor{{
+			MediaType:   types.OCIImageIndex,
+			Size:        int64(len(raw)),
+			Digest:      digest,
+			Annotations: refAnnotations(ref),
+		}},
+	}
+	if files["index.json"], err = json.Marshal(top); err != nil {
+		return err
+	}
+	files["oci-layout"] = []byte(`{"imageLayoutVersion":"1.0.0"}`)
+	return writeTarFiles(w, files, created)
+}
+
+// writeTarFiles writes files in name order, each directory once before
+// what it holds, every time set to created.
+func writeTarFiles(w io.Writer, files map[string][]byte, created time.Time) error {
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)

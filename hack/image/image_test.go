@@ -4,13 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -52,18 +52,18 @@ func fixture(t *testing.T) (options, string) {
 		t.Fatal(err)
 	}
 	o := options{
-		Ref:      testRef,
-		Output:   filepath.Join(dir, "out", "image.tar"),
-		Files:    listFlag{"/usr/local/bin/gatehouse=" + bin},
-		Host:     listFlag{filepath.Join(dir, "lib/libfixture.so.1"), suid},
-		Dirs:     listFlag{"/tmp=1777"},
-		User:     "gatehouse:65532",
-		Entry:    listFlag{"/usr/local/bin/gatehouse"},
-		Env:      listFlag{"PATH=/usr/local/bin"},
-		Labels:   listFlag{"org.opencontainers.image.version=v0.1.0"},
-		WorkDir:  "/",
-		Platform: "linux/amd64",
-		Epoch:    1700000000,
+		Ref:       testRef,
+		Output:    filepath.Join(dir, "out", "image.tar"),
+		Files:     listFlag{"/usr/local/bin/gatehouse=" + bin},
+		Host:      listFlag{filepath.Join(dir, "lib/libfixture.so.1"), suid},
+		Dirs:      listFlag{"/tmp=1777"},
+		User:      "gatehouse:65532",
+		Entry:     listFlag{"/usr/local/bin/gatehouse"},
+		Env:       listFlag{"PATH=/usr/local/bin"},
+		Labels:    listFlag{"org.opencontainers.image.version=v0.1.0"},
+		WorkDir:   "/",
+		Platforms: listFlag{"linux/amd64"},
+		Epoch:     1700000000,
 	}
 	return o, dir
 }
@@ -391,111 +391,6 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-// TestGatehouseArgs assembles the real image's file set
-// (hack/image/gatehouse.args, as make image and the Dockerfile pass it)
-// around a stand-in binary: haproxy comes with every shared library its
-// ELF headers need, transitively, resolved inside the image, and with no
-// library that nothing needs; nothing is setuid.
-func TestGatehouseArgs(t *testing.T) {
-	args, err := expandArgFiles([]string{"@gatehouse.args"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "gatehouse")
-	if err := os.WriteFile(bin, []byte("stand-in"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var o options
-	for _, a := range args {
-		k, v, _ := strings.Cut(a, "=")
-		switch k {
-		case "--elf":
-			o.ELF = append(o.ELF, v)
-		case "--host-path":
-			o.Host = append(o.Host, v)
-		case "--dir":
-			o.Dirs = append(o.Dirs, v)
-		case "--user":
-			o.User = v
-		case "--entrypoint":
-			o.Entry = append(o.Entry, v)
-		case "--env", "--label", "--origin":
-		default:
-			t.Fatalf("gatehouse.args: %s is new to this test", a)
-		}
-	}
-	o.Files = listFlag{"/usr/local/bin/gatehouse=" + bin}
-	rfs, cfg, err := assemble(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.User != "65532:65532" {
-		t.Errorf("user %q", cfg.User)
-	}
-	for _, p := range []string{"/usr/sbin/haproxy", "/etc/ssl/certs/ca-certificates.crt", "/etc/passwd", "/tmp"} {
-		if _, ok := resolveIn(rfs, p); !ok {
-			t.Errorf("%s is not in the image", p)
-		}
-	}
-
-	// Every ELF file's needs, from its headers, resolved in the image.
-	libDirs := systemLibDirsForTest()
-	needed := map[string]bool{}
-	for _, e := range rfs.entries {
-		if e.Mode&0o6000 != 0 {
-			t.Errorf("%s is setuid or setgid", e.Path)
-		}
-		if e.Type != tar.TypeReg {
-			continue
-		}
-		f, err := elf.NewFile(bytes.NewReader(e.Data))
-		if err != nil {
-			continue
-		}
-		libs, _ := f.ImportedLibraries()
-		if interp := interpreter(f); interp != "" {
-			libs = append(libs, interp)
-		}
-		for _, lib := range libs {
-			found := false
-			for _, d := range append([]string{""}, libDirs...) {
-				if real, ok := resolveIn(rfs, path.Join(d, lib)); ok && (d != "" || path.IsAbs(lib)) {
-					needed[real] = true
-					found = true
-					break
-				}
-			}
-			if !found {
-				t.Errorf("%s needs %s: not in the image", e.Path, lib)
-			}
-		}
-	}
-	for _, e := range rfs.entries {
-		if e.Type == tar.TypeReg && strings.Contains(e.Path, ".so") && !needed[e.Path] {
-			t.Errorf("%s is in the image but no program or library needs it", e.Path)
-		}
-	}
-	if !needed["/usr/lib/x86_64-linux-gnu/libc.so.6"] && !needed["/usr/lib/aarch64-linux-gnu/libc.so.6"] {
-		t.Errorf("haproxy's libc was not found in the image (found %v)", needed)
-	}
-}
-
-func interpreter(f *elf.File) string {
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err == nil {
-				return strings.TrimRight(string(b), "\x00")
-			}
-		}
-	}
-	return ""
-}
-
-func systemLibDirsForTest() []string {
-	return []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
-}
-
 // resolveIn follows p through the image's own links (as the kernel and the
 // loader would inside the container) to an entry that is not a link.
 func resolveIn(rfs *rootfs, p string) (string, bool) {
@@ -540,4 +435,52 @@ func isImplicitDir(rfs *rootfs, dir string) bool {
 		}
 	}
 	return false
+}
+
+// TestDockerfileMatchesArgs: the Dockerfile's final stage configures the
+// image as gatehouse.args does (user, environment, entrypoint, labels),
+// and its Go base image is of go.mod's Go release, by tag and, once pinned
+// (make pin-dockerfile), by a sha256 digest.
+func TestDockerfileMatchesArgs(t *testing.T) {
+	docker := string(mustRead(t, filepath.Join("..", "..", "Dockerfile")))
+	args, err := expandArgFiles([]string{"@gatehouse.args"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, a := range args {
+		k, v, _ := strings.Cut(a, "=")
+		var want string
+		switch k {
+		case "--user":
+			_, id, _ := strings.Cut(v, ":")
+			want = "USER " + id + ":" + id
+		case "--env":
+			want = "ENV " + v
+		case "--entrypoint":
+			want = `ENTRYPOINT ["` + v + `"]`
+		case "--label":
+			labels = append(labels, v)
+			continue
+		default:
+			continue
+		}
+		if !strings.Contains(docker, "\n"+want+"\n") {
+			t.Errorf("the Dockerfile has no line %q (gatehouse.args %s)", want, a)
+		}
+	}
+	label := docker[strings.LastIndex(docker, "LABEL "):]
+	for _, l := range labels {
+		if !strings.Contains(label, l) {
+			t.Errorf("the Dockerfile's LABEL has no %s", l)
+		}
+	}
+	m := regexp.MustCompile(`\nARG GOLANG_IMAGE=golang:([0-9.]+)-bookworm(@sha256:[0-9a-f]{64})?\n`).FindStringSubmatch(docker)
+	if m == nil {
+		t.Fatal("the Dockerfile has no ARG GOLANG_IMAGE=golang:<version>-bookworm[@sha256:<digest>]")
+	}
+	gomod := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(string(mustRead(t, filepath.Join("..", "..", "go.mod"))))
+	if gomod == nil || !strings.HasPrefix(m[1], gomod[1]+".") {
+		t.Errorf("the Dockerfile builds with Go %s; go.mod asks for %v", m[1], gomod)
+	}
 }

@@ -31,6 +31,8 @@ type entry struct {
 	Source string
 	// Target is a symbolic link's target, as on the host.
 	Target string
+	// Deb is the locked Debian package the entry comes from, if any.
+	Deb *lockEntry
 }
 
 func (e entry) sha256() string {

@@ -17,10 +17,31 @@ import (
 
 // writeListing writes what is inside the image, for a reader deciding
 // whether to trust it and for a scanner matching it against advisories:
-// the reference and digests, every file with its size and sha256 and the
-// Debian package (with version) it was copied from, every Go module
-// compiled into each Go binary, and the Debian packages once each.
-func writeListing(w io.Writer, ref name.Tag, img v1.Image, rfs *rootfs, origins [][2]string) error {
+// the reference and digests (the index's, when there is one, is what a
+// registry serves for the tag), then for each platform every file with
+// its size and sha256 and the Debian package (with version) it comes
+// from, the Debian packages once each (with the .deb's sha256), and every
+// Go module compiled into each Go binary.
+func writeListing(w io.Writer, ref name.Tag, index v1.ImageIndex, builds []platformBuild, origins [][2]string) error {
+	fmt.Fprintf(w, "# The contents of the image, written by hack/image (make image).\n")
+	fmt.Fprintf(w, "reference  %s\n", ref.Name())
+	if index != nil {
+		d, err := index.Digest()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "index      %s\n", d)
+	}
+	for _, b := range builds {
+		if err := writeImageListing(w, b, origins); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeImageListing(w io.Writer, b platformBuild, origins [][2]string) error {
+	img, rfs := b.Image, b.Rootfs
 	manifestDigest, err := img.Digest()
 	if err != nil {
 		return err
@@ -38,8 +59,8 @@ func writeListing(w io.Writer, ref name.Tag, img v1.Image, rfs *rootfs, origins 
 		return err
 	}
 
-	fmt.Fprintf(w, "# The contents of the image, written by hack/image (make image).\n")
-	fmt.Fprintf(w, "reference  %s\n", ref.Name())
+	fmt.Fprintf(w, "\n# Image for %s\n", cf.Platform())
+	fmt.Fprintf(w, "platform   %s\n", cf.Platform())
 	fmt.Fprintf(w, "digest     %s\n", manifestDigest)
 	fmt.Fprintf(w, "config     %s\n", configDigest)
 	for _, l := range layers {
@@ -57,7 +78,6 @@ func writeListing(w io.Writer, ref name.Tag, img v1.Image, rfs *rootfs, origins 
 		}
 		fmt.Fprintf(w, "layer      %s (%d bytes compressed; uncompressed %s)\n", d, size, diff)
 	}
-	fmt.Fprintf(w, "platform   %s\n", cf.Platform())
 	fmt.Fprintf(w, "created    %s\n", cf.Created.UTC().Format("2006-01-02T15:04:05Z"))
 	fmt.Fprintf(w, "user       %s\n", cf.Config.User)
 	fmt.Fprintf(w, "entrypoint %q\n", cf.Config.Entrypoint)
@@ -74,6 +94,12 @@ func writeListing(w io.Writer, ref name.Tag, img v1.Image, rfs *rootfs, origins 
 
 	owners := packageOwners(rfs, origins)
 	versions := packageVersions(owners)
+	for _, e := range rfs.entries {
+		if e.Deb != nil {
+			owners[e.Path] = e.Deb.Package
+			versions[e.Deb.Package] = e.Deb.Version
+		}
+	}
 
 	fmt.Fprintf(w, "\n# Files: mode owner size sha256 path [-> link target] [Debian package version]\n")
 	entries := rfs.sorted()
@@ -92,7 +118,11 @@ func writeListing(w io.Writer, ref name.Tag, img v1.Image, rfs *rootfs, origins 
 		}
 	}
 
-	fmt.Fprintf(w, "\n# Debian packages the files come from\n")
+	fmt.Fprintf(w, "\n# Debian packages the files come from: package version [architecture sha256-of-the-.deb path]\n")
+	locked := map[string]lockEntry{}
+	for _, d := range b.Debs {
+		locked[d.Package] = d
+	}
 	pkgs := make([]string, 0, len(versions))
 	for p := range versions {
 		pkgs = append(pkgs, p)
@@ -102,6 +132,10 @@ func writeListing(w io.Writer, ref name.Tag, img v1.Image, rfs *rootfs, origins 
 		fmt.Fprintf(w, "(none)\n")
 	}
 	for _, p := range pkgs {
+		if l, ok := locked[p]; ok {
+			fmt.Fprintf(w, "%s %s %s %s %s\n", p, l.Version, l.Arch, l.SHA256, l.Path)
+			continue
+		}
 		fmt.Fprintf(w, "%s %s\n", p, versions[p])
 	}
 
@@ -165,7 +199,7 @@ func packageOwners(rfs *rootfs, origins [][2]string) map[string]string {
 		return owners
 	}
 	for _, e := range rfs.entries {
-		if e.Source == "" || owners[e.Path] != "" {
+		if e.Source == "" || e.Deb != nil || owners[e.Path] != "" {
 			continue
 		}
 		// A link standing for a directory (/lib -> usr/lib of the merged
