@@ -256,7 +256,7 @@ func TestHelmLint(t *testing.T) {
 		{"certificates.mode=certManager", "webhooks.mode=static"},
 		{"certificates.mode=secret", "certificates.secret.name=tls"},
 		{"certificates.mode=secret", "certificates.secret.name=tls", "webhooks.mode=static", "certificates.secret.caBundle=" + base64.StdEncoding.EncodeToString([]byte("ca"))},
-		{"modules.nodegroup.enabled=false", "metrics.serviceMonitor.enabled=true"},
+		{"modules.nodegroup.enabled=true", "metrics.serviceMonitor.enabled=true"},
 		{"modules.placement.enabled=true", "modules.placement.ownerResources[0].apiGroup=kubevirt.io", "modules.placement.ownerResources[0].resources={virtualmachineinstances}"},
 		{"modules.configcheck.enabled=true", "modules.configcheck.watchedResources[0].apiGroup=", "modules.configcheck.watchedResources[0].resources={configmaps}"},
 		{"networkPolicy.enabled=true", "metrics.secure=true", "metrics.serviceMonitor.enabled=true", "webhooks.clientAuth.enabled=true", "webhooks.clientAuth.caConfigMap=apiserver-ca"},
@@ -302,7 +302,7 @@ func TestHelmRejectsBadValues(t *testing.T) {
 			"modules.placement.webhook.failurePolicy: webhook placement-affinityclass.gatehouse.dev must stay Fail: it keeps a tenant's placement boundary"},
 		{[]string{"certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true", "modules.placement.webhook.objectSelector.matchLabels.a=b"},
 			"modules.placement.webhook.objectSelector: webhook placement-affinityclass.gatehouse.dev takes no objectSelector"},
-		{[]string{"modules.pvsafe.enabled=false", "modules.nodegroup.enabled=false"}, "enable at least one module"},
+		{[]string{"modules.pvsafe.enabled=false"}, "enable at least one module"},
 		{[]string{"webhooks.clientAuth.enabled=true"}, "needs caSecret or caConfigMap"},
 		{[]string{"webhooks.clientAuth.enabled=true", "webhooks.clientAuth.caSecret=a", "webhooks.clientAuth.caConfigMap=b"}, "not both"},
 	} {
@@ -369,7 +369,8 @@ func TestHelmDefaults(t *testing.T) {
 	}
 	secret := helmRelease + "-gatehouse-serving-cert"
 	args := deploymentArgs(t, objs)
-	wantArgs(t, args, "--modules=nodegroup,pvsafe", "--cert-secret="+ns+"/"+secret, "--self-managed-certs",
+	// pvsafe alone by default: nodegroup is for Deckhouse clusters.
+	wantArgs(t, args, "--modules=pvsafe", "--cert-secret="+ns+"/"+secret, "--self-managed-certs",
 		"--webhook-service="+helmRelease+"-gatehouse-webhook", "--leader-elect")
 	svc := findObjects[corev1.Service](t, objs, "Service")
 	if !slices.ContainsFunc(svc, func(s *corev1.Service) bool {
@@ -413,7 +414,7 @@ func TestHelmDefaults(t *testing.T) {
 func TestHelmCertManagerStatic(t *testing.T) {
 	ns := namespace(t, "helm-certmanager")
 	// Every module on, as in config/default, whose webhooks are compared.
-	objs := renderChart(t, ns, "certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true", "modules.configcheck.enabled=true")
+	objs := renderChart(t, ns, "certificates.mode=certManager", "webhooks.mode=static", "modules.nodegroup.enabled=true", "modules.placement.enabled=true", "modules.configcheck.enabled=true")
 	hooks := renderedWebhooks(t, objs, ns)
 	var names []string
 	for name, cc := range hooks {
@@ -467,7 +468,7 @@ func TestHelmCertManagerStatic(t *testing.T) {
 
 func TestHelmCertManagerManaged(t *testing.T) {
 	ns := namespace(t, "helm-certmanager-managed")
-	objs := renderChart(t, ns, "certificates.mode=certManager", "modules.pvsafe.enforcement=warn")
+	objs := renderChart(t, ns, "certificates.mode=certManager", "modules.nodegroup.enabled=true", "modules.pvsafe.enforcement=warn")
 	noWebhookConfigurations(t, objs)
 	args := deploymentArgs(t, objs)
 	wantArgs(t, args, "--enforcement=nodegroup=enforce,pvsafe=warn", "--cert-secret="+ns+"/"+helmRelease+"-gatehouse-serving-cert",
@@ -517,12 +518,12 @@ func TestHelmExistingSecretAndDisabledModule(t *testing.T) {
 	ns := namespace(t, "helm-secret")
 	ca := []byte("-----BEGIN CERTIFICATE-----\nnot checked by the chart\n-----END CERTIFICATE-----\n")
 	objs := renderChart(t, ns, "certificates.mode=secret", "certificates.secret.name=my-tls", "webhooks.mode=static",
-		"certificates.secret.caBundle="+base64.StdEncoding.EncodeToString(ca), "modules.nodegroup.enabled=false")
+		"certificates.secret.caBundle="+base64.StdEncoding.EncodeToString(ca))
 	dryRunApply(t, objs)
 
 	hooks := renderedWebhooks(t, objs, ns)
 	if _, ok := hooks["pvsafe.gatehouse.dev"]; !ok || len(hooks) != 1 {
-		t.Errorf("webhooks %v, want only pvsafe.gatehouse.dev with nodegroup disabled", hooks)
+		t.Errorf("webhooks %v, want only pvsafe.gatehouse.dev with nodegroup off (the default)", hooks)
 	}
 	for name, cc := range hooks {
 		if !bytes.Equal(cc.CABundle, ca) {
@@ -532,10 +533,10 @@ func TestHelmExistingSecretAndDisabledModule(t *testing.T) {
 	if len(findObjects[corev1.Secret](t, objs, "Secret")) != 0 {
 		t.Error("the chart renders a Secret in secret mode")
 	}
-	// Only the enabled modules' CRDs: on a Deckhouse cluster, nodegroup off,
-	// the chart must not try to own nodegroups.deckhouse.io.
+	// Only the enabled modules' CRDs: with nodegroup off (the default) the
+	// chart must not try to own Deckhouse's nodegroups.deckhouse.io.
 	for _, crd := range findObjects[apiextensionsv1.CustomResourceDefinition](t, objs, "CustomResourceDefinition") {
-		t.Errorf("CRD %s rendered with nodegroup disabled (pvsafe has none)", crd.Name)
+		t.Errorf("CRD %s rendered with nodegroup off (pvsafe has none)", crd.Name)
 	}
 	args := deploymentArgs(t, objs)
 	wantArgs(t, args, "--modules=pvsafe", "--enforcement=pvsafe=enforce", "--cert-secret="+ns+"/my-tls")
@@ -725,9 +726,9 @@ func keys[V any](m map[string]V) []string {
 func TestHelmPlacementModule(t *testing.T) {
 	objs := renderChart(t, "gatehouse-system")
 	args := findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args
-	wantArgs(t, args, "--modules=nodegroup,pvsafe")
+	wantArgs(t, args, "--modules=pvsafe")
 
-	objs = renderChart(t, "gatehouse-system", "modules.placement.enabled=true", "modules.placement.enforcement=warn",
+	objs = renderChart(t, "gatehouse-system", "modules.nodegroup.enabled=true", "modules.placement.enabled=true", "modules.placement.enforcement=warn",
 		"modules.placement.ownerResources[0].apiGroup=kubevirt.io", "modules.placement.ownerResources[0].resources={virtualmachineinstances}")
 	args = findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args
 	wantArgs(t, args, "--modules=nodegroup,placement,pvsafe", "--enforcement=nodegroup=enforce,placement=warn,pvsafe=enforce")
@@ -755,7 +756,7 @@ func TestHelmConfigcheckModule(t *testing.T) {
 		"modules.configcheck.watchedResources[0].apiGroup=", "modules.configcheck.watchedResources[0].resources={configmaps}")
 	deployment := findObject[appsv1.Deployment](t, objs, "Deployment")
 	container := deployment.Spec.Template.Spec.Containers[0]
-	wantArgs(t, container.Args, "--modules=configcheck,nodegroup,pvsafe")
+	wantArgs(t, container.Args, "--modules=configcheck,pvsafe")
 	if len(container.VolumeMounts) != 2 || container.VolumeMounts[1].MountPath != "/tmp" ||
 		len(deployment.Spec.Template.Spec.Volumes) != 2 || deployment.Spec.Template.Spec.Volumes[1].EmptyDir == nil {
 		t.Fatalf("want an emptyDir at /tmp: mounts %+v, volumes %+v", container.VolumeMounts, deployment.Spec.Template.Spec.Volumes)

@@ -62,8 +62,8 @@ func TestHelmWebhookSettingsReachBothModes(t *testing.T) {
 		!slices.Equal(settings.NamespaceExclusions, want.NamespaceExclusions) || settings.ObjectSelector.MatchLabels["protected"] != "yes" {
 		t.Fatalf("pvsafe settings in the --config file: %+v", settings)
 	}
-	if !cfg.Modules["nodegroup"].Enabled || cfg.Modules["nodegroup"].Webhook != nil {
-		t.Errorf("nodegroup in the --config file: %+v", cfg.Modules["nodegroup"])
+	if c, ok := cfg.Modules["nodegroup"]; ok {
+		t.Errorf("nodegroup, off by default, in the --config file: %+v", c)
 	}
 
 	// Static mode renders the same.
@@ -111,7 +111,7 @@ func TestHelmForeignCRDIsNotRendered(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := helm(t, "install", helmRelease, "charts/gatehouse", "--namespace", ns, "--kubeconfig", path, "--dry-run=server",
-		"--set", "modules.configcheck.enabled=true")
+		"--set", "modules.nodegroup.enabled=true", "--set", "modules.configcheck.enabled=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestHelmForeignCRDIsNotRendered(t *testing.T) {
 		t.Errorf("NOTES do not name the foreign CRD:\n%s", out[max(0, len(out)-2500):])
 	}
 	// helm template has no cluster: every enabled module's CRD is rendered.
-	objs := renderChart(t, ns)
+	objs := renderChart(t, ns, "modules.nodegroup.enabled=true")
 	if _, conv := crdConversion(t, objs); conv != nil && conv.Strategy != "None" {
 		t.Errorf("conversion %+v in managed mode", conv)
 	}
@@ -191,7 +191,7 @@ func TestHelmDeploymentPolish(t *testing.T) {
 // PreDelete hook for Argo CD as it is a pre-delete hook for Helm, so that
 // deleting the Application removes the fail-closed webhook configurations.
 func TestHelmRendersForGitOps(t *testing.T) {
-	objs := renderChart(t, "gatehouse-system", "crds.external={nodegroups.deckhouse.io}", "modules.pvsafe.bypassRole=false")
+	objs := renderChart(t, "gatehouse-system", "modules.nodegroup.enabled=true", "crds.external={nodegroups.deckhouse.io}", "modules.pvsafe.bypassRole=false")
 	hooks := 0
 	for _, obj := range objs {
 		if obj.GetKind() == "CustomResourceDefinition" {
@@ -216,7 +216,7 @@ func TestHelmRendersForGitOps(t *testing.T) {
 	// Without those values helm template renders both, as it cannot see
 	// the cluster: what the values are for.
 	var crd, role bool
-	for _, obj := range renderChart(t, "gatehouse-system") {
+	for _, obj := range renderChart(t, "gatehouse-system", "modules.nodegroup.enabled=true") {
 		crd = crd || obj.GetKind() == "CustomResourceDefinition" && obj.GetName() == "nodegroups.deckhouse.io"
 		role = role || obj.GetKind() == "ClusterRole" && obj.GetName() == pvsafe.BypassClusterRole
 	}

@@ -34,6 +34,7 @@ var allModules = []string{"pvsafe", "nodegroup", "placement", "configcheck"}
 func fullValues() map[string]any {
 	return merge(onRealNode(), map[string]any{
 		"modules": map[string]any{
+			"nodegroup":   map[string]any{"enabled": true},
 			"placement":   map[string]any{"enabled": true},
 			"configcheck": map[string]any{"enabled": true, "publishNamespaces": []any{"load-lb"}},
 		},
