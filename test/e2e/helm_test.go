@@ -302,6 +302,19 @@ func TestHelmRejectsBadValues(t *testing.T) {
 			"modules.placement.webhook.failurePolicy: webhook placement-affinityclass.gatehouse.dev must stay Fail: it keeps a tenant's placement boundary"},
 		{[]string{"certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true", "modules.placement.webhook.objectSelector.matchLabels.a=b"},
 			"modules.placement.webhook.objectSelector: webhook placement-affinityclass.gatehouse.dev takes no objectSelector"},
+		// And at render time in managed mode (the default), rather than a
+		// Gatehouse that refuses to start after the upgrade.
+		{[]string{"modules.placement.enabled=true", "modules.placement.webhook.failurePolicy=Ignore"},
+			"modules.placement.webhook.failurePolicy: webhook placement-affinityclass.gatehouse.dev must stay Fail: it keeps a tenant's placement boundary"},
+		{[]string{"modules.placement.enabled=true", "modules.placement.webhook.objectSelector.matchLabels.a=b"},
+			"modules.placement.webhook.objectSelector: webhook placement-affinityclass.gatehouse.dev takes no objectSelector"},
+		// A memory limit GOMEMLIMIT cannot be derived from: 512m is half a
+		// byte to Kubernetes, 1gb no quantity at all.
+		{[]string{"resources.limits.memory=512m"}, `resources.limits.memory "512m": not a memory quantity`},
+		{[]string{"resources.limits.memory=1gb"}, `resources.limits.memory "1gb": not a memory quantity`},
+		{[]string{"image.digest=sha256:abc"}, "at '/image/digest'"},
+		{[]string{"metrics.podMonitor.enabled=true", "metrics.secure=true"}, "metrics.podMonitor.authorization.secretName is required"},
+		{[]string{"metrics.serviceMonitor.scrapeTimeout=10 seconds"}, "at '/metrics/serviceMonitor/scrapeTimeout'"},
 		{[]string{"modules.pvsafe.enabled=false"}, "enable at least one module"},
 		{[]string{"webhooks.clientAuth.enabled=true"}, "needs caSecret or caConfigMap"},
 		{[]string{"webhooks.clientAuth.enabled=true", "webhooks.clientAuth.caSecret=a", "webhooks.clientAuth.caConfigMap=b"}, "not both"},
@@ -783,6 +796,18 @@ func TestHelmGoMemLimit(t *testing.T) {
 	}{
 		{nil, "460MiB"},
 		{[]string{"resources.limits.memory=2Gi"}, "1843MiB"},
+		// Every notation Kubernetes reads: decimals, decimal suffixes,
+		// exponents, plain bytes (as --set and YAML parse them).
+		{[]string{"resources.limits.memory=1.5Gi"}, "1382MiB"},      // 1.5 * 1024 * 0.9 = 1382.4
+		{[]string{"resources.limits.memory=1500M"}, "1287MiB"},      // 1.5e9 * 0.9 / 2^20 = 1287.5
+		{[]string{"resources.limits.memory=2G"}, "1716MiB"},         // 2e9 * 0.9 / 2^20 = 1716.6
+		{[]string{"resources.limits.memory=512Mi"}, "460MiB"},       // 460.8
+		{[]string{"resources.limits.memory=.5Gi"}, "460MiB"},        // 460.8
+		{[]string{"resources.limits.memory=1500k"}, "1MiB"},         // 1.5e6 * 0.9 / 2^20 = 1.29
+		{[]string{"resources.limits.memory=1e9"}, "858MiB"},         // 858.3
+		{[]string{"resources.limits.memory=1.5e9"}, "1287MiB"},      // as 1500M
+		{[]string{"resources.limits.memory=2147483648"}, "1843MiB"}, // 2Gi in bytes
+		{[]string{"resources.limits.memory=1Ti"}, "943718MiB"},      // 1048576 * 0.9 = 943718.4
 		{[]string{"goMemLimit=300MiB"}, "300MiB"},
 		// The render workers' 512Mi are not the Go heap's.
 		{[]string{"modules.configcheck.enabled=true", "resources.limits.memory=1Gi"}, "460MiB"},
