@@ -267,6 +267,13 @@ the same check, on the entries Gatehouse would write. */ -}}
 {{- end -}}
 {{- end -}}
 
+{{/* The annotations of the helm test's ServiceAccount and roles: created before its Pod, deleted after it, passed or failed. Arguments: (list weight). */}}
+{{- define "gatehouse.testHook" -}}
+helm.sh/hook: test
+helm.sh/hook-weight: {{ index . 0 | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded,hook-failed
+{{- end -}}
+
 {{/* A scrape endpoint's interval, scrapeTimeout and relabelings, from a ServiceMonitor's or PodMonitor's values. */}}
 {{- define "gatehouse.scrapeSettings" -}}
 interval: {{ .interval }}
