@@ -125,7 +125,11 @@ func TestHelmForeignCRDIsNotRendered(t *testing.T) {
 	}
 	// helm template has no cluster: every enabled module's CRD is rendered.
 	objs := renderChart(t, ns, "modules.nodegroup.enabled=true")
-	if _, conv := crdConversion(t, objs); conv != nil && conv.Strategy != "None" {
+	crd, conv := crdConversion(t, objs)
+	if crd == nil {
+		t.Error("helm template rendered no nodegroups.deckhouse.io with nodegroup on")
+	}
+	if conv != nil && conv.Strategy != "None" {
 		t.Errorf("conversion %+v in managed mode", conv)
 	}
 }
