@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -55,15 +56,17 @@ func TestHelmTestChecksThroughTheAPIServer(t *testing.T) {
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 	}
 
-	// The install's Deployment, its replicas Ready as a kubelet would
-	// report them (the e2e control plane runs no Pods).
+	// The install's Deployment; its Pods are made Ready as a kubelet would
+	// report them (the e2e control plane runs no kubelet), and the
+	// Deployment's status follows through the controllers.
+	labels := map[string]string{"app": fullname}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fullname},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fullname}},
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": fullname}},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "gatehouse", Image: "registry.example/gatehouse:test"}}},
 			},
 		},
@@ -71,14 +74,28 @@ func TestHelmTestChecksThroughTheAPIServer(t *testing.T) {
 	if err := controlPlane.Client.Create(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	setReady := func(ready int32) {
+	makeReady := func() {
 		t.Helper()
-		eventually(t, "Deployment status written", func() error {
-			if err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		eventually(t, "the Deployment's Pods Ready", func() error {
+			var pods corev1.PodList
+			if err := controlPlane.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
 				return err
 			}
-			d.Status.Replicas, d.Status.ReadyReplicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 2, ready, 2, ready
-			return controlPlane.Client.Status().Update(ctx, d)
+			if len(pods.Items) != 2 {
+				return fmt.Errorf("%d Pods", len(pods.Items))
+			}
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				p.Status.Phase = corev1.PodRunning
+				p.Status.Conditions = []corev1.PodCondition{
+					{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()},
+					{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()},
+				}
+				if err := controlPlane.Client.Status().Update(ctx, p); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 	}
 	probe := selftest.Options{
@@ -86,12 +103,11 @@ func TestHelmTestChecksThroughTheAPIServer(t *testing.T) {
 	}
 	probe.ValidatingConfiguration, _ = webhookconfig.ConfigurationNames(fullname)
 
-	// Not Ready: the test fails, naming the replicas.
-	setReady(1)
-	if err := selftest.Run(ctx, withTimeout(probe, 2*time.Second)); err == nil || !strings.Contains(err.Error(), "1 of 2 replicas Ready") {
-		t.Fatalf("selftest with 1 of 2 replicas Ready: %v", err)
+	// No Pod Ready: the test fails, naming the replicas.
+	if err := selftest.Run(ctx, withTimeout(probe, 2*time.Second)); err == nil || !strings.Contains(err.Error(), "0 of 2 replicas Ready") {
+		t.Fatalf("selftest with no replica Ready: %v", err)
 	}
-	setReady(2)
+	makeReady()
 	// No webhook configuration (Gatehouse not running): the test fails.
 	if err := selftest.Run(ctx, probe); err == nil || !strings.Contains(err.Error(), "validating webhook configuration") || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("selftest without a webhook configuration: %v", err)
