@@ -141,6 +141,22 @@ func probeVolume(ctx context.Context, cs kubernetes.Interface, opts Options, hea
 	if err != nil {
 		return err
 	}
+	// The previous run's volume may still be going (its protection
+	// finalizer): applied now, it would be the one deleted under us.
+	if err := poll(ctx, func() error {
+		old, err := pvs.Get(ctx, opts.Volume, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		case old.DeletionTimestamp != nil:
+			return fmt.Errorf("probe volume %s of a previous run is still being deleted", opts.Volume)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	// Server-side apply names the volume, so the test's RBAC can grant
 	// create on this name alone.
 	if _, err := pvs.Patch(ctx, opts.Volume, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}); err != nil {
