@@ -54,7 +54,8 @@ Without a command it serves, as "gatehouse serve" does; its modules are
 pvsafe, nodegroup, placement and configcheck (--modules). "gatehouse test"
 runs suites of requests offline, decided by the modules' own code;
 "gatehouse configcheck test" runs an HAProxyTemplateConfig's embedded tests
-offline; "gatehouse uninstall" removes what an install wrote at run time.`
+offline; "gatehouse uninstall" removes what an install wrote at run time;
+"gatehouse selftest" checks an install from the API server's side (helm test).`
 
 func newRootCommand() *cobra.Command {
 	serve := serveFlags(flag.CommandLine)
@@ -93,6 +94,7 @@ Prometheus metrics. "gatehouse" without a command does the same.`,
 	root.AddCommand(newConfigcheckCommand())
 	root.AddCommand(newTestCommand())
 	root.AddCommand(newUninstallCommand())
+	root.AddCommand(newSelftestCommand())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print Gatehouse's version, source revision and Go version",

@@ -78,7 +78,7 @@ func serveFlags(fs *flag.FlagSet) func() error {
 	fs.StringVar(&moduleList, "modules", "", "Comma-separated modules to enable, e.g. pvsafe,nodegroup.")
 	fs.StringVar(&enforcement, "enforcement", "", "Per-module enforcement, e.g. pvsafe=warn. Modes: enforce (default), warn.")
 	fs.StringVar(&webhookURL, "manage-webhooks-url", "", "When set (e.g. https://127.0.0.1:9443), Gatehouse writes its own webhook configurations pointing at this base URL.")
-	fs.StringVar(&webhookCA, "manage-webhooks-ca-file", "", "PEM CA bundle written into managed webhook configurations (default: the certificate source's CA).")
+	fs.StringVar(&webhookCA, "manage-webhooks-ca-file", "", "PEM CA bundle written into managed webhook configurations (default: the certificate source's CA); followed, so that a CA rotated in the file reaches them without a restart.")
 	fs.StringVar(&serviceName, "webhook-service", "", "In-cluster managed mode: Gatehouse keeps its webhook configurations pointing at this Service in --namespace.")
 	fs.IntVar(&servicePort, "webhook-service-port", 443, "Port of --webhook-service.")
 	fs.Func("webhook-configuration-labels", "Managed mode: labels added to the webhook configurations (key=value,...; repeatable), kept by the drift repair; Gatehouse's own labels win over a namesake.", keyValues(&webhookLabels))
@@ -198,6 +198,7 @@ func serveFlags(fs *flag.FlagSet) func() error {
 			target.Labels, target.Annotations = webhookLabels, webhookAnnotations
 		}
 		opts.ManageWebhooks = target
+		opts.ManageWebhooksCAFile = webhookCA
 		if selfManaged {
 			if opts.CertSecret == "" {
 				return errors.New("--self-managed-certs needs --cert-secret namespace/name")
@@ -234,14 +235,8 @@ func webhookTarget(url, service string, port int32, namespace, caFile string) (*
 		}
 		return nil, nil
 	}
+	// The CA file is read and followed by Gatehouse (app.Options.ManageWebhooksCAFile).
 	t := &webhookconfig.Target{Namespace: namespace}
-	if caFile != "" {
-		ca, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("--manage-webhooks-ca-file: %w", err)
-		}
-		t.CABundle = ca
-	}
 	if url != "" {
 		t.URL = strings.TrimSuffix(url, "/")
 		return t, nil

@@ -86,6 +86,11 @@ type Options struct {
 	// chart own the configurations, and webhooks registered at run time are
 	// served but named by no configuration.
 	ManageWebhooks *webhookconfig.Target
+	// ManageWebhooksCAFile, with ManageWebhooks, is a PEM CA bundle file
+	// written as the configurations' caBundle instead of the certificate
+	// source's, and followed: a CA rotated in the file reaches the
+	// configurations without a restart (certs.CAFile).
+	ManageWebhooksCAFile string
 
 	// Reports tunes the PolicyReports of the modules' periodic checks.
 	Reports ReportOptions
@@ -387,7 +392,22 @@ func (g *Gatehouse) manageWebhooks(target webhookconfig.Target, platform cache.C
 		target.Namespace = g.opts.Namespace
 	}
 	caBundle := func() []byte { return target.CABundle }
-	if bundler, ok := certSource.(certs.CABundler); ok && len(target.CABundle) == 0 {
+	// The bundle to publish, followed: a CA file given for the purpose,
+	// else the certificate source's CA (a fixed Target.CABundle wins).
+	var bundler certs.CABundler
+	if g.opts.ManageWebhooksCAFile != "" {
+		caFile, err := certs.NewCAFile(g.opts.ManageWebhooksCAFile, g.opts.Log.WithName("certs"))
+		if err != nil {
+			return fmt.Errorf("webhook configurations' CA file: %w", err)
+		}
+		if err := g.Manager.Add(caFile); err != nil {
+			return err
+		}
+		bundler = caFile
+	} else if b, ok := certSource.(certs.CABundler); ok {
+		bundler = b
+	}
+	if bundler != nil && len(target.CABundle) == 0 {
 		caBundle = bundler.CABundle
 	}
 	rec := webhookconfig.NewReconciler(webhookconfig.ReconcilerOptions{
@@ -405,7 +425,7 @@ func (g *Gatehouse) manageWebhooks(target webhookconfig.Target, platform cache.C
 		Cache:    platform,
 		Instance: g.opts.Instance,
 	})
-	if bundler, ok := certSource.(certs.CABundler); ok {
+	if bundler != nil {
 		bundler.OnCABundleChange(rec.Trigger)
 	}
 	g.reconciler = rec

@@ -40,7 +40,11 @@ package app
 // +kubebuilder:rbac:groups="";events.k8s.io,namespace=gatehouse-system,resources=events,verbs=create;patch
 
 // Policy reports (internal/reports): the leader lists its own reports by
-// label, applies them (server-side apply names the object) and deletes
-// those whose findings were mended, in every namespace a module audits.
-// +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports;clusterpolicyreports,verbs=list;create;patch;delete
-// +kubebuilder:rbac:groups=openreports.io,resources=reports;clusterreports,verbs=list;create;patch;delete
+// label and name (a metadata.name field selector, so the list is
+// authorized by name), applies them (server-side apply names the object,
+// create included) and deletes those whose findings were mended, in every
+// namespace a module audits. Reports are named <instance>-<module>: these
+// are config/'s instance's names for every module, the chart writes its
+// own.
+// +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports;clusterpolicyreports,resourceNames=gatehouse-pvsafe;gatehouse-nodegroup;gatehouse-placement;gatehouse-configcheck,verbs=list;create;patch;delete
+// +kubebuilder:rbac:groups=openreports.io,resources=reports;clusterreports,resourceNames=gatehouse-pvsafe;gatehouse-nodegroup;gatehouse-placement;gatehouse-configcheck,verbs=list;create;patch;delete

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -146,7 +147,12 @@ func (w *Writer) delete(ctx context.Context, kind schema.GroupVersionKind, old *
 func (w *Writer) list(ctx context.Context, kind schema.GroupVersionKind, moduleName string) (map[string]*unstructured.Unstructured, error) {
 	out := map[string]*unstructured.Unstructured{}
 	name := ReportName(w.opts.Instance, moduleName)
-	opts := []client.ListOption{client.MatchingLabels(Labels(w.opts.Instance, moduleName)), client.Limit(500)}
+	// The name's field selector makes the API server authorize the list by
+	// name, so that RBAC can grant list on this install's report names
+	// alone (resourceNames); the label keeps another writer's namesake out.
+	selectors := []client.ListOption{client.MatchingLabels(Labels(w.opts.Instance, moduleName)),
+		client.MatchingFields{"metadata.name": name}, client.Limit(500)}
+	opts := selectors
 	for {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(kind.GroupVersion().WithKind(kind.Kind + "List"))
@@ -161,7 +167,7 @@ func (w *Writer) list(ctx context.Context, kind schema.GroupVersionKind, moduleN
 		if list.GetContinue() == "" {
 			return out, nil
 		}
-		opts = append(opts[:2], client.Continue(list.GetContinue()))
+		opts = append(slices.Clone(selectors), client.Continue(list.GetContinue()))
 	}
 }
 

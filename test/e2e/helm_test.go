@@ -63,6 +63,12 @@ func renderChart(t *testing.T, ns string, set ...string) []*unstructured.Unstruc
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
+	return decodeRender(t, args)
+}
+
+// decodeRender runs helm with args and decodes the objects it prints.
+func decodeRender(t *testing.T, args []string) []*unstructured.Unstructured {
+	t.Helper()
 	out, err := helm(t, args...)
 	if err != nil {
 		t.Fatalf("helm %v: %v", args, err)
@@ -91,6 +97,12 @@ func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) (notApplied []
 	for _, obj := range objs {
 		if obj.GroupVersionKind().Group == "cert-manager.io" {
 			notApplied = append(notApplied, obj)
+			continue
+		}
+		// The helm test's objects exist only while `helm test` runs: its Pod
+		// names a ServiceAccount a dry run never creates
+		// (TestHelmTestChecksThroughTheAPIServer creates them for real).
+		if obj.GetAnnotations()["helm.sh/hook"] == "test" {
 			continue
 		}
 		// Validated as a whole object, never merged with what earlier tests
@@ -238,6 +250,8 @@ func wantArgs(t *testing.T, args []string, want ...string) {
 	}
 }
 
+// crdConversion is the rendered nodegroups.deckhouse.io and its conversion
+// stanza; nil when it is not rendered (nodegroup off, the default).
 func crdConversion(t *testing.T, objs []*unstructured.Unstructured) (*apiextensionsv1.CustomResourceDefinition, *apiextensionsv1.CustomResourceConversion) {
 	t.Helper()
 	for _, crd := range findObjects[apiextensionsv1.CustomResourceDefinition](t, objs, "CustomResourceDefinition") {
@@ -245,7 +259,6 @@ func crdConversion(t *testing.T, objs []*unstructured.Unstructured) (*apiextensi
 			return crd, crd.Spec.Conversion
 		}
 	}
-	t.Fatal("no CRD nodegroups.deckhouse.io rendered")
 	return nil, nil
 }
 
@@ -256,7 +269,7 @@ func TestHelmLint(t *testing.T) {
 		{"certificates.mode=certManager", "webhooks.mode=static"},
 		{"certificates.mode=secret", "certificates.secret.name=tls"},
 		{"certificates.mode=secret", "certificates.secret.name=tls", "webhooks.mode=static", "certificates.secret.caBundle=" + base64.StdEncoding.EncodeToString([]byte("ca"))},
-		{"modules.nodegroup.enabled=false", "metrics.serviceMonitor.enabled=true"},
+		{"modules.nodegroup.enabled=true", "metrics.serviceMonitor.enabled=true"},
 		{"modules.placement.enabled=true", "modules.placement.ownerResources[0].apiGroup=kubevirt.io", "modules.placement.ownerResources[0].resources={virtualmachineinstances}"},
 		{"modules.configcheck.enabled=true", "modules.configcheck.watchedResources[0].apiGroup=", "modules.configcheck.watchedResources[0].resources={configmaps}"},
 		{"networkPolicy.enabled=true", "metrics.secure=true", "metrics.serviceMonitor.enabled=true", "webhooks.clientAuth.enabled=true", "webhooks.clientAuth.caConfigMap=apiserver-ca"},
@@ -302,7 +315,20 @@ func TestHelmRejectsBadValues(t *testing.T) {
 			"modules.placement.webhook.failurePolicy: webhook placement-affinityclass.gatehouse.dev must stay Fail: it keeps a tenant's placement boundary"},
 		{[]string{"certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true", "modules.placement.webhook.objectSelector.matchLabels.a=b"},
 			"modules.placement.webhook.objectSelector: webhook placement-affinityclass.gatehouse.dev takes no objectSelector"},
-		{[]string{"modules.pvsafe.enabled=false", "modules.nodegroup.enabled=false"}, "enable at least one module"},
+		// And at render time in managed mode (the default), rather than a
+		// Gatehouse that refuses to start after the upgrade.
+		{[]string{"modules.placement.enabled=true", "modules.placement.webhook.failurePolicy=Ignore"},
+			"modules.placement.webhook.failurePolicy: webhook placement-affinityclass.gatehouse.dev must stay Fail: it keeps a tenant's placement boundary"},
+		{[]string{"modules.placement.enabled=true", "modules.placement.webhook.objectSelector.matchLabels.a=b"},
+			"modules.placement.webhook.objectSelector: webhook placement-affinityclass.gatehouse.dev takes no objectSelector"},
+		// A memory limit GOMEMLIMIT cannot be derived from: 512m is half a
+		// byte to Kubernetes, 1gb no quantity at all.
+		{[]string{"resources.limits.memory=512m"}, `resources.limits.memory "512m": not a memory quantity`},
+		{[]string{"resources.limits.memory=1gb"}, `resources.limits.memory "1gb": not a memory quantity`},
+		{[]string{"image.digest=sha256:abc"}, "at '/image/digest'"},
+		{[]string{"metrics.podMonitor.enabled=true", "metrics.secure=true"}, "metrics.podMonitor.authorization.secretName is required"},
+		{[]string{"metrics.serviceMonitor.scrapeTimeout=10 seconds"}, "at '/metrics/serviceMonitor/scrapeTimeout'"},
+		{[]string{"modules.pvsafe.enabled=false"}, "enable at least one module"},
 		{[]string{"webhooks.clientAuth.enabled=true"}, "needs caSecret or caConfigMap"},
 		{[]string{"webhooks.clientAuth.enabled=true", "webhooks.clientAuth.caSecret=a", "webhooks.clientAuth.caConfigMap=b"}, "not both"},
 	} {
@@ -369,7 +395,8 @@ func TestHelmDefaults(t *testing.T) {
 	}
 	secret := helmRelease + "-gatehouse-serving-cert"
 	args := deploymentArgs(t, objs)
-	wantArgs(t, args, "--modules=nodegroup,pvsafe", "--cert-secret="+ns+"/"+secret, "--self-managed-certs",
+	// pvsafe alone by default: nodegroup is for Deckhouse clusters.
+	wantArgs(t, args, "--modules=pvsafe", "--cert-secret="+ns+"/"+secret, "--self-managed-certs",
 		"--webhook-service="+helmRelease+"-gatehouse-webhook", "--leader-elect")
 	svc := findObjects[corev1.Service](t, objs, "Service")
 	if !slices.ContainsFunc(svc, func(s *corev1.Service) bool {
@@ -413,7 +440,7 @@ func TestHelmDefaults(t *testing.T) {
 func TestHelmCertManagerStatic(t *testing.T) {
 	ns := namespace(t, "helm-certmanager")
 	// Every module on, as in config/default, whose webhooks are compared.
-	objs := renderChart(t, ns, "certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true", "modules.configcheck.enabled=true")
+	objs := renderChart(t, ns, "certificates.mode=certManager", "webhooks.mode=static", "modules.nodegroup.enabled=true", "modules.placement.enabled=true", "modules.configcheck.enabled=true")
 	hooks := renderedWebhooks(t, objs, ns)
 	var names []string
 	for name, cc := range hooks {
@@ -467,7 +494,7 @@ func TestHelmCertManagerStatic(t *testing.T) {
 
 func TestHelmCertManagerManaged(t *testing.T) {
 	ns := namespace(t, "helm-certmanager-managed")
-	objs := renderChart(t, ns, "certificates.mode=certManager", "modules.pvsafe.enforcement=warn")
+	objs := renderChart(t, ns, "certificates.mode=certManager", "modules.nodegroup.enabled=true", "modules.pvsafe.enforcement=warn")
 	noWebhookConfigurations(t, objs)
 	args := deploymentArgs(t, objs)
 	wantArgs(t, args, "--enforcement=nodegroup=enforce,pvsafe=warn", "--cert-secret="+ns+"/"+helmRelease+"-gatehouse-serving-cert",
@@ -517,12 +544,12 @@ func TestHelmExistingSecretAndDisabledModule(t *testing.T) {
 	ns := namespace(t, "helm-secret")
 	ca := []byte("-----BEGIN CERTIFICATE-----\nnot checked by the chart\n-----END CERTIFICATE-----\n")
 	objs := renderChart(t, ns, "certificates.mode=secret", "certificates.secret.name=my-tls", "webhooks.mode=static",
-		"certificates.secret.caBundle="+base64.StdEncoding.EncodeToString(ca), "modules.nodegroup.enabled=false")
+		"certificates.secret.caBundle="+base64.StdEncoding.EncodeToString(ca))
 	dryRunApply(t, objs)
 
 	hooks := renderedWebhooks(t, objs, ns)
 	if _, ok := hooks["pvsafe.gatehouse.dev"]; !ok || len(hooks) != 1 {
-		t.Errorf("webhooks %v, want only pvsafe.gatehouse.dev with nodegroup disabled", hooks)
+		t.Errorf("webhooks %v, want only pvsafe.gatehouse.dev with nodegroup off (the default)", hooks)
 	}
 	for name, cc := range hooks {
 		if !bytes.Equal(cc.CABundle, ca) {
@@ -532,10 +559,10 @@ func TestHelmExistingSecretAndDisabledModule(t *testing.T) {
 	if len(findObjects[corev1.Secret](t, objs, "Secret")) != 0 {
 		t.Error("the chart renders a Secret in secret mode")
 	}
-	// Only the enabled modules' CRDs: on a Deckhouse cluster, nodegroup off,
-	// the chart must not try to own nodegroups.deckhouse.io.
+	// Only the enabled modules' CRDs: with nodegroup off (the default) the
+	// chart must not try to own Deckhouse's nodegroups.deckhouse.io.
 	for _, crd := range findObjects[apiextensionsv1.CustomResourceDefinition](t, objs, "CustomResourceDefinition") {
-		t.Errorf("CRD %s rendered with nodegroup disabled (pvsafe has none)", crd.Name)
+		t.Errorf("CRD %s rendered with nodegroup off (pvsafe has none)", crd.Name)
 	}
 	args := deploymentArgs(t, objs)
 	wantArgs(t, args, "--modules=pvsafe", "--enforcement=pvsafe=enforce", "--cert-secret="+ns+"/my-tls")
@@ -585,7 +612,7 @@ func TestHelmRBAC(t *testing.T) {
 		}
 		// Gatehouse's own roles (not those for people, such as pvsafe's
 		// bypass, nor the uninstall hook's, which exist only while it runs).
-		if (r.Kind == "Role" || r.Kind == "ClusterRole") && r.Labels["gatehouse.dev/granted-to"] != "users" && r.Labels["gatehouse.dev/rbac-for"] != "uninstall" {
+		if (r.Kind == "Role" || r.Kind == "ClusterRole") && r.Labels["gatehouse.dev/granted-to"] != "users" && r.Labels["gatehouse.dev/rbac-for"] != "uninstall" && r.Labels["gatehouse.dev/rbac-for"] != "test" {
 			source := r.Labels["gatehouse.dev/rbac-for"]
 			got[source] = append(got[source], grants(r.Kind, r.Namespace, r.Rules)...)
 		}
@@ -725,9 +752,9 @@ func keys[V any](m map[string]V) []string {
 func TestHelmPlacementModule(t *testing.T) {
 	objs := renderChart(t, "gatehouse-system")
 	args := findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args
-	wantArgs(t, args, "--modules=nodegroup,pvsafe")
+	wantArgs(t, args, "--modules=pvsafe")
 
-	objs = renderChart(t, "gatehouse-system", "modules.placement.enabled=true", "modules.placement.enforcement=warn",
+	objs = renderChart(t, "gatehouse-system", "modules.nodegroup.enabled=true", "modules.placement.enabled=true", "modules.placement.enforcement=warn",
 		"modules.placement.ownerResources[0].apiGroup=kubevirt.io", "modules.placement.ownerResources[0].resources={virtualmachineinstances}")
 	args = findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args
 	wantArgs(t, args, "--modules=nodegroup,placement,pvsafe", "--enforcement=nodegroup=enforce,placement=warn,pvsafe=enforce")
@@ -755,7 +782,7 @@ func TestHelmConfigcheckModule(t *testing.T) {
 		"modules.configcheck.watchedResources[0].apiGroup=", "modules.configcheck.watchedResources[0].resources={configmaps}")
 	deployment := findObject[appsv1.Deployment](t, objs, "Deployment")
 	container := deployment.Spec.Template.Spec.Containers[0]
-	wantArgs(t, container.Args, "--modules=configcheck,nodegroup,pvsafe")
+	wantArgs(t, container.Args, "--modules=configcheck,pvsafe")
 	if len(container.VolumeMounts) != 2 || container.VolumeMounts[1].MountPath != "/tmp" ||
 		len(deployment.Spec.Template.Spec.Volumes) != 2 || deployment.Spec.Template.Spec.Volumes[1].EmptyDir == nil {
 		t.Fatalf("want an emptyDir at /tmp: mounts %+v, volumes %+v", container.VolumeMounts, deployment.Spec.Template.Spec.Volumes)
@@ -782,6 +809,18 @@ func TestHelmGoMemLimit(t *testing.T) {
 	}{
 		{nil, "460MiB"},
 		{[]string{"resources.limits.memory=2Gi"}, "1843MiB"},
+		// Every notation Kubernetes reads: decimals, decimal suffixes,
+		// exponents, plain bytes (as --set and YAML parse them).
+		{[]string{"resources.limits.memory=1.5Gi"}, "1382MiB"},      // 1.5 * 1024 * 0.9 = 1382.4
+		{[]string{"resources.limits.memory=1500M"}, "1287MiB"},      // 1.5e9 * 0.9 / 2^20 = 1287.5
+		{[]string{"resources.limits.memory=2G"}, "1716MiB"},         // 2e9 * 0.9 / 2^20 = 1716.6
+		{[]string{"resources.limits.memory=512Mi"}, "460MiB"},       // 460.8
+		{[]string{"resources.limits.memory=.5Gi"}, "460MiB"},        // 460.8
+		{[]string{"resources.limits.memory=1500k"}, "1MiB"},         // 1.5e6 * 0.9 / 2^20 = 1.29
+		{[]string{"resources.limits.memory=1e9"}, "858MiB"},         // 858.3
+		{[]string{"resources.limits.memory=1.5e9"}, "1287MiB"},      // as 1500M
+		{[]string{"resources.limits.memory=2147483648"}, "1843MiB"}, // 2Gi in bytes
+		{[]string{"resources.limits.memory=1Ti"}, "943718MiB"},      // 1048576 * 0.9 = 943718.4
 		{[]string{"goMemLimit=300MiB"}, "300MiB"},
 		// The render workers' 512Mi are not the Go heap's.
 		{[]string{"modules.configcheck.enabled=true", "resources.limits.memory=1Gi"}, "460MiB"},

@@ -62,8 +62,8 @@ func TestHelmWebhookSettingsReachBothModes(t *testing.T) {
 		!slices.Equal(settings.NamespaceExclusions, want.NamespaceExclusions) || settings.ObjectSelector.MatchLabels["protected"] != "yes" {
 		t.Fatalf("pvsafe settings in the --config file: %+v", settings)
 	}
-	if !cfg.Modules["nodegroup"].Enabled || cfg.Modules["nodegroup"].Webhook != nil {
-		t.Errorf("nodegroup in the --config file: %+v", cfg.Modules["nodegroup"])
+	if c, ok := cfg.Modules["nodegroup"]; ok {
+		t.Errorf("nodegroup, off by default, in the --config file: %+v", c)
 	}
 
 	// Static mode renders the same.
@@ -111,7 +111,7 @@ func TestHelmForeignCRDIsNotRendered(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := helm(t, "install", helmRelease, "charts/gatehouse", "--namespace", ns, "--kubeconfig", path, "--dry-run=server",
-		"--set", "modules.configcheck.enabled=true")
+		"--set", "modules.nodegroup.enabled=true", "--set", "modules.configcheck.enabled=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +124,12 @@ func TestHelmForeignCRDIsNotRendered(t *testing.T) {
 		t.Errorf("NOTES do not name the foreign CRD:\n%s", out[max(0, len(out)-2500):])
 	}
 	// helm template has no cluster: every enabled module's CRD is rendered.
-	objs := renderChart(t, ns)
-	if _, conv := crdConversion(t, objs); conv != nil && conv.Strategy != "None" {
+	objs := renderChart(t, ns, "modules.nodegroup.enabled=true")
+	crd, conv := crdConversion(t, objs)
+	if crd == nil {
+		t.Error("helm template rendered no nodegroups.deckhouse.io with nodegroup on")
+	}
+	if conv != nil && conv.Strategy != "None" {
 		t.Errorf("conversion %+v in managed mode", conv)
 	}
 }
@@ -134,14 +138,27 @@ func TestHelmForeignCRDIsNotRendered(t *testing.T) {
 // election timings, the ResourceQuota and the uninstall hook.
 func TestHelmDeploymentPolish(t *testing.T) {
 	ns := namespace(t, "helm-polish")
-	objs := renderChart(t, ns, "resourceQuota.enabled=true", "leaderElection.leaseDuration=30s")
+	// The ResourceQuota is on by default: the default priority class must
+	// schedule where a quota has to name it.
+	objs := renderChart(t, ns, "leaderElection.leaseDuration=30s")
 	dryRunApply(t, objs)
 	d := findObject[appsv1.Deployment](t, objs, "Deployment")
 	spec := d.Spec.Template.Spec
-	if len(spec.TopologySpreadConstraints) != 1 || spec.TopologySpreadConstraints[0].WhenUnsatisfiable != corev1.ScheduleAnyway ||
-		spec.TopologySpreadConstraints[0].TopologyKey != "kubernetes.io/hostname" ||
-		spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels["app.kubernetes.io/instance"] != helmRelease {
-		t.Errorf("topologySpreadConstraints %+v: want the replicas spread over nodes, ScheduleAnyway", spec.TopologySpreadConstraints)
+	// Spread over zones and over nodes, neither blocking scheduling on a
+	// cluster with one zone, one node or no zone labels.
+	var keys []string
+	for _, c := range spec.TopologySpreadConstraints {
+		keys = append(keys, c.TopologyKey)
+		if c.WhenUnsatisfiable != corev1.ScheduleAnyway || c.MaxSkew != 1 || c.LabelSelector.MatchLabels["app.kubernetes.io/instance"] != helmRelease ||
+			c.LabelSelector.MatchLabels["app.kubernetes.io/name"] != "gatehouse" {
+			t.Errorf("topologySpreadConstraint %+v: want maxSkew 1 over this release's pods, ScheduleAnyway", c)
+		}
+	}
+	if !slices.Equal(keys, []string{"topology.kubernetes.io/zone", "kubernetes.io/hostname"}) {
+		t.Errorf("topologySpreadConstraints over %v, want zones and nodes", keys)
+	}
+	if one := findObject[appsv1.Deployment](t, renderChart(t, ns, "replicaCount=1"), "Deployment"); len(one.Spec.Template.Spec.TopologySpreadConstraints) != 0 {
+		t.Errorf("one replica, yet topologySpreadConstraints %+v", one.Spec.Template.Spec.TopologySpreadConstraints)
 	}
 	if spec.PriorityClassName != "system-cluster-critical" {
 		t.Errorf("priorityClassName %q", spec.PriorityClassName)
@@ -173,12 +190,17 @@ func TestHelmDeploymentPolish(t *testing.T) {
 			t.Errorf("the hook's Pod carries the Deployment's selector label %s=%s: it would wait for itself", k, v)
 		}
 	}
-	for _, o := range renderChart(t, ns, "uninstallHook.enabled=false", "priorityClassName=") {
+	for _, o := range renderChart(t, ns, "uninstallHook.enabled=false", "resourceQuota.enabled=false") {
 		if o.GetKind() == "Job" || strings.HasSuffix(o.GetName(), "-uninstall") {
 			t.Errorf("%s %s rendered with uninstallHook.enabled=false", o.GetKind(), o.GetName())
 		}
 		if o.GetKind() == "ResourceQuota" {
 			t.Error("ResourceQuota rendered without resourceQuota.enabled")
+		}
+	}
+	for _, o := range renderChart(t, ns, "priorityClassName=") {
+		if o.GetKind() == "ResourceQuota" {
+			t.Error("ResourceQuota rendered without a priorityClassName to admit")
 		}
 	}
 }
@@ -191,7 +213,7 @@ func TestHelmDeploymentPolish(t *testing.T) {
 // PreDelete hook for Argo CD as it is a pre-delete hook for Helm, so that
 // deleting the Application removes the fail-closed webhook configurations.
 func TestHelmRendersForGitOps(t *testing.T) {
-	objs := renderChart(t, "gatehouse-system", "crds.external={nodegroups.deckhouse.io}", "modules.pvsafe.bypassRole=false")
+	objs := renderChart(t, "gatehouse-system", "modules.nodegroup.enabled=true", "crds.external={nodegroups.deckhouse.io}", "modules.pvsafe.bypassRole=false")
 	hooks := 0
 	for _, obj := range objs {
 		if obj.GetKind() == "CustomResourceDefinition" {
@@ -203,7 +225,7 @@ func TestHelmRendersForGitOps(t *testing.T) {
 		a := obj.GetAnnotations()
 		if a["helm.sh/hook"] == "pre-delete" {
 			hooks++
-			if a["argocd.argoproj.io/hook"] != "PreDelete" || a["argocd.argoproj.io/hook-delete-policy"] != "BeforeHookCreation,HookSucceeded" {
+			if a["argocd.argoproj.io/hook"] != "PreDelete" || !strings.HasPrefix(a["argocd.argoproj.io/hook-delete-policy"], "BeforeHookCreation,HookSucceeded") {
 				t.Errorf("%s %s is Helm's pre-delete hook but not Argo CD's PreDelete hook: %v", obj.GetKind(), obj.GetName(), a)
 			}
 		} else if a["argocd.argoproj.io/hook"] != "" {
@@ -216,7 +238,7 @@ func TestHelmRendersForGitOps(t *testing.T) {
 	// Without those values helm template renders both, as it cannot see
 	// the cluster: what the values are for.
 	var crd, role bool
-	for _, obj := range renderChart(t, "gatehouse-system") {
+	for _, obj := range renderChart(t, "gatehouse-system", "modules.nodegroup.enabled=true") {
 		crd = crd || obj.GetKind() == "CustomResourceDefinition" && obj.GetName() == "nodegroups.deckhouse.io"
 		role = role || obj.GetKind() == "ClusterRole" && obj.GetName() == pvsafe.BypassClusterRole
 	}

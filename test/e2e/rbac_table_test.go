@@ -168,7 +168,7 @@ func renderedAtoms(t *testing.T, ns string, on []string, v chartVariant) []ruleA
 	userRoles := map[string]bool{}
 	add := func(kind, name, namespace string, labels map[string]string, rules []rbacv1.PolicyRule) {
 		source := labels["gatehouse.dev/rbac-for"]
-		if source != "core" && source != "uninstall" && !slices.Contains(on, source) {
+		if source != "core" && source != "uninstall" && source != "test" && !slices.Contains(on, source) {
 			t.Errorf("%s %s/%s: gatehouse.dev/rbac-for %q is neither the core nor an enabled module %v", kind, namespace, name, source, on)
 		}
 		if labels["gatehouse.dev/granted-to"] == "users" {
@@ -230,6 +230,9 @@ func renderedAtoms(t *testing.T, ns string, on []string, v chartVariant) []ruleA
 		want := sa
 		if strings.HasSuffix(role.Name, "-uninstall") {
 			want = sa + "-uninstall" // the pre-delete hook's own
+		}
+		if strings.HasSuffix(role.Name, "-selftest") {
+			want = sa + "-selftest" // the helm test's own
 		}
 		if len(subjects) != 1 || subjects[0].Kind != rbacv1.ServiceAccountKind || subjects[0].Name != want || subjects[0].Namespace != ns {
 			t.Errorf("%s %s binds %+v, want only ServiceAccount %s/%s", kind, name, subjects, ns, want)

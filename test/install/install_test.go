@@ -34,6 +34,7 @@ var allModules = []string{"pvsafe", "nodegroup", "placement", "configcheck"}
 func fullValues() map[string]any {
 	return merge(onRealNode(), map[string]any{
 		"modules": map[string]any{
+			"nodegroup":   map[string]any{"enabled": true},
 			"placement":   map[string]any{"enabled": true},
 			"configcheck": map[string]any{"enabled": true, "publishNamespaces": []any{"load-lb"}},
 		},
@@ -140,6 +141,13 @@ func installEveryModule(t *testing.T) {
 		}
 		return nil
 	})
+	// The chart's own check, as a platform engineer runs it after an
+	// install: `gatehouse selftest` in a Pod on the node, through the API
+	// server (pvsafe refuses the probe volume's dry-run deletion).
+	out := must(t, "helm", "test", release, "--namespace", releaseNamespace, "--timeout", "3m", "--logs")
+	if !strings.Contains(out, "pvsafe refused the dry-run deletion") {
+		t.Errorf("helm test passed without pvsafe's check:\n%s", out)
+	}
 }
 
 // wantDenial: kubectl failed with the module's message.

@@ -235,7 +235,18 @@ and webhook settings (docs/install.md, "Configuration").
 {{- if .namespaceExclusions }}{{ $_ := set $w "namespaceExclusions" .namespaceExclusions }}{{ end -}}
 {{- if .objectSelector }}{{ $_ := set $w "objectSelector" .objectSelector }}{{ end -}}
 {{- end -}}
-{{- if $w }}{{ $_ := set $c "webhook" $w }}{{ end -}}
+{{- if $w -}}
+{{- $_ := set $c "webhook" $w -}}
+{{- /* A locked setting fails the render in managed mode too, as in static
+mode, rather than a Gatehouse that refuses to start after the upgrade:
+the same check, on the entries Gatehouse would write. */ -}}
+{{- range $kind := list "validating" "mutating" -}}
+{{- $file := $.Files.Get (printf "files/generated/webhooks/%s/%s.yaml" $name $kind) -}}
+{{- if $file -}}
+{{- $_ := include "gatehouse.applySettings" (list $ $name (include "gatehouse.fill" (list $ $file) | fromYamlArray)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $_ := set $modules $name $c -}}
 {{- end -}}
 {{- end -}}
@@ -256,37 +267,89 @@ and webhook settings (docs/install.md, "Configuration").
 {{- end -}}
 {{- end -}}
 
+{{/* The annotations of the helm test's ServiceAccount and roles: created before its Pod, deleted after it, passed or failed. Arguments: (list weight). */}}
+{{- define "gatehouse.testHook" -}}
+helm.sh/hook: test
+helm.sh/hook-weight: {{ index . 0 | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded,hook-failed
+{{- end -}}
+
+{{/* A scrape endpoint's interval, scrapeTimeout and relabelings, from a ServiceMonitor's or PodMonitor's values. */}}
+{{- define "gatehouse.scrapeSettings" -}}
+interval: {{ .interval }}
+{{- with .scrapeTimeout }}
+scrapeTimeout: {{ . }}
+{{- end }}
+{{- with .relabelings }}
+relabelings:
+{{- toYaml . | nindent 0 }}
+{{- end }}
+{{- with .metricRelabelings }}
+metricRelabelings:
+{{- toYaml . | nindent 0 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+gatehouse.image: repository:tag, or with image.digest repository@digest
+(repository:tag@digest when image.tag is set: the tag is then only a label
+for people, the runtime pulls the digest).
+*/}}
 {{- define "gatehouse.image" -}}
+{{- with .Values.image.digest -}}
+{{- if not (regexMatch "^sha256:[0-9a-f]{64}$" .) -}}
+{{- fail (printf "image.digest %q: want sha256: and 64 lowercase hex digits" .) -}}
+{{- end -}}
+{{- if $.Values.image.tag -}}
+{{- printf "%s:%s@%s" $.Values.image.repository $.Values.image.tag . -}}
+{{- else -}}
+{{- printf "%s@%s" $.Values.image.repository . -}}
+{{- end -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
 gatehouse.goMemLimit: .Values.goMemLimit, else 90% of the memory limit (less
-the render workers' 512Mi when configcheck is enabled) in MiB (a limit written with Ki, Mi, Gi, K, M, G or in bytes), else nothing.
+the render workers' 512Mi when configcheck is enabled) in MiB, else nothing.
+The limit is read as Kubernetes reads a quantity: a decimal number (1.5,
+.5, 1e9, 15e2) with a binary (Ki, Mi, Gi, Ti, Pi, Ei) or decimal (k, M, G,
+T, P, E) suffix, or a number YAML already parsed (2147483648, 1e9). What
+it cannot read fails the render rather than run without a soft limit.
 */}}
 {{- define "gatehouse.goMemLimit" -}}
 {{- if .Values.goMemLimit -}}
 {{- .Values.goMemLimit -}}
 {{- else -}}
-{{- $limit := dig "limits" "memory" "" (.Values.resources | default dict) | toString -}}
+{{- $raw := dig "limits" "memory" "" (.Values.resources | default dict) -}}
+{{- if or (kindIs "float64" $raw) (kindIs "int" $raw) (kindIs "int64" $raw) -}}
+{{- /* YAML's and --set's numbers: bytes. toString would write 2.147483648e+09. */ -}}
+{{- $raw = printf "%.0f" (float64 $raw) -}}
+{{- end -}}
+{{- $limit := $raw | toString | trim -}}
 {{- if $limit -}}
-{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "K" 1000 "M" 1000000 "G" 1000000000 -}}
-{{- $bytes := 0 -}}
-{{- range $suffix, $factor := $units -}}
-{{- if and (eq $bytes 0) (hasSuffix $suffix $limit) (regexMatch "^[0-9]+$" (trimSuffix $suffix $limit)) -}}
-{{- $bytes = mul (trimSuffix $suffix $limit | atoi) $factor -}}
+{{- $m := regexMatch `^([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$` $limit -}}
+{{- if not $m -}}
+{{- fail (printf "resources.limits.memory %q: not a memory quantity (want e.g. 512Mi, 1.5Gi, 1500M, 2G or bytes); set goMemLimit to choose GOMEMLIMIT yourself" $limit) -}}
 {{- end -}}
-{{- end -}}
-{{- if and (eq $bytes 0) (regexMatch "^[0-9]+$" $limit) -}}
-{{- $bytes = atoi $limit -}}
+{{- $units := dict "Ki" "1024" "Mi" "1048576" "Gi" "1073741824" "Ti" "1099511627776" "Pi" "1125899906842624" "Ei" "1152921504606846976" "k" "1e3" "M" "1e6" "G" "1e9" "T" "1e12" "P" "1e15" "E" "1e18" -}}
+{{- $suffix := regexFind `(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)$` $limit -}}
+{{- $bytes := float64 0 -}}
+{{- if $suffix -}}
+{{- $bytes = mulf (trimSuffix $suffix $limit | float64) (index $units $suffix | float64) -}}
+{{- else -}}
+{{- /* Plain bytes, or a decimal exponent (1e9), which float64 reads. */ -}}
+{{- $bytes = float64 $limit -}}
 {{- end -}}
 {{- /* configcheck's two render workers are processes of their own with a
 256 MiB budget each: the Go heap's share of the limit is what they leave. */ -}}
 {{- if .Values.modules.configcheck.enabled -}}
-{{- $bytes = sub $bytes 536870912 -}}
+{{- $bytes = subf $bytes 536870912 -}}
 {{- end -}}
-{{- if gt $bytes 0 -}}
-{{- printf "%dMiB" (div (mul $bytes 9) (mul 10 1048576)) -}}
+{{- $mib := floor (divf (mulf $bytes 0.9) 1048576) -}}
+{{- if gt $mib (float64 0) -}}
+{{- printf "%.0fMiB" $mib -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
