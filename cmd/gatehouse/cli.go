@@ -93,6 +93,7 @@ Prometheus metrics. "gatehouse" without a command does the same.`,
 	root.AddCommand(newConfigcheckCommand())
 	root.AddCommand(newTestCommand())
 	root.AddCommand(newUninstallCommand())
+	root.AddCommand(newSandboxRunnerCommand())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print Gatehouse's version, source revision and Go version",

@@ -24,7 +24,7 @@ import (
 // set when the module starts (GatehouseConfigcheckConfinementReduced).
 var confinement = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "gatehouse_configcheck_confinement",
-	Help: "What confines configcheck's checks and renderings on this replica, by layer: landlock_abi (the Landlock ABI in force, 0 none: files protected by their permissions only), seccomp (1 the filter is installed: processes, TCP and Unix sockets, signals, privileged calls), separate_identity (1 when checks run as another user than the server; not built yet, always 0).",
+	Help: "What confines configcheck's checks and renderings on this replica, by layer: landlock_abi (the Landlock ABI in force, 0 none: files protected by their permissions only), seccomp (1 the filter is installed: processes, TCP and Unix sockets, signals, privileged calls), separate_identity (1 when checks run under another user and group than the server, through a sandbox runner).",
 }, []string{"layer"})
 
 // recordConfinement sets the gauge from what the kernel offers.
@@ -35,7 +35,11 @@ func recordConfinement(caps sandbox.Capabilities) {
 		seccomp = 1
 	}
 	confinement.WithLabelValues("seccomp").Set(seccomp)
-	confinement.WithLabelValues("separate_identity").Set(0)
+	identity := 0.0
+	if caps.SeparateIdentity {
+		identity = 1
+	}
+	confinement.WithLabelValues("separate_identity").Set(identity)
 }
 
 var (

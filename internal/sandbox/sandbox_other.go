@@ -30,3 +30,6 @@ func WorkDir() string { return "" }
 
 // ShareDir does nothing outside Linux.
 func ShareDir(string) error { return nil }
+
+// ServeRunner cannot run outside Linux.
+func ServeRunner(context.Context, string, int) error { return ErrUnsupported }
