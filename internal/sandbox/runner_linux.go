@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -114,10 +115,25 @@ func (r *Runner) Close() error {
 // it, such as an emptyDir both containers mount) and returns it: the
 // runner must answer, serve this process's user and run as another user
 // and group, or it is no separation.
+//
+// A runner in another container may start after the server: until ctx
+// ends, a socket that is not there yet or refuses connections is tried
+// again.
 func ConnectRunner(ctx context.Context, dir string) (*Runner, error) {
 	r := &Runner{Dir: dir}
-	if err := r.ping(ctx); err != nil {
-		return nil, err
+	for {
+		err := r.ping(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (waited until %w)", err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	if err := os.MkdirAll(r.WorkDir(), 0o750); err != nil {
 		return nil, fmt.Errorf("sandbox: the runner's work directory: %w", err)

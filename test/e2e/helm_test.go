@@ -756,8 +756,8 @@ func TestHelmConfigcheckModule(t *testing.T) {
 	deployment := findObject[appsv1.Deployment](t, objs, "Deployment")
 	container := deployment.Spec.Template.Spec.Containers[0]
 	wantArgs(t, container.Args, "--modules=configcheck,nodegroup,pvsafe")
-	if len(container.VolumeMounts) != 2 || container.VolumeMounts[1].MountPath != "/tmp" ||
-		len(deployment.Spec.Template.Spec.Volumes) != 2 || deployment.Spec.Template.Spec.Volumes[1].EmptyDir == nil {
+	if len(container.VolumeMounts) < 2 || container.VolumeMounts[1].MountPath != "/tmp" ||
+		len(deployment.Spec.Template.Spec.Volumes) < 2 || deployment.Spec.Template.Spec.Volumes[1].EmptyDir == nil {
 		t.Fatalf("want an emptyDir at /tmp: mounts %+v, volumes %+v", container.VolumeMounts, deployment.Spec.Template.Spec.Volumes)
 	}
 	role := namedClusterRole(t, objs, helmRelease+"-gatehouse-configcheck")
