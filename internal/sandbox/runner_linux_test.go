@@ -21,7 +21,21 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
 
+// serveRunnerEnv makes the test binary `gatehouse sandbox-runner`: it
+// serves DIR for the user in the variable (DIR:UID), as the chart's runner
+// container does.
+const serveRunnerEnv = "GATEHOUSE_TEST_SERVE_RUNNER"
+
 func init() {
+	if v := os.Getenv(serveRunnerEnv); v != "" {
+		dir, uid, _ := strings.Cut(v, ":")
+		n, _ := strconv.Atoi(uid)
+		if err := sandbox.ServeRunner(context.Background(), dir, n); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	switch {
 	case sandbox.Entry("test-attack-server"):
 		os.Exit(entryAttackServer(os.Args[1], os.Args[2]))
@@ -358,5 +372,61 @@ func waitForNoProcess(t *testing.T, m string) {
 		if time.Now().After(deadline) {
 			requireNoProcesses(t, m)
 		}
+	}
+}
+
+// TestRunnerInItsOwnContainer runs the runner as the chart does: its own
+// process under 65533:65533 (a container of its own), serving the server's
+// user on a socket in a directory both share (an emptyDir with the runner's
+// group as fsGroup). The server connects, writes a check directory there,
+// and the process reads it under the runner's identity.
+func TestRunnerInItsOwnContainer(t *testing.T) {
+	requireRoot(t)
+	dir, err := os.MkdirTemp("", "gatehouse-emptydir-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// What the kubelet makes of an emptyDir with fsGroup 65533.
+	if err := os.Chown(dir, 0, 65533); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = []string{serveRunnerEnv + "=" + dir + ":" + strconv.Itoa(os.Geteuid())}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65533, Gid: 65533, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// The runner may start after the server: ConnectRunner waits for it.
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	r, err := sandbox.ConnectRunner(ctx, dir)
+	if err != nil {
+		t.Fatalf("%v (runner: %s)", err, stderr.String())
+	}
+	if uid, gid := r.Identity(); uid != 65533 || gid != 65533 {
+		t.Errorf("the runner's identity %d:%d, want 65533:65533", uid, gid)
+	}
+	sandbox.UseRunner(r)
+	t.Cleanup(func() { sandbox.UseRunner(nil) })
+	check, err := os.MkdirTemp(sandbox.WorkDir(), "check-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(check, "haproxy.cfg"), []byte("global\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := sandbox.ShareDir(check); err != nil {
+		t.Fatal(err)
+	}
+	got := run(t, t.Context(), sandbox.Spec{Entry: "test-identity", Dir: check, Args: []string{"haproxy.cfg"}})
+	if got.stdout != "65533 65533 [] \"global\\n\" <nil>\n" {
+		t.Errorf("want the process as 65533:65533 reading the shared file, got %q %q", got.stdout, got.stderr)
 	}
 }
