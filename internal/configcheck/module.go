@@ -234,7 +234,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 		caps.SeparateIdentity = true
 		caps.RunnerUID, caps.RunnerGID = runner.Identity()
 	}
-	recordConfinement(caps)
+	recordConfinement(caps, identityWanted)
 	if err := checkConfinement(caps, m.opts.bestEffort(), identityWanted, runnerErr); err != nil {
 		return err
 	}

@@ -53,11 +53,11 @@ func TestConfinementIsRequired(t *testing.T) {
 	if err := checkConfinement(separate, false, true, nil); err != nil {
 		t.Fatalf("complete confinement with the runner refused: %v", err)
 	}
-	recordConfinement(separate)
+	recordConfinement(separate, true)
 	if got := testutil.ToFloat64(confinement.WithLabelValues("separate_identity")); got != 1 {
 		t.Errorf("gatehouse_configcheck_confinement{layer=\"separate_identity\"} = %v under a runner, want 1", got)
 	}
-	recordConfinement(lacking)
+	recordConfinement(lacking, false)
 	for layer, want := range map[string]float64{"landlock_abi": 0, "seccomp": 1, "separate_identity": 0} {
 		if got := testutil.ToFloat64(confinement.WithLabelValues(layer)); got != want {
 			t.Errorf("gatehouse_configcheck_confinement{layer=%q} = %v, want %v", layer, got, want)
