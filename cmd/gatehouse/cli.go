@@ -54,7 +54,9 @@ Without a command it serves, as "gatehouse serve" does; its modules are
 pvsafe, nodegroup, placement and configcheck (--modules). "gatehouse test"
 runs suites of requests offline, decided by the modules' own code;
 "gatehouse configcheck test" runs an HAProxyTemplateConfig's embedded tests
-offline; "gatehouse uninstall" removes what an install wrote at run time.`
+offline; "gatehouse uninstall" removes what an install wrote at run time;
+"gatehouse sandbox-runner" starts configcheck's confined checks for a server
+under another user (the chart's second container).`
 
 func newRootCommand() *cobra.Command {
 	serve := serveFlags(flag.CommandLine)
