@@ -26,7 +26,17 @@ import (
 // container does.
 const serveRunnerEnv = "GATEHOUSE_TEST_SERVE_RUNNER"
 
+// standInEnv makes the test binary a stand-in for a non-root server
+// (MODE:RUNNERDIR:KEYFILE): it runs the attack entry against itself,
+// started by itself (MODE direct) or through the runner serving RUNNERDIR
+// (MODE runner), without Landlock or seccomp, and prints what the attack
+// got.
+const standInEnv = "GATEHOUSE_TEST_STANDIN_SERVER"
+
 func init() {
+	if v := os.Getenv(standInEnv); v != "" {
+		os.Exit(standInServer(strings.SplitN(v, ":", 3)))
+	}
 	if v := os.Getenv(serveRunnerEnv); v != "" {
 		dir, uid, _ := strings.Cut(v, ":")
 		n, _ := strconv.Atoi(uid)
@@ -428,5 +438,96 @@ func TestRunnerInItsOwnContainer(t *testing.T) {
 	got := run(t, t.Context(), sandbox.Spec{Entry: "test-identity", Dir: check, Args: []string{"haproxy.cfg"}})
 	if got.stdout != "65533 65533 [] \"global\\n\" <nil>\n" {
 		t.Errorf("want the process as 65533:65533 reading the shared file, got %q %q", got.stdout, got.stderr)
+	}
+}
+
+func standInServer(args []string) int {
+	mode, dir, key := args[0], args[1], args[2]
+	// A SIGTERM that gets through must not end it before it reports.
+	signal.Ignore(syscall.SIGTERM)
+	sandbox.LimitLandlockABI(0)
+	sandbox.SimulateNoSeccomp(true)
+	spec := sandbox.Spec{Entry: "test-attack-server", Args: []string{strconv.Itoa(os.Getpid()), key}}
+	if mode == "runner" {
+		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+		defer cancel()
+		r, err := sandbox.ConnectRunner(ctx, dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		spec.Runner = r
+	}
+	cmd, err := sandbox.Command(context.Background(), spec)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// TestSeparateIdentityProtectsANonRootServer is the chart's case: the
+// server runs as a user without capabilities (65532), the runner as
+// another (65533, its own process), and there is neither Landlock nor
+// seccomp. Started by the server itself, the attack reads the server's
+// environment, memory and key, signals and traces it; through the runner
+// every one of them is refused.
+func TestSeparateIdentityProtectsANonRootServer(t *testing.T) {
+	requireRoot(t)
+	const server, runner = 65532, 65533
+	dir, err := os.MkdirTemp("", "gatehouse-emptydir-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chown(dir, 0, runner); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	key := keyFile(t)
+	if err := os.Chown(key, server, server); err != nil {
+		t.Fatal(err)
+	}
+	serve := exec.Command("/proc/self/exe")
+	serve.Env = []string{serveRunnerEnv + "=" + dir + ":" + strconv.Itoa(server)}
+	var serveErr lockedBuffer
+	serve.Stderr = &serveErr
+	serve.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: runner, Gid: runner, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
+
+	attack := func(mode string) string {
+		t.Helper()
+		cmd := exec.Command("/proc/self/exe")
+		cmd.Env = []string{standInEnv + "=" + mode + ":" + dir + ":" + key}
+		var stdout, stderr lockedBuffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		// The runner's group too, as the Pod's fsGroup gives it.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: server, Gid: server, Groups: []uint32{runner}}, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("the stand-in server (%s): %v: %s (runner: %s)", mode, err, stderr.String(), serveErr.String())
+		}
+		return stdout.String()
+	}
+	direct := attack("direct")
+	for _, what := range []string{"environ", "mem", "key", "kill-0", "kill-term", "ptrace"} {
+		if !strings.Contains(direct, what+": ok\n") {
+			t.Errorf("started by the server itself, without Landlock and seccomp, want %s to get through (the premise): %s", what, direct)
+		}
+	}
+	separated := attack("runner")
+	for _, what := range []string{"environ", "mem", "key", "kill-0", "kill-term", "ptrace"} {
+		if !strings.Contains(separated, what+": ") || strings.Contains(separated, what+": ok\n") {
+			t.Errorf("through the runner, want %s refused: %s", what, separated)
+		}
 	}
 }
