@@ -236,6 +236,9 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 	}
 	recordConfinement(caps, identityWanted)
 	if err := checkConfinement(caps, m.opts.bestEffort(), identityWanted, runnerErr); err != nil {
+		if runner != nil {
+			_ = runner.Close()
+		}
 		return err
 	}
 	if runner != nil {
