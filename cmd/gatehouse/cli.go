@@ -55,7 +55,9 @@ pvsafe, nodegroup, placement and configcheck (--modules). "gatehouse test"
 runs suites of requests offline, decided by the modules' own code;
 "gatehouse configcheck test" runs an HAProxyTemplateConfig's embedded tests
 offline; "gatehouse uninstall" removes what an install wrote at run time;
-"gatehouse selftest" checks an install from the API server's side (helm test).`
+"gatehouse selftest" checks an install from the API server's side (helm test);
+"gatehouse sandbox-runner" starts configcheck's confined checks for a server
+under another user (the chart's second container).`
 
 func newRootCommand() *cobra.Command {
 	serve := serveFlags(flag.CommandLine)
@@ -95,6 +97,7 @@ Prometheus metrics. "gatehouse" without a command does the same.`,
 	root.AddCommand(newTestCommand())
 	root.AddCommand(newUninstallCommand())
 	root.AddCommand(newSelftestCommand())
+	root.AddCommand(newSandboxRunnerCommand())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print Gatehouse's version, source revision and Go version",

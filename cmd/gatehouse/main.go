@@ -93,6 +93,8 @@ func serveFlags(fs *flag.FlagSet) func() error {
 		catalogueOpts.ConfigCheck.Confinement = s
 		return nil
 	})
+	fs.StringVar(&catalogueOpts.ConfigCheck.RunnerDir, "sandbox-runner-dir", "", "Directory `DIR` shared with a gatehouse sandbox-runner running as another user (the chart's second container): configcheck's checks and renderings run under that user, without the server's files and token. Required under --configcheck-confinement=required once given: an unreachable runner fails the module alone.")
+	fs.StringVar(&catalogueOpts.ConfigCheck.RunnerUser, "sandbox-runner-user", "", "UID:GID, for a server running as root (make run): start a sandbox runner as a child under that user and group, and run configcheck's checks and renderings through it (docs/configcheck.md, \"Separate identity\").")
 	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Same as --configcheck-confinement=bestEffort.")
 	fs.Func(sandboxLandlockABIFlag, sandboxLandlockABIUsage, parseSandboxLandlockABI)
 	fs.Func(simulateNoLandlockFlag, "Hidden, for tests: configcheck starts as on a kernel without Landlock (it then fails alone unless --configcheck-allow-unconfined; the other modules serve).", func(string) error {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,6 +49,13 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "gatehouse: configcheck is left out:", missingHAProxy)
 	}
 	extra := strings.Fields(os.Getenv("GATEHOUSE_ARGS"))
+	if os.Geteuid() == 0 && slices.Contains(names, "configcheck") && !strings.Contains(os.Getenv("GATEHOUSE_ARGS"), "--sandbox-runner-") {
+		// make run runs Gatehouse as root: without another user, a check
+		// would own every root-owned file (a key, a token) that Landlock
+		// does not hide. A runner under nobody:nogroup starts them
+		// (docs/configcheck.md, "Separate identity").
+		extra = append([]string{"--sandbox-runner-user=65534:65534"}, extra...)
+	}
 	opts := devenv.Options{Modules: strings.Join(names, ","), ExtraArgs: extra, Log: os.Stderr, PolicyReports: true}
 	var gatehouseImage string
 	if os.Getenv("REAL_NODE") == "1" {

@@ -24,18 +24,28 @@ import (
 // set when the module starts (GatehouseConfigcheckConfinementReduced).
 var confinement = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "gatehouse_configcheck_confinement",
-	Help: "What confines configcheck's checks and renderings on this replica, by layer: landlock_abi (the Landlock ABI in force, 0 none: files protected by their permissions only), seccomp (1 the filter is installed: processes, TCP and Unix sockets, signals, privileged calls), separate_identity (1 when checks run as another user than the server; not built yet, always 0).",
+	Help: "What confines configcheck's checks and renderings on this replica, by layer: landlock_abi (the Landlock ABI in force, 0 none: files protected by their permissions only), seccomp (1 the filter is installed: processes, TCP and Unix sockets, signals, privileged calls), separate_identity (1 when checks run under another user and group than the server, through a sandbox runner), separate_identity_wanted (1 when a runner was asked for: --sandbox-runner-dir or --sandbox-runner-user).",
 }, []string{"layer"})
 
-// recordConfinement sets the gauge from what the kernel offers.
-func recordConfinement(caps sandbox.Capabilities) {
+// recordConfinement sets the gauge from what the kernel offers, and whether
+// a separate identity was asked for (an alert compares the two).
+func recordConfinement(caps sandbox.Capabilities, identityWanted bool) {
 	confinement.WithLabelValues("landlock_abi").Set(float64(caps.LandlockABI))
 	seccomp := 0.0
 	if caps.Seccomp {
 		seccomp = 1
 	}
 	confinement.WithLabelValues("seccomp").Set(seccomp)
-	confinement.WithLabelValues("separate_identity").Set(0)
+	identity := 0.0
+	if caps.SeparateIdentity {
+		identity = 1
+	}
+	confinement.WithLabelValues("separate_identity").Set(identity)
+	wanted := 0.0
+	if identityWanted {
+		wanted = 1
+	}
+	confinement.WithLabelValues("separate_identity_wanted").Set(wanted)
 }
 
 var (

@@ -79,6 +79,15 @@ type Options struct {
 	Confinement string
 	// AllowUnconfined is ConfinementBestEffort (the older flag).
 	AllowUnconfined bool
+	// RunnerDir names the directory shared with a sandbox runner in
+	// another container (`gatehouse sandbox-runner`, the chart's
+	// default): checks and renderings then run under its user. RunnerUser
+	// ("UID:GID"), for a server running as root (make run), starts such a
+	// runner as a child under that user instead. Either makes the separate
+	// identity required under ConfinementRequired: the module does not
+	// start without it.
+	RunnerDir  string
+	RunnerUser string
 	// Kernel reports what the kernel can confine; nil asks the kernel
 	// (sandbox.Available). Tests and the hidden flag
 	// --configcheck-simulate-no-landlock answer for a kernel without
@@ -218,10 +227,34 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 	if kernel == nil {
 		kernel = sandbox.Available
 	}
+	identityWanted := m.opts.RunnerDir != "" || m.opts.RunnerUser != ""
+	runner, runnerErr := startRunner(ctx, m.opts)
 	caps := kernel()
-	recordConfinement(caps)
-	if err := checkConfinement(caps, m.opts.bestEffort()); err != nil {
+	if runner != nil {
+		caps.SeparateIdentity = true
+		caps.RunnerUID, caps.RunnerGID = runner.Identity()
+	}
+	recordConfinement(caps, identityWanted)
+	if err := checkConfinement(caps, m.opts.bestEffort(), identityWanted, runnerErr); err != nil {
+		if runner != nil {
+			_ = runner.Close()
+		}
 		return err
+	}
+	if runner != nil {
+		sandbox.UseRunner(runner)
+		stopRunner := func() {
+			sandbox.UseRunner(nil)
+			_ = runner.Close()
+		}
+		defer func() {
+			if err != nil {
+				stopRunner()
+			}
+		}()
+		if err := host.Add(closeOnStop(stopRunner)); err != nil {
+			return err
+		}
 	}
 	defer func() {
 		// The host discards what a failed Setup registered (the closer
@@ -230,13 +263,15 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 			_ = m.renders.Close()
 		}
 	}()
-	if caps.Complete() {
-		logf.FromContext(ctx).Info("configcheck: checks and renderings run confined", "landlockABI", caps.LandlockABI, "seccomp", caps.Seccomp)
+	missing := confinementMissing(caps, identityWanted, runnerErr)
+	if len(missing) == 0 {
+		logf.FromContext(ctx).Info("configcheck: checks and renderings run confined", "layers", caps.Layers(),
+			"landlockABI", caps.LandlockABI, "seccomp", caps.Seccomp, "separateIdentity", runnerIdentity(caps))
 	} else {
 		// logr has no warning level: this is said at error, once, at start
 		// (and gatehouse_configcheck_confinement keeps saying it).
 		logf.FromContext(ctx).Error(nil, "configcheck: checks and renderings run with less confinement than required (confinement bestEffort)",
-			"landlockABI", caps.LandlockABI, "seccomp", caps.Seccomp, "missing", caps.Missing())
+			"layers", caps.Layers(), "landlockABI", caps.LandlockABI, "seccomp", caps.Seccomp, "separateIdentity", runnerIdentity(caps), "missing", missing)
 	}
 	var checker *haproxy.Checker
 	checker, err = newChecker(m.opts.HAProxyBinary, m.opts.AllowLua, m.opts.MaxConcurrentChecks)
@@ -315,14 +350,60 @@ func newChecker(binary string, allowLua bool, maxConcurrent int) (*haproxy.Check
 }
 
 // checkConfinement refuses to run untrusted templates and configurations on
-// a kernel that cannot confine them, unless the administrator said so.
-func checkConfinement(caps sandbox.Capabilities, bestEffort bool) error {
-	if caps.Complete() || bestEffort {
+// a kernel that cannot confine them, or without the separate identity that
+// was asked for (a runner configured but unreachable), unless the
+// administrator said so.
+func checkConfinement(caps sandbox.Capabilities, bestEffort, identityWanted bool, runnerErr error) error {
+	missing := confinementMissing(caps, identityWanted, runnerErr)
+	if len(missing) == 0 || bestEffort {
 		return nil
 	}
-	return fmt.Errorf("configcheck: this kernel cannot confine haproxy -c and the render workers (%s): "+
-		"run on a kernel with the landlock LSM enabled (Linux 5.13 or later) and seccomp filters, or accept the risk with --configcheck-confinement=bestEffort",
-		strings.Join(caps.Missing(), "; "))
+	return fmt.Errorf("configcheck: checks and renderings cannot run confined as required (%s): "+
+		"run on a kernel with the landlock LSM enabled (Linux 5.13 or later) and seccomp filters, with the sandbox runner the configuration names, or accept the risk with --configcheck-confinement=bestEffort",
+		strings.Join(missing, "; "))
+}
+
+// confinementMissing lists what required confinement lacks: the kernel's
+// layers, and the separate identity where one was asked for. Without one
+// asked for, a server that is not root cannot take another user, and the
+// kernel's layers are what "required" means there (Landlock keeps the
+// server's files from the checks).
+func confinementMissing(caps sandbox.Capabilities, identityWanted bool, runnerErr error) []string {
+	missing := caps.Missing()
+	if identityWanted && !caps.SeparateIdentity {
+		reason := "no runner"
+		if runnerErr != nil {
+			reason = runnerErr.Error()
+		}
+		missing = append(missing, "the separate identity ("+reason+"); checks would run as the server's user")
+	}
+	return missing
+}
+
+// runnerIdentity says under which identity checks run, for the start-up line.
+func runnerIdentity(caps sandbox.Capabilities) string {
+	if !caps.SeparateIdentity {
+		return "none: the server's user"
+	}
+	return fmt.Sprintf("%d:%d", caps.RunnerUID, caps.RunnerGID)
+}
+
+// startRunner connects to the runner opts name, or starts one: nil, nil
+// when none is asked for.
+func startRunner(ctx context.Context, opts Options) (*sandbox.Runner, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	switch {
+	case opts.RunnerDir != "":
+		return sandbox.ConnectRunner(ctx, opts.RunnerDir)
+	case opts.RunnerUser != "":
+		var o sandbox.RunnerOptions
+		if _, err := fmt.Sscanf(opts.RunnerUser, "%d:%d", &o.UID, &o.GID); err != nil || o.UID <= 0 || o.GID <= 0 {
+			return nil, fmt.Errorf("sandbox runner user %q: want UID:GID, neither 0", opts.RunnerUser)
+		}
+		return sandbox.StartRunner(ctx, o)
+	}
+	return nil, nil
 }
 
 // The confinement modes (Options.Confinement).

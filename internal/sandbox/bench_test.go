@@ -3,6 +3,7 @@
 package sandbox_test
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -59,4 +60,41 @@ func BenchmarkConfinedEntryStart(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkRunnerStart starts /bin/true confined through a runner under
+// another user and, in the same loop, confined by this process, and
+// reports their ratio: what the separate identity adds to a check's start
+// (a proxy process and a round trip over the runner's socket).
+func BenchmarkRunnerStart(b *testing.B) {
+	requireConfinement(b)
+	if os.Geteuid() != 0 {
+		b.Fatal("starting a runner under another user needs root")
+	}
+	r, err := sandbox.StartRunner(b.Context(), sandbox.RunnerOptions{UID: 65534, GID: 65534})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	var runner, direct time.Duration
+	for b.Loop() {
+		for _, via := range []*sandbox.Runner{r, nil} {
+			start := time.Now()
+			cmd, err := sandbox.Command(b.Context(), sandbox.Spec{Path: "/bin/true", Runner: via})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+			if via != nil {
+				runner += time.Since(start)
+			} else {
+				direct += time.Since(start)
+			}
+		}
+	}
+	b.ReportMetric(float64(runner.Microseconds())/float64(b.N), "runner-µs/op")
+	b.ReportMetric(float64(direct.Microseconds())/float64(b.N), "direct-µs/op")
+	b.ReportMetric(float64(runner)/float64(direct), "runner/direct")
 }

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -21,7 +23,16 @@ import (
 // packages ordered before it have initialised; nothing here depends on
 // them, on the environment (empty) or on flags.
 func init() {
-	if len(os.Args) != 2 || os.Args[0] != trampolineArg0 {
+	if len(os.Args) != 2 {
+		return
+	}
+	switch os.Args[0] {
+	case runnerArg0:
+		runnerMain(os.Args[1])
+	case proxyArg0:
+		proxyMain(os.Args[1])
+	}
+	if os.Args[0] != trampolineArg0 {
 		return
 	}
 	// Landlock, seccomp, no_new_privs and the nice value belong to the
@@ -224,7 +235,60 @@ func Available() Capabilities {
 			c.LandlockReason = "simulated: a kernel without Landlock (LimitLandlockABI)"
 		}
 	}
+	if noSeccomp.Load() {
+		c.Seccomp, c.SeccompReason = false, "simulated: a kernel without seccomp filters (tests only)"
+	}
+	if r := defaultRunner.Load(); r != nil {
+		c.SeparateIdentity = true
+		c.RunnerUID, c.RunnerGID = r.Identity()
+	}
 	return c
+}
+
+// noSeccomp leaves seccomp out of every confinement: only tests set it
+// (export_test.go), to show what the other layers hold without it.
+var noSeccomp atomic.Bool
+
+// defaultRunner is UseRunner's runner.
+var defaultRunner atomic.Pointer[Runner]
+
+// UseRunner makes every Command from then on start its process through r
+// (nil: this process starts them), under r's identity: Available then
+// reports SeparateIdentity.
+func UseRunner(r *Runner) { defaultRunner.Store(r) }
+
+// WorkDir is where directories that confined processes read belong: the
+// runner's work directory when one is in use ([UseRunner]), else ""
+// (os.TempDir). Pass it to os.MkdirTemp, and ShareDir what it returns.
+func WorkDir() string {
+	if r := defaultRunner.Load(); r != nil {
+		return r.WorkDir()
+	}
+	return ""
+}
+
+// ShareDir lets the runner's group read dir and what it holds (directories
+// 0750, files 0640; the group is the work directory's, inherited through
+// its set-group-ID bit), once they are written, so that a process the
+// runner starts can read them; nothing without a runner (the process runs
+// as this process's user). Nothing else of this process is shared: only
+// what lies beneath WorkDir.
+func ShareDir(dir string) error {
+	if defaultRunner.Load() == nil {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := fs.FileMode(0o640)
+		if d.IsDir() {
+			mode = 0o750 | fs.ModeSetgid
+		} else if !d.Type().IsRegular() {
+			return fmt.Errorf("sandbox: %s is not a regular file or directory", path)
+		}
+		return os.Chmod(path, mode)
+	})
 }
 
 var available = sync.OnceValue(func() Capabilities {

@@ -62,7 +62,41 @@ type plan struct {
 // everything it started are killed (SIGKILL), and Wait returns soon after
 // (WaitDelay).
 func Command(ctx context.Context, spec Spec) (*exec.Cmd, error) {
-	p, err := newPlan(spec)
+	runner := spec.Runner
+	if runner == nil {
+		runner = defaultRunner.Load()
+	}
+	caps := Available()
+	if runner == nil {
+		return trampoline(ctx, spec, caps)
+	}
+	// Checked here too, so that a Spec the runner would refuse fails
+	// at once, as without a runner; the runner plans it again with its
+	// own view of the files (its container's).
+	if _, err := newPlan(spec, caps); err != nil {
+		return nil, err
+	}
+	spec.Runner = nil
+	encoded, err := json.Marshal(proxyConfig{Socket: runner.Socket(), Request: request{
+		Spec:          spec,
+		LandlockLimit: landlockLimit.Load(),
+		NoSeccomp:     noSeccomp.Load(),
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: encoding the request: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, selfExe)
+	cmd.Args = []string{proxyArg0, string(encoded)}
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	setSessionAndKill(cmd)
+	return cmd, nil
+}
+
+// trampoline is the command that confines spec and executes it, as caps
+// allow, started by this process (or by a runner).
+func trampoline(ctx context.Context, spec Spec, caps Capabilities) (*exec.Cmd, error) {
+	p, err := newPlan(spec, caps)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +111,13 @@ func Command(ctx context.Context, spec Spec) (*exec.Cmd, error) {
 	// program (GODEBUG, GORACE and the like included).
 	cmd.Env = []string{}
 	cmd.Dir = spec.Dir
+	setSessionAndKill(cmd)
+	return cmd, nil
+}
+
+// setSessionAndKill starts cmd in its own session, killed with it group
+// when its context ends or this process dies.
+func setSessionAndKill(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Its own session (and so process group): the process has no
 		// controlling terminal and cannot signal Gatehouse's group.
@@ -98,11 +139,10 @@ func Command(ctx context.Context, spec Spec) (*exec.Cmd, error) {
 		return nil
 	}
 	cmd.WaitDelay = waitDelay
-	return cmd, nil
 }
 
 // newPlan checks spec and resolves everything the trampoline needs.
-func newPlan(spec Spec) (plan, error) {
+func newPlan(spec Spec, caps Capabilities) (plan, error) {
 	if _, ok := seccompTables[runtime.GOARCH]; !ok {
 		return plan{}, ErrUnsupported
 	}
@@ -182,7 +222,6 @@ func newPlan(spec Spec) (plan, error) {
 		}
 		p.Read = append(p.Read, r)
 	}
-	caps := Available()
 	p.LandlockABI = caps.LandlockABI
 	p.Seccomp = caps.Seccomp
 	return p, nil

@@ -112,6 +112,24 @@
 // a confined program and the kernel's privileged interfaces. Still, run
 // Gatehouse as non-root without capabilities, as its chart does.
 //
+// # Separate identity
+//
+// With a [Runner] ([UseRunner], or [Spec].Runner), the process runs under
+// the runner's user and group instead of Gatehouse's: the kernel's user-id
+// checks then refuse it Gatehouse's files (0600 keys, the token), its /proc
+// entries, signals and ptrace, with or without Landlock and seccomp.
+// Command then returns a command that starts a proxy (this binary, argv[0]
+// "gatehouse-sandbox-proxy") with the caller's stdio; the proxy hands them
+// (SCM_RIGHTS) and the Spec to the runner over its SOCK_SEQPACKET socket,
+// the runner starts the trampoline with them and reports the exit status,
+// which the proxy exits with. Closing the connection (the proxy killed by
+// the context, or dead with Gatehouse) makes the runner kill the process.
+// The runner serves one user, Gatehouse's (SO_PEERCRED), and is not
+// dumpable. [StartRunner] starts one as a child under another user (for a
+// root Gatehouse); [ServeRunner] serves in a container of its own
+// (`gatehouse sandbox-runner`). Directories the process reads go beneath
+// [WorkDir], made readable by the runner's group with [ShareDir].
+//
 // # Older kernels
 //
 // [Available] probes once what the kernel offers. Command confines with

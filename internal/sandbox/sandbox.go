@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -32,6 +33,10 @@ type Spec struct {
 	Env []string
 	// Limits are the resource limits.
 	Limits Limits
+	// Runner, when set, starts the process under the runner's identity
+	// instead of this process's (see [UseRunner], which sets the default
+	// for every Spec).
+	Runner *Runner `json:"-"`
 }
 
 // Limits are the resource limits of a confined process. Each is set as
@@ -111,6 +116,13 @@ type Capabilities struct {
 	// creating processes); SeccompReason says why not.
 	Seccomp       bool
 	SeccompReason string
+	// SeparateIdentity is true when confined processes run under another
+	// user and group than this process, through a runner ([UseRunner]):
+	// the kernel's ordinary permission checks then keep them from this
+	// process's files, /proc entries, signals and ptrace, whatever
+	// Landlock and seccomp hold. RunnerUID and RunnerGID are the runner's.
+	SeparateIdentity     bool
+	RunnerUID, RunnerGID int
 }
 
 // Landlock ABI versions that brought the rights the package handles.
@@ -127,6 +139,22 @@ const (
 // added, the seccomp filter holds at every ABI) and seccomp filters.
 func (c Capabilities) Complete() bool {
 	return c.LandlockABI >= 1 && c.Seccomp
+}
+
+// Layers names the layers in force, for a log line: "landlock-abi-N",
+// "seccomp", "separate-identity".
+func (c Capabilities) Layers() []string {
+	var l []string
+	if c.LandlockABI > 0 {
+		l = append(l, fmt.Sprintf("landlock-abi-%d", c.LandlockABI))
+	}
+	if c.Seccomp {
+		l = append(l, "seccomp")
+	}
+	if c.SeparateIdentity {
+		l = append(l, "separate-identity")
+	}
+	return l
 }
 
 // Missing lists, for a log line, the guarantees this kernel cannot give.

@@ -18,3 +18,18 @@ func Entry(name string) bool { return false }
 func Available() Capabilities {
 	return Capabilities{LandlockReason: "not Linux", SeccompReason: "not Linux"}
 }
+
+// Runner is never available outside Linux.
+type Runner struct{}
+
+// UseRunner does nothing outside Linux.
+func UseRunner(*Runner) {}
+
+// WorkDir is os.TempDir outside Linux.
+func WorkDir() string { return "" }
+
+// ShareDir does nothing outside Linux.
+func ShareDir(string) error { return nil }
+
+// ServeRunner cannot run outside Linux.
+func ServeRunner(context.Context, string, int) error { return ErrUnsupported }

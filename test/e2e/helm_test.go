@@ -226,10 +226,13 @@ func committedWebhooks(t *testing.T) []string {
 func deploymentArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
 	t.Helper()
 	d := findObject[appsv1.Deployment](t, objs, "Deployment")
-	if len(d.Spec.Template.Spec.Containers) != 1 {
-		t.Fatalf("want one container, got %d", len(d.Spec.Template.Spec.Containers))
+	// The server, and with configcheck its sandbox runner
+	// (TestHelmConfigcheckSeparateIdentity).
+	containers := d.Spec.Template.Spec.Containers
+	if len(containers) < 1 || containers[0].Name != "gatehouse" || len(containers) > 2 || (len(containers) == 2 && containers[1].Name != "sandbox-runner") {
+		t.Fatalf("want the gatehouse container (and sandbox-runner), got %d containers", len(containers))
 	}
-	c := d.Spec.Template.Spec.Containers[0]
+	c := containers[0]
 	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
 		sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") ||
 		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
@@ -783,8 +786,8 @@ func TestHelmConfigcheckModule(t *testing.T) {
 	deployment := findObject[appsv1.Deployment](t, objs, "Deployment")
 	container := deployment.Spec.Template.Spec.Containers[0]
 	wantArgs(t, container.Args, "--modules=configcheck,pvsafe")
-	if len(container.VolumeMounts) != 2 || container.VolumeMounts[1].MountPath != "/tmp" ||
-		len(deployment.Spec.Template.Spec.Volumes) != 2 || deployment.Spec.Template.Spec.Volumes[1].EmptyDir == nil {
+	if len(container.VolumeMounts) < 2 || container.VolumeMounts[1].MountPath != "/tmp" ||
+		len(deployment.Spec.Template.Spec.Volumes) < 2 || deployment.Spec.Template.Spec.Volumes[1].EmptyDir == nil {
 		t.Fatalf("want an emptyDir at /tmp: mounts %+v, volumes %+v", container.VolumeMounts, deployment.Spec.Template.Spec.Volumes)
 	}
 	role := namedClusterRole(t, objs, helmRelease+"-gatehouse-configcheck")

@@ -450,3 +450,21 @@ without a cluster see none.
 {{- end -}}
 {{- toJson $foreign -}}
 {{- end -}}
+
+{{/*
+gatehouse.separateIdentity is "true" when configcheck's checks run in the
+sandbox-runner container, under another user than the server.
+*/}}
+{{- define "gatehouse.separateIdentity" -}}
+{{- if and .Values.modules.configcheck.enabled .Values.modules.configcheck.separateIdentity -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+gatehouse.serverUID is the server container's user: securityContext.runAsUser,
+else the image's (65532). The runner serves this user alone.
+*/}}
+{{- define "gatehouse.serverUID" -}}
+{{- (.Values.securityContext).runAsUser | default 65532 -}}
+{{- end -}}

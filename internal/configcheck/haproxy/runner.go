@@ -53,7 +53,8 @@ type RunnerOptions struct {
 	// PATH. Default: "haproxy" in PATH, else /usr/sbin/haproxy.
 	Binary string
 	// TempDir is the parent of every run's private directory. Default:
-	// os.TempDir().
+	// the sandbox runner's work directory where checks run under another
+	// identity (sandbox.WorkDir), else os.TempDir().
 	TempDir string
 	// Confinement limits every run (see confine.go for the defaults).
 	Confinement Confinement
@@ -65,6 +66,9 @@ func (o RunnerOptions) withDefaults() (RunnerOptions, error) {
 		return o, err
 	}
 	o.Binary = binary
+	if o.TempDir == "" {
+		o.TempDir = sandbox.WorkDir()
+	}
 	if o.TempDir == "" {
 		o.TempDir = os.TempDir()
 	}
@@ -138,6 +142,12 @@ func (r *ProcessRunner) Run(ctx context.Context, out render.Output) (RunResult, 
 	}
 	defer os.RemoveAll(dir)
 	if err := writeTree(dir, out); err != nil {
+		return RunResult{}, fmt.Errorf("haproxy check: %w", err)
+	}
+	// Under a sandbox runner, haproxy runs as the runner's user: its
+	// group may read this directory, once written (and nothing else of
+	// the server).
+	if err := sandbox.ShareDir(dir); err != nil {
 		return RunResult{}, fmt.Errorf("haproxy check: %w", err)
 	}
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
 
 // The check policy (policy.go, policy_files.go) refuses what a rendering
@@ -65,6 +67,9 @@ func (r *ProcessRunner) readVersion(ctx context.Context) (Version, error) {
 		return Version{}, err
 	}
 	defer os.RemoveAll(dir)
+	if err := sandbox.ShareDir(dir); err != nil {
+		return Version{}, err
+	}
 	cmd, err := r.opts.Confinement.command(ctx, r.opts.Binary, []string{"-v"}, dir)
 	if err != nil {
 		return Version{}, err

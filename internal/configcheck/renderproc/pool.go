@@ -206,7 +206,13 @@ func New(opts Options) (*Pool, error) {
 	}
 	var emptyDir string
 	if opts.Command == nil {
-		if emptyDir, err = os.MkdirTemp("", "gatehouse-render-*"); err != nil {
+		// Under a sandbox runner the workers run as its user: the
+		// directory is in its work directory, readable by its group.
+		if emptyDir, err = os.MkdirTemp(sandbox.WorkDir(), "gatehouse-render-*"); err != nil {
+			return nil, fmt.Errorf("renderproc: %w", err)
+		}
+		if err := sandbox.ShareDir(emptyDir); err != nil {
+			_ = os.Remove(emptyDir)
 			return nil, fmt.Errorf("renderproc: %w", err)
 		}
 		opts.Command = confined(opts, emptyDir)
