@@ -82,6 +82,35 @@ $(BIN)/kube-scheduler: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	$(call step,$@,kube-scheduler $(KUBE_VERSION),15 s)
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
 
+# The minor matrix (make test-minors, docs/testing.md): the control plane of
+# each older tested minor, each from its own pinned module hack/tools/kube-<minor>,
+# into bin/kube-<minor>/. internal/testenv runs them when GATEHOUSE_KUBE_MINOR
+# names the minor. Only what the tests start: the API server, the controller
+# manager (namespace deletion, garbage collection), the scheduler and the
+# real node's kubelet (neither may be newer than the API server); etcd and
+# kubectl stay 1.37's (every minor supports etcd 3.5 and 3.6).
+KUBE_MINORS       := 1.34 1.35 1.36
+KUBE_MINOR_BINS   := kube-apiserver kube-controller-manager kube-scheduler kubelet
+KUBE_MINOR_TOOLS  := $(foreach m,$(KUBE_MINORS),$(addprefix $(BIN)/kube-$(m)/,$(KUBE_MINOR_BINS)))
+# kube_version is the k8s.io/kubernetes version hack/tools/kube-<minor> pins.
+kube_version = $(shell sed -n 's/^require k8s.io\/kubernetes //p' hack/tools/kube-$1/go.mod)
+kube_ldflags = -s -w -X k8s.io/component-base/version.gitVersion=$(call kube_version,$1) \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$1))
+
+.PHONY: tools-minors
+tools-minors: $(KUBE_MINOR_TOOLS) ## Build the control plane of every older tested minor (1.34-1.36: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet) into bin/kube-<minor>/.
+
+# One rule per binary, the minor as the stem: bin/kube-1.34/kube-apiserver.
+define kube_minor_rule
+$$(BIN)/kube-%/$1: hack/tools/kube-%/go.mod hack/tools/kube-%/go.sum
+	$$(call step,$$@,$1 $$(call kube_version,$$*),$2)
+	cd hack/tools/kube-$$* && $$(GO) build -trimpath -ldflags "$$(call kube_ldflags,$$*)" -o $$@ k8s.io/kubernetes/cmd/$1
+endef
+$(eval $(call kube_minor_rule,kube-apiserver,10 min))
+$(eval $(call kube_minor_rule,kube-controller-manager,3 min))
+$(eval $(call kube_minor_rule,kube-scheduler,15 s))
+$(eval $(call kube_minor_rule,kubelet,45 s))
+
 # kubelet runs the real node (testenv RealNode, make run REAL_NODE=1) with
 # Debian's containerd, runc and CNI plugins: docs/real-node.md.
 $(BIN)/kubelet: hack/tools/kube/go.mod hack/tools/kube/go.sum
