@@ -100,16 +100,13 @@ kube_ldflags = -s -w -X k8s.io/component-base/version.gitVersion=$(call kube_ver
 .PHONY: tools-minors
 tools-minors: $(KUBE_MINOR_TOOLS) ## Build the control plane of every older tested minor (1.34-1.36: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet) into bin/kube-<minor>/.
 
-# One rule per binary, the minor as the stem: bin/kube-1.34/kube-apiserver.
-define kube_minor_rule
-$$(BIN)/kube-%/$1: hack/tools/kube-%/go.mod hack/tools/kube-%/go.sum
-	$$(call step,$$@,$1 $$(call kube_version,$$*),$2)
-	cd hack/tools/kube-$$* && $$(GO) build -trimpath -ldflags "$$(call kube_ldflags,$$*)" -o $$@ k8s.io/kubernetes/cmd/$1
-endef
-$(eval $(call kube_minor_rule,kube-apiserver,10 min))
-$(eval $(call kube_minor_rule,kube-controller-manager,3 min))
-$(eval $(call kube_minor_rule,kube-scheduler,15 s))
-$(eval $(call kube_minor_rule,kubelet,45 s))
+# One go build per minor makes all four (a pattern rule with several
+# targets runs once for them): the linker of one runs while the others
+# compile, which a build per binary would leave one core idle for.
+$(addprefix $(BIN)/kube-%/,$(KUBE_MINOR_BINS)): hack/tools/kube-%/go.mod hack/tools/kube-%/go.sum
+	$(call step,$(BIN)/kube-$*/kube-apiserver,Kubernetes $(call kube_version,$*) ($(KUBE_MINOR_BINS)),15 min)
+	mkdir -p $(BIN)/kube-$*
+	cd hack/tools/kube-$* && $(GO) build -trimpath -ldflags "$(call kube_ldflags,$*)" -o $(BIN)/kube-$*/ $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_MINOR_BINS))
 
 # kubelet runs the real node (testenv RealNode, make run REAL_NODE=1) with
 # Debian's containerd, runc and CNI plugins: docs/real-node.md.
