@@ -46,6 +46,11 @@ GOLANGCI_LINT  := $(BIN)/golangci-lint
 # depends on it alone.
 RUN_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd $(BIN)/kubectl
 TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES)
+# KUBE_MINOR_TOOLS are the older minors' control planes the minor matrix
+# runs (make tools-minors, make test-minors), built by make test as well.
+KUBE_MINORS       := 1.34 1.35 1.36
+KUBE_MINOR_BINS   := kube-apiserver kube-controller-manager kube-scheduler kubelet
+KUBE_MINOR_TOOLS  := $(foreach m,$(KUBE_MINORS),$(addprefix $(BIN)/kube-$(m)/,$(KUBE_MINOR_BINS)))
 
 # Progress: every build recipe starts with $(call step,$@,NAME,COLD-TIME),
 # which prints "make: building NAME (2 of 6; about COLD-TIME cold on two
@@ -54,7 +59,8 @@ TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(H
 # prints nothing while it compiles, so without these lines a first make run
 # sits silent for minutes. COLD-TIME was measured with empty Go caches
 # (README's table).
-STEP_TOOLS := $(if $(filter run,$(MAKECMDGOALS)),$(RUN_TOOLS),$(if $(filter test tools,$(MAKECMDGOALS)),$(TOOLS)))
+STEP_TOOLS := $(if $(filter run,$(MAKECMDGOALS)),$(RUN_TOOLS),$(if $(filter test tools test-minors,$(MAKECMDGOALS)),$(TOOLS))) \
+	$(if $(filter test tools-minors test-minors,$(MAKECMDGOALS)),$(foreach m,$(KUBE_MINORS),$(BIN)/kube-$(m)/kube-apiserver))
 STEPS      := $(filter-out $(wildcard $(STEP_TOOLS)),$(STEP_TOOLS)) $(if $(filter run test build,$(MAKECMDGOALS)),gatehouse) $(if $(filter run,$(MAKECMDGOALS)),devenv)
 step_index  = $(strip $(foreach i,$(shell seq $(words $(STEPS))),$(if $(filter $1,$(word $i,$(STEPS))),$i)))
 step        = @echo "make: building $2 ($(if $(call step_index,$1),$(call step_index,$1) of $(words $(STEPS)); )about $3 cold on two cores)…"
@@ -89,9 +95,6 @@ $(BIN)/kube-scheduler: hack/tools/kube/go.mod hack/tools/kube/go.sum
 # manager (namespace deletion, garbage collection), the scheduler and the
 # real node's kubelet (neither may be newer than the API server); etcd and
 # kubectl stay 1.37's (every minor supports etcd 3.5 and 3.6).
-KUBE_MINORS       := 1.34 1.35 1.36
-KUBE_MINOR_BINS   := kube-apiserver kube-controller-manager kube-scheduler kubelet
-KUBE_MINOR_TOOLS  := $(foreach m,$(KUBE_MINORS),$(addprefix $(BIN)/kube-$(m)/,$(KUBE_MINOR_BINS)))
 # kube_version is the k8s.io/kubernetes version hack/tools/kube-<minor> pins.
 kube_version = $(shell sed -n 's/^require k8s.io\/kubernetes //p' hack/tools/kube-$1/go.mod)
 kube_ldflags = -s -w -X k8s.io/component-base/version.gitVersion=$(call kube_version,$1) \
@@ -247,6 +250,58 @@ test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/file
 # Gatehouse Pods on the real node and measures admissions under load.
 test-install: tools image ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
 	$(GO) test -count=1 -v -timeout 30m ./test/install/
+
+# The minor matrix: each older tested minor (KUBE_MINORS) runs the part of
+# the e2e suite where Gatehouse meets the API server and the controllers,
+# which is what differs between minors, and the install suite; 1.37 runs
+# everything above. MINOR_E2E, by reason (docs/testing.md):
+# - the minor's own control plane: namespaces terminate, GC, scheduling;
+# - the server contract through its API server: TLS, the client certificate,
+#   excluded namespaces, warnings, the audit annotation;
+# - webhook configurations written and repaired on it: runtime add/remove,
+#   drift, labels, module settings, and the conversion stanza uninstall
+#   resets;
+# - each module's webhook path: NodeGroup conversion between every version
+#   (and its CRD's CEL rules), pvsafe's DELETE refusal with the namespace
+#   controller's cascade and the bypass's SubjectAccessReview, placement's
+#   Pod, release, class and allow-list checks (its matchConditions' CEL on
+#   object, oldObject and request), its lineage labels (a mutating webhook)
+#   and the AffinityClass CEL rules, configcheck's admission and its
+#   authorization;
+# - reports on its discovery (OpenReports where served) and the chart's
+#   RBAC on its authorizer.
+MINOR_E2E := TestControlPlane.* \
+	TestValidateHoldsTheSeedsServerContract TestAPIServerCallsGatehouseOverTLS TestWebhooksNeverInterceptExcludedNamespaces \
+	TestWarnModeAdmitsAndRelaysTheDenialAsWarnings TestTheAuditLogRecordsTheDenialsReason \
+	TestRuntimeWebhooksAreAddedAndRemovedWithoutRestart TestWebhookConfigurationDriftIsRepaired \
+	TestWebhookConfigurationLabelsAreKeptByTheDriftRepair TestModuleWebhookSettingsAreKeptByTheDriftRepair \
+	TestUninstallResetsItsConversionAndLeavesOthers \
+	TestNodeGroupWrittenThroughV1alpha1IsReadThroughEveryVersion TestNodeGroupWrittenThroughV1IsReadThroughOlderVersions \
+	TestNodeGroupV1OnlyFieldsSurviveReadModifyWriteThroughOlderVersions TestNodeGroupForgedConversionDataCannotStoreDocker \
+	TestNodeGroupChecksDenyThroughTheAPI TestNodeGroupSchemaRules \
+	TestPVSafeClaimDecisions TestPVSafeNamespaceWithSeveralRiskyClaimsAndTheBypassCascade TestPVSafeStatefulSetThatDeletesItsClaims \
+	TestPVSafeBypassByAnEditTenantNeedsThePermission \
+	TestPlacementPodBoundToANodeOutsideItsClassIsRefused TestPlacementRefusesAClassTheTenantMayNotUse \
+	TestPlacementReleaseGetsItsClassAndPodsAreCheckedThroughTheLineage TestAffinityClassValidation \
+	TestPlacementApplicationLabelCannotBeRemoved TestPlacementTenantCannotChangeItsOwnAllowList TestPlacementLineageLabels \
+	TestConfigcheckAdmission TestConfigcheckAuthz \
+	TestReportsMoveToOpenReportsWhereServed TestGatehouseRunsOnTheChartsRBAC
+# MINOR_INSTALL is the install suite's part each older minor runs: all of it.
+MINOR_INSTALL := .*
+empty :=
+space := $(empty) $(empty)
+
+.PHONY: test-minors
+test-minors: tools tools-minors build image ## The minor matrix: MINOR_E2E and the install suite on Kubernetes 1.34, 1.35 and 1.36 (bin/kube-<minor>/); KUBE_MINORS=1.34 for one.
+	@# A renamed test would drop out of the matrix silently: each name must
+	@# still match a test.
+	@for name in $(MINOR_E2E); do grep -qE "^func $$name\(t \*testing.T\)" test/e2e/*_test.go || { echo "make: MINOR_E2E names $$name, which no test in test/e2e matches"; exit 1; }; done
+	@failed=; for m in $(KUBE_MINORS); do \
+		echo "make: the e2e subset and the install suite on Kubernetes $$m"; \
+		GATEHOUSE_KUBE_MINOR=$$m $(GO) test -count=1 -shuffle=on -timeout 20m -run '^($(subst $(space),|,$(strip $(MINOR_E2E))))$$' ./test/e2e/ || failed="$$failed $$m(e2e)"; \
+		GATEHOUSE_KUBE_MINOR=$$m $(GO) test -count=1 -timeout 20m -run '^($(MINOR_INSTALL))$$' ./test/install/ || failed="$$failed $$m(install)"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make: the minor matrix failed on$$failed"; exit 1; fi
 
 .PHONY: test-loaded
 # RUNS is how many make test runs in a row test-loaded makes (all must pass).
