@@ -55,6 +55,11 @@ COSIGN         := $(BIN)/cosign
 # depends on it alone.
 RUN_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd $(BIN)/kubectl
 TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES) $(COSIGN)
+# KUBE_MINOR_TOOLS are the older minors' control planes the minor matrix
+# runs (make tools-minors, make test-minors), built by make test as well.
+KUBE_MINORS       := 1.34 1.35 1.36
+KUBE_MINOR_BINS   := kube-apiserver kube-controller-manager kube-scheduler kubelet
+KUBE_MINOR_TOOLS  := $(foreach m,$(KUBE_MINORS),$(addprefix $(BIN)/kube-$(m)/,$(KUBE_MINOR_BINS)))
 
 # Progress: every build recipe starts with $(call step,$@,NAME,COLD-TIME),
 # which prints "make: building NAME (2 of 6; about COLD-TIME cold on two
@@ -63,7 +68,8 @@ TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(H
 # prints nothing while it compiles, so without these lines a first make run
 # sits silent for minutes. COLD-TIME was measured with empty Go caches
 # (README's table).
-STEP_TOOLS := $(if $(filter run,$(MAKECMDGOALS)),$(RUN_TOOLS),$(if $(filter test tools,$(MAKECMDGOALS)),$(TOOLS)))
+STEP_TOOLS := $(if $(filter run,$(MAKECMDGOALS)),$(RUN_TOOLS),$(if $(filter test tools test-minors,$(MAKECMDGOALS)),$(TOOLS))) \
+	$(if $(filter tools-minors test-minors,$(MAKECMDGOALS)),$(foreach m,$(KUBE_MINORS),$(BIN)/kube-$(m)/kube-apiserver))
 STEPS      := $(filter-out $(wildcard $(STEP_TOOLS)),$(STEP_TOOLS)) $(if $(filter run test build,$(MAKECMDGOALS)),gatehouse) $(if $(filter run,$(MAKECMDGOALS)),devenv)
 step_index  = $(strip $(foreach i,$(shell seq $(words $(STEPS))),$(if $(filter $1,$(word $i,$(STEPS))),$i)))
 step        = @echo "make: building $2 ($(if $(call step_index,$1),$(call step_index,$1) of $(words $(STEPS)); )about $3 cold on two cores)…"
@@ -90,6 +96,29 @@ $(BIN)/kube-controller-manager: hack/tools/kube/go.mod hack/tools/kube/go.sum
 $(BIN)/kube-scheduler: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	$(call step,$@,kube-scheduler $(KUBE_VERSION),15 s)
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+
+# The minor matrix (make test-minors, docs/testing.md): the control plane of
+# each older tested minor, each from its own pinned module hack/tools/kube-<minor>,
+# into bin/kube-<minor>/. internal/testenv runs them when GATEHOUSE_KUBE_MINOR
+# names the minor. Only what the tests start: the API server, the controller
+# manager (namespace deletion, garbage collection), the scheduler and the
+# real node's kubelet (neither may be newer than the API server); etcd and
+# kubectl stay 1.37's (every minor supports etcd 3.5 and 3.6).
+# kube_version is the k8s.io/kubernetes version hack/tools/kube-<minor> pins.
+kube_version = $(shell sed -n 's/^require k8s.io\/kubernetes //p' hack/tools/kube-$1/go.mod)
+kube_ldflags = -s -w -X k8s.io/component-base/version.gitVersion=$(call kube_version,$1) \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$1))
+
+.PHONY: tools-minors
+tools-minors: $(KUBE_MINOR_TOOLS) ## Build the control plane of every older tested minor (1.34-1.36: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet) into bin/kube-<minor>/.
+
+# One go build per minor makes all four (a pattern rule with several
+# targets runs once for them): the linker of one runs while the others
+# compile, which a build per binary would leave one core idle for.
+$(addprefix $(BIN)/kube-%/,$(KUBE_MINOR_BINS)): hack/tools/kube-%/go.mod hack/tools/kube-%/go.sum
+	$(call step,$(BIN)/kube-$*/kube-apiserver,Kubernetes $(call kube_version,$*) ($(KUBE_MINOR_BINS)),15 min)
+	mkdir -p $(BIN)/kube-$*
+	cd hack/tools/kube-$* && $(GO) build -trimpath -ldflags "$(call kube_ldflags,$*)" -o $(BIN)/kube-$*/ $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_MINOR_BINS))
 
 # kubelet runs the real node (testenv RealNode, make run REAL_NODE=1) with
 # Debian's containerd, runc and CNI plugins: docs/real-node.md.
@@ -241,6 +270,7 @@ test: tools build test-alerts ## Unit tests (race detector), the alerts' promtoo
 	$(GO) test -count=1 -shuffle=on -timeout 30m $$($(GO) list ./test/... | grep -v /test/install)
 	$(MAKE) test-examples
 	$(MAKE) test-install
+	$(MAKE) test-minors KUBE_MINORS='$(CI_KUBE_MINORS)' MINOR_INSTALL='$(CI_MINOR_INSTALL)'
 
 # GATEHOUSE is the binary test-examples runs.
 GATEHOUSE ?= $(BIN)/gatehouse
@@ -261,6 +291,66 @@ test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/file
 # (hack/image's tests build every platform's layers).
 test-install: tools local-image ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
 	$(GO) test -count=1 -v -timeout 30m ./test/install/
+
+# The minor matrix: each older tested minor (KUBE_MINORS) runs the part of
+# the e2e suite where Gatehouse meets the API server and the controllers,
+# which is what differs between minors, and the install suite; 1.37 runs
+# everything above. MINOR_E2E, by reason (docs/testing.md):
+# - the minor's own control plane: namespaces terminate, GC, scheduling;
+# - the server contract through its API server: TLS, the client certificate,
+#   excluded namespaces, warnings, the audit annotation;
+# - webhook configurations written and repaired on it: runtime add/remove,
+#   drift, labels, module settings, and the conversion stanza uninstall
+#   resets;
+# - each module's webhook path: NodeGroup conversion between every version
+#   (and its CRD's CEL rules), pvsafe's DELETE refusal with the namespace
+#   controller's cascade and the bypass's SubjectAccessReview, placement's
+#   Pod, release, class and allow-list checks (its matchConditions' CEL on
+#   object, oldObject and request), its lineage labels (a mutating webhook)
+#   and the AffinityClass CEL rules, configcheck's admission and its
+#   authorization;
+# - reports on its discovery (OpenReports where served) and the chart's
+#   RBAC on its authorizer.
+MINOR_E2E := TestControlPlane.* \
+	TestValidateHoldsTheSeedsServerContract TestAPIServerCallsGatehouseOverTLS TestWebhooksNeverInterceptExcludedNamespaces \
+	TestWarnModeAdmitsAndRelaysTheDenialAsWarnings TestTheAuditLogRecordsTheDenialsReason \
+	TestRuntimeWebhooksAreAddedAndRemovedWithoutRestart TestWebhookConfigurationDriftIsRepaired \
+	TestWebhookConfigurationLabelsAreKeptByTheDriftRepair TestModuleWebhookSettingsAreKeptByTheDriftRepair \
+	TestUninstallResetsItsConversionAndLeavesOthers \
+	TestNodeGroupWrittenThroughV1alpha1IsReadThroughEveryVersion TestNodeGroupWrittenThroughV1IsReadThroughOlderVersions \
+	TestNodeGroupV1OnlyFieldsSurviveReadModifyWriteThroughOlderVersions TestNodeGroupForgedConversionDataCannotStoreDocker \
+	TestNodeGroupChecksDenyThroughTheAPI TestNodeGroupSchemaRules \
+	TestPVSafeClaimDecisions TestPVSafeNamespaceWithSeveralRiskyClaimsAndTheBypassCascade TestPVSafeStatefulSetThatDeletesItsClaims \
+	TestPVSafeBypassByAnEditTenantNeedsThePermission \
+	TestPlacementPodBoundToANodeOutsideItsClassIsRefused TestPlacementRefusesAClassTheTenantMayNotUse \
+	TestPlacementReleaseGetsItsClassAndPodsAreCheckedThroughTheLineage TestAffinityClassValidation \
+	TestPlacementApplicationLabelCannotBeRemoved TestPlacementTenantCannotChangeItsOwnAllowList TestPlacementLineageLabels \
+	TestConfigcheckAdmission TestConfigcheckAuthz \
+	TestReportsMoveToOpenReportsWhereServed TestGatehouseRunsOnTheChartsRBAC
+# MINOR_INSTALL is the install suite's part each older minor runs: all of
+# it (empty: none).
+MINOR_INSTALL := .*
+# CI_KUBE_MINORS and CI_MINOR_INSTALL are the part of the matrix make test
+# runs: the lowest tested minor's e2e subset. A cold CI machine builds each
+# minor's control plane in about 11 minutes on two cores, and the whole
+# matrix (three minors, builds and both suites) would take .ci/run past its
+# 90 minutes; make test-minors runs all of it (docs/testing.md).
+CI_KUBE_MINORS   := 1.34
+CI_MINOR_INSTALL :=
+empty :=
+space := $(empty) $(empty)
+
+.PHONY: test-minors
+test-minors: tools tools-minors build local-image ## The minor matrix: MINOR_E2E and the install suite on Kubernetes 1.34, 1.35 and 1.36 (bin/kube-<minor>/); KUBE_MINORS=1.34 for one.
+	@# A renamed test would drop out of the matrix silently: each name must
+	@# still match a test.
+	@for name in $(MINOR_E2E); do grep -qE "^func $$name\(t \*testing.T\)" test/e2e/*_test.go || { echo "make: MINOR_E2E names $$name, which no test in test/e2e matches"; exit 1; }; done
+	@failed=; for m in $(KUBE_MINORS); do \
+		echo "make: the e2e subset and the install suite on Kubernetes $$m"; \
+		GATEHOUSE_KUBE_MINOR=$$m $(GO) test -count=1 -shuffle=on -timeout 20m -run '^($(subst $(space),|,$(strip $(MINOR_E2E))))$$' ./test/e2e/ || failed="$$failed $$m(e2e)"; \
+		if [ -n '$(MINOR_INSTALL)' ]; then GATEHOUSE_KUBE_MINOR=$$m $(GO) test -count=1 -timeout 20m -run '^($(MINOR_INSTALL))$$' ./test/install/ || failed="$$failed $$m(install)"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make: the minor matrix failed on$$failed"; exit 1; fi
 
 .PHONY: test-loaded
 # RUNS is how many make test runs in a row test-loaded makes (all must pass).

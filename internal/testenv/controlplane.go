@@ -13,6 +13,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,6 +66,13 @@ type ControlPlane struct {
 	// deletions, at level Metadata: webhooks' audit annotations included.
 	AuditLog string
 
+	// ServerVersion is what the started kube-apiserver reports: tests
+	// that depend on the minor read it here, never assume bin/'s.
+	ServerVersion *version.Info
+
+	// binaries are the paths of etcd and the Kubernetes binaries of the
+	// minor KubeMinor selects (kubeBinary).
+	binaries   map[string]string
 	components []*component
 	nodeLog    *os.File
 	// processLogs receive etcd's and kube-apiserver's output.
@@ -134,7 +142,8 @@ const PolicyReportCRDs = "config/crd/policyreport"
 const OpenReportsCRDs = "config/crd/openreports"
 
 // StartControlPlane starts etcd and kube-apiserver (through envtest), then
-// kube-controller-manager and kube-scheduler, all from bin/, and registers
+// kube-controller-manager and kube-scheduler, all from bin/ (the Kubernetes
+// ones from bin/kube-<minor>/ when KubeMinorEnv picks a minor), and registers
 // the fake Nodes. A missing binary is an error telling how to build it:
 // tests never skip for it.
 func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
@@ -143,9 +152,14 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 		return nil, err
 	}
 	assets := filepath.Join(root, "bin")
-	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
-			return nil, fmt.Errorf("%s not found in %s: run `make tools` (make test does it)", bin, assets)
+	binaries := map[string]string{}
+	names := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+	if opts.RealNode != nil {
+		names = append(names, "kubelet")
+	}
+	for _, name := range names {
+		if binaries[name], err = kubeBinary(assets, name); err != nil {
+			return nil, err
 		}
 	}
 	paths := opts.CRDPaths
@@ -165,7 +179,7 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 			return nil, err
 		}
 	}
-	cp := &ControlPlane{Scheme: scheme, Dir: opts.Dir}
+	cp := &ControlPlane{Scheme: scheme, Dir: opts.Dir, binaries: binaries}
 	if cp.Dir == "" {
 		if cp.Dir, err = os.MkdirTemp("", "gatehouse-controlplane-"); err != nil {
 			return nil, err
@@ -182,7 +196,7 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
-	if err := cp.configureProcesses(assets); err != nil {
+	if err := cp.configureProcesses(); err != nil {
 		cp.closeLogs()
 		cp.cleanDir()
 		return nil, err
@@ -236,7 +250,10 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := cp.startComponents(ctx, assets, opts.RealNode != nil); err != nil {
+	if err := cp.checkServerVersion(); err != nil {
+		return fail(err)
+	}
+	if err := cp.startComponents(ctx, opts.RealNode != nil); err != nil {
 		return fail(err)
 	}
 	nodeOpts := opts.Nodes
@@ -255,7 +272,7 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 		return fail(err)
 	}
 	if opts.RealNode != nil {
-		if cp.RealNode, err = cp.startRealNode(ctx, *opts.RealNode, nodeIP, assets); err != nil {
+		if cp.RealNode, err = cp.startRealNode(ctx, *opts.RealNode, nodeIP, cp.binaries["kubelet"]); err != nil {
 			return fail(err)
 		}
 	}
@@ -266,7 +283,7 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 // trampoline (killed with this process; see trampolineFor) and write their
 // output to etcd.log and kube-apiserver.log in cp.Dir, which envtest would
 // discard: a control plane that fails under load says why.
-func (cp *ControlPlane) configureProcesses(assets string) error {
+func (cp *ControlPlane) configureProcesses() error {
 	closeInheritedFiles()
 	if cp.Env.ControlPlane.Etcd == nil {
 		cp.Env.ControlPlane.Etcd = &envtest.Etcd{}
@@ -280,7 +297,7 @@ func (cp *ControlPlane) configureProcesses(assets string) error {
 		{"etcd", &etcd.Path, &etcd.Out, &etcd.Err},
 		{"kube-apiserver", &apiServer.Path, &apiServer.Out, &apiServer.Err},
 	} {
-		path, err := trampolineFor(cp.Dir, filepath.Join(assets, p.name))
+		path, err := trampolineFor(cp.Dir, cp.binaries[p.name])
 		if err != nil {
 			return err
 		}
@@ -371,7 +388,7 @@ func (cp *ControlPlane) writeWebhookClientConfig() (string, error) {
 // the envtest API server, each under the identity the API server's
 // bootstrap RBAC policy grants its permissions to, and waits until both are
 // healthy.
-func (cp *ControlPlane) startComponents(ctx context.Context, assets string, realNode bool) error {
+func (cp *ControlPlane) startComponents(ctx context.Context, realNode bool) error {
 	apiServer := cp.Env.ControlPlane.GetAPIServer()
 	// envtest generates the key kube-apiserver signs service-account tokens
 	// with (--service-account-signing-key-file) next to its serving
@@ -424,7 +441,7 @@ func (cp *ControlPlane) startComponents(ctx context.Context, assets string, real
 	if err != nil {
 		return err
 	}
-	kcm, err := startComponent("kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), append(common(kcmConfig, "kube-controller-manager", kcmPort),
+	kcm, err := startComponent("kube-controller-manager", cp.binaries["kube-controller-manager"], append(common(kcmConfig, "kube-controller-manager", kcmPort),
 		// Each controller acts as its own service account, with the
 		// permissions the bootstrap policy gives it, so that webhooks and
 		// audit see system:serviceaccount:kube-system:namespace-controller
@@ -447,7 +464,7 @@ func (cp *ControlPlane) startComponents(ctx context.Context, assets string, real
 	if err != nil {
 		return err
 	}
-	sched, err := startComponent("kube-scheduler", filepath.Join(assets, "kube-scheduler"), common(schedConfig, "kube-scheduler", schedPort),
+	sched, err := startComponent("kube-scheduler", cp.binaries["kube-scheduler"], common(schedConfig, "kube-scheduler", schedPort),
 		filepath.Join(cp.Dir, "kube-scheduler.log"))
 	if err != nil {
 		return err

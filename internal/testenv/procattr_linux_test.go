@@ -36,8 +36,11 @@ func orphanHelper(dir string) int {
 		fmt.Println(err)
 		return 1
 	}
-	cp := &ControlPlane{Dir: dir, Env: &envtest.Environment{}}
-	if err := cp.configureProcesses(filepath.Join(root, "bin")); err != nil {
+	bin := filepath.Join(root, "bin")
+	cp := &ControlPlane{Dir: dir, Env: &envtest.Environment{}, binaries: map[string]string{
+		"etcd": filepath.Join(bin, "etcd"), "kube-apiserver": filepath.Join(bin, "kube-apiserver"),
+	}}
+	if err := cp.configureProcesses(); err != nil {
 		fmt.Println(err)
 		return 1
 	}

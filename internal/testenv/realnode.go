@@ -175,14 +175,14 @@ func (cp *ControlPlane) prepareRealNode(ip string) error {
 
 // startRealNode brings up containerd and the kubelet once the control plane
 // runs, and waits until the Node is Ready.
-func (cp *ControlPlane) startRealNode(ctx context.Context, opts RealNodeOptions, ip string, assets string) (*RealNode, error) {
+func (cp *ControlPlane) startRealNode(ctx context.Context, opts RealNodeOptions, ip string, kubelet string) (*RealNode, error) {
 	if opts.Name == "" {
 		opts.Name = "gatehouse-real-node"
 	}
 	if opts.PauseImage == "" {
 		return nil, errors.New("real node: PauseImage is required (make pause-image)")
 	}
-	for _, bin := range []string{filepath.Join(assets, "kubelet"), "containerd", "runc", "ctr", "nft", filepath.Join(CNIBinDir, "bridge")} {
+	for _, bin := range []string{kubelet, "containerd", "runc", "ctr", "nft", filepath.Join(CNIBinDir, "bridge")} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("real node: %s not found (make tools builds the kubelet; apt-get install containerd runc containernetworking-plugins nftables): %w", bin, err)
 		}
@@ -235,7 +235,7 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, opts RealNodeOptions,
 			return fail(err)
 		}
 	}
-	if err := n.startKubelet(cp, assets); err != nil {
+	if err := n.startKubelet(cp, kubelet); err != nil {
 		return fail(err)
 	}
 	if err := n.waitReady(ctx, cp.Client, 2*time.Minute); err != nil {
@@ -458,7 +458,7 @@ nodeStatusUpdateFrequency: 5s
 serializeImagePulls: false
 `
 
-func (n *RealNode) startKubelet(cp *ControlPlane, assets string) error {
+func (n *RealNode) startKubelet(cp *ControlPlane, kubelet string) error {
 	// The kubelet acts as a cluster admin: it reads the Secrets and
 	// ConfigMaps its Pods mount without a Node authorizer, which the
 	// harness's kube-apiserver does not run.
@@ -495,7 +495,7 @@ func (n *RealNode) startKubelet(cp *ControlPlane, assets string) error {
 	}); err != nil {
 		return err
 	}
-	c, err := startComponent("kubelet", filepath.Join(assets, "kubelet"), []string{
+	c, err := startComponent("kubelet", kubelet, []string{
 		"--config=" + configPath,
 		"--kubeconfig=" + kubeconfigPath,
 		"--root-dir=" + filepath.Join(n.Dir, "kubelet"),
