@@ -292,15 +292,18 @@ func TestRunnerCrashFailsClearly(t *testing.T) {
 func TestRunnerRefusesOtherUsers(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- sandbox.ServeRunner(ctx, dir, 1234) }()
-	defer func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("ServeRunner: %v", err)
-		}
-	}()
+	// The runner runs in a process of its own, as it always does: it sets
+	// no_new_privs on its thread, which a test process would pass on to
+	// the children it starts later (TestEntryRefusedUnconfined's).
+	serve := exec.Command("/proc/self/exe")
+	serve.Env = []string{serveRunnerEnv + "=" + dir + ":1234"}
+	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var serveErr lockedBuffer
+	serve.Stderr = &serveErr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
 	sock := filepath.Join(dir, sandbox.RunnerSocket)
 	var conn *net.UnixConn
 	for deadline := time.Now().Add(runTimeout); conn == nil; time.Sleep(10 * time.Millisecond) {
