@@ -340,7 +340,11 @@ func ServeRunner(ctx context.Context, dir string, serveUID int) error {
 // serve accepts connections until ln fails.
 func serve(ln *net.UnixListener, serveUID int) error {
 	// Nothing the runner starts may gain privileges (a set-user-ID
-	// program); the trampoline sets it again for itself.
+	// program). prctl sets no_new_privs on this thread only, and Go starts
+	// processes from any thread: what holds for every process is the
+	// trampoline, which sets it for itself before anything else. This is
+	// why the runner runs in a process of its own, never inside one that
+	// starts other children (its tests too).
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("sandbox: setting no_new_privs: %w", err)
 	}
