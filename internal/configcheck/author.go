@@ -53,19 +53,25 @@ const (
 	AuthorWebhookPath = "/mutate-configcheck-haproxytemplateconfig-author"
 )
 
+// configWrites are the rules of the config's own webhooks: every
+// HAProxyTemplateConfig written.
+func configWrites() []admissionregistrationv1.RuleWithOperations {
+	return []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{gatehousev1alpha1.GroupVersion.Group}, APIVersions: []string{gatehousev1alpha1.GroupVersion.Version},
+			Resources: []string{"haproxytemplateconfigs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+		},
+	}}
+}
+
 // authorWebhook records the author. failurePolicy Fail: a config stored
 // without the record renders nothing, and configs are rare platform
 // objects.
 func (m *Module) authorWebhook() module.Webhook {
 	return module.Webhook{
 		Name: AuthorWebhookName, Path: AuthorWebhookPath, Type: module.Mutating,
-		Rules: []admissionregistrationv1.RuleWithOperations{{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-			Rule: admissionregistrationv1.Rule{
-				APIGroups: []string{gatehousev1alpha1.GroupVersion.Group}, APIVersions: []string{gatehousev1alpha1.GroupVersion.Version},
-				Resources: []string{"haproxytemplateconfigs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-			},
-		}},
+		Rules:          configWrites(),
 		FailurePolicy:  admissionregistrationv1.Fail,
 		SideEffects:    admissionregistrationv1.SideEffectClassNone,
 		TimeoutSeconds: 5,

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -204,13 +203,7 @@ func (m *Module) AddToScheme(s *runtime.Scheme) error {
 func (m *Module) Webhooks() []module.Webhook {
 	return []module.Webhook{m.authorWebhook(), {
 		Name: ConfigWebhookName, Path: ConfigWebhookPath, Type: module.Validating,
-		Rules: []admissionregistrationv1.RuleWithOperations{{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-			Rule: admissionregistrationv1.Rule{
-				APIGroups: []string{gatehousev1alpha1.GroupVersion.Group}, APIVersions: []string{gatehousev1alpha1.GroupVersion.Version},
-				Resources: []string{"haproxytemplateconfigs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-			},
-		}},
+		Rules:          configWrites(),
 		FailurePolicy:  admissionregistrationv1.Fail,
 		SideEffects:    admissionregistrationv1.SideEffectClassNone,
 		TimeoutSeconds: configWebhookTimeout,
