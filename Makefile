@@ -346,7 +346,7 @@ test-minors: tools tools-minors build local-image ## The minor matrix: MINOR_E2E
 	@# still match a test.
 	@for name in $(MINOR_E2E); do grep -qE "^func $$name\(t \*testing.T\)" test/e2e/*_test.go || { echo "make: MINOR_E2E names $$name, which no test in test/e2e matches"; exit 1; }; done
 	@failed=; for m in $(KUBE_MINORS); do \
-		echo "make: the e2e subset and the install suite on Kubernetes $$m"; \
+		echo "make: the e2e subset$(if $(MINOR_INSTALL), and the install suite) on Kubernetes $$m"; \
 		GATEHOUSE_KUBE_MINOR=$$m $(GO) test -count=1 -shuffle=on -timeout 20m -run '^($(subst $(space),|,$(strip $(MINOR_E2E))))$$' ./test/e2e/ || failed="$$failed $$m(e2e)"; \
 		if [ -n '$(MINOR_INSTALL)' ]; then GATEHOUSE_KUBE_MINOR=$$m $(GO) test -count=1 -timeout 20m -run '^($(MINOR_INSTALL))$$' ./test/install/ || failed="$$failed $$m(install)"; fi; \
 	done; \
