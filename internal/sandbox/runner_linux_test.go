@@ -226,13 +226,12 @@ func TestRunnerRunsAsItsUser(t *testing.T) {
 	}
 }
 
-// TestRunnerCancelKillsTheProcess ends a process's context: the proxy is
-// killed, its connection closes, and the runner kills the process.
-func TestRunnerCancelKillsTheProcess(t *testing.T) {
-	r := startRunner(t)
+// startSpinning starts, through r, a shell spinning forever whose argv
+// carries a marker of its own, and returns once it runs, with the marker
+// and what it writes on stderr.
+func startSpinning(ctx context.Context, t *testing.T, r *sandbox.Runner) (*exec.Cmd, string, *lockedBuffer) {
+	t.Helper()
 	m := marker(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	cmd, err := sandbox.Command(ctx, sandbox.Spec{Path: "/bin/sh", Args: []string{"-c", "while :; do :; done", m}, Runner: r})
 	if err != nil {
 		t.Fatal(err)
@@ -243,8 +242,18 @@ func TestRunnerCancelKillsTheProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForProcess(t, m, stderr)
+	return cmd, m, stderr
+}
+
+// TestRunnerCancelKillsTheProcess ends a process's context: the proxy is
+// killed, its connection closes, and the runner kills the process.
+func TestRunnerCancelKillsTheProcess(t *testing.T) {
+	r := startRunner(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cmd, m, _ := startSpinning(ctx, t, r)
 	cancel()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Errorf("want the proxy killed by SIGKILL, got %v", err)
@@ -258,21 +267,11 @@ func TestRunnerCancelKillsTheProcess(t *testing.T) {
 // same way.
 func TestRunnerCrashFailsClearly(t *testing.T) {
 	r := startRunner(t)
-	m := marker(t)
-	cmd, err := sandbox.Command(t.Context(), sandbox.Spec{Path: "/bin/sh", Args: []string{"-c", "while :; do :; done", m}, Runner: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := new(lockedBuffer)
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitForProcess(t, m, stderr)
+	cmd, m, stderr := startSpinning(t.Context(), t, r)
 	if err := syscall.Kill(r.RunnerPid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != sandbox.ExitSetup || !strings.Contains(stderr.String(), "sandbox runner") || !strings.Contains(stderr.String(), "crash") {
 		t.Errorf("want exit %d and the runner's end on stderr, got %v: %q", sandbox.ExitSetup, err, stderr.String())
