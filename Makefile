@@ -99,7 +99,7 @@ $(BIN)/kube-scheduler: hack/tools/kube/go.mod hack/tools/kube/go.sum
 
 # The minor matrix (make test-minors, docs/testing.md): the control plane of
 # each older tested minor, each from its own pinned module hack/tools/kube-<minor>,
-# into bin/kube-<minor>/. internal/testenv runs them when GATEHOUSE_KUBE_MINOR
+# into bin/kube-<minor>/. internal/testing/testenv runs them when GATEHOUSE_KUBE_MINOR
 # names the minor. Only what the tests start: the API server, the controller
 # manager (namespace deletion, garbage collection), the scheduler and the
 # real node's kubelet (neither may be newer than the API server); etcd and

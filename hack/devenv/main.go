@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
-	"github.com/gatehouse-dev/gatehouse/internal/devenv"
 	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 func main() { os.Exit(run()) }

@@ -11,7 +11,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/gatehouse-dev/gatehouse/internal/testlog"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testlog"
 )
 
 // A module's controller carries the module's logger and a name of the

@@ -20,8 +20,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
-	"github.com/gatehouse-dev/gatehouse/internal/testlog"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testlog"
 )
 
 var (

@@ -23,8 +23,8 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/kinds"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
-	"github.com/gatehouse-dev/gatehouse/internal/testlog"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testlog"
 )
 
 func widgetCRD(group string) *apiextensionsv1.CustomResourceDefinition {

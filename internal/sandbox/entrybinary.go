@@ -21,7 +21,7 @@ var (
 // init, which an empty environment sends to /tmp and Landlock refuses
 // (the init panics). Such a binary serves its entries from the gatehouse
 // binary built from the same source, which speaks the same protocol;
-// internal/testenv does this. Production never calls it.
+// internal/testing/testenv does this. Production never calls it.
 func ServeEntriesFrom(resolve func() (string, error)) {
 	entryBinaryMu.Lock()
 	defer entryBinaryMu.Unlock()

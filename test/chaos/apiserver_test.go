@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gatehouse-dev/gatehouse/internal/devenv"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 // TestAPIServerRestart: kube-apiserver is killed, stays down 20 s, and is

@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
-	"github.com/gatehouse-dev/gatehouse/internal/devenv"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 // The chart's defaults (charts/gatehouse/values.yaml): the container's

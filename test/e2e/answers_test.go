@@ -21,7 +21,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/nodegroup"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 // directReview is an AdmissionReview posted straight to a module's path.

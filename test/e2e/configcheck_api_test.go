@@ -20,7 +20,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
-	"github.com/gatehouse-dev/gatehouse/internal/testlog"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testlog"
 )
 
 // readConfigJSON reads a config as the API server returns it, so that a

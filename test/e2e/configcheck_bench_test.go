@@ -24,7 +24,7 @@ import (
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 // The configcheck benchmark's cluster: 1,000 Ingresses of the example

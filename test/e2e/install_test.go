@@ -23,7 +23,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/nodegroup"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 	"github.com/gatehouse-dev/gatehouse/internal/uninstall"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )

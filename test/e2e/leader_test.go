@@ -10,7 +10,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
-	"github.com/gatehouse-dev/gatehouse/internal/testlog"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testlog"
 )
 
 // TestGracefulLeaderReleaseIsLoggedAtInfo: a leader that is stopped gives

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 	"github.com/gatehouse-dev/gatehouse/internal/uninstall"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )

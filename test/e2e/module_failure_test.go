@@ -17,11 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
-	"github.com/gatehouse-dev/gatehouse/internal/admissionload"
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/admissionload"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 

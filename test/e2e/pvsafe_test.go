@@ -27,7 +27,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 func startPVSafe(t *testing.T, mode module.Enforcement) *testenv.Gatehouse {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/reports"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 // installOpenReportsCRDs installs the openreports.io CRDs and removes them

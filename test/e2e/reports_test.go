@@ -24,7 +24,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 	"github.com/gatehouse-dev/gatehouse/internal/reports"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 	"github.com/gatehouse-dev/gatehouse/internal/uninstall"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )

@@ -3,7 +3,7 @@
 // server that is never reached (they are not started), and its optional
 // kinds are in the state the test sets (KindStates; not served unless
 // set), and read as the host reads a kind it cannot read: NotFound and
-// empty lists. Tests that need a serving API server use internal/testenv
+// empty lists. Tests that need a serving API server use internal/testing/testenv
 // instead.
 package moduletest
 

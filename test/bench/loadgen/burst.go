@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/devenv"
 )
 
 // burstRates are the offered rates of the burst, in requests per second:

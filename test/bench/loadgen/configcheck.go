@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
-	"github.com/gatehouse-dev/gatehouse/internal/devenv"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 const (

@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
-	"github.com/gatehouse-dev/gatehouse/internal/devenv"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 func main() {

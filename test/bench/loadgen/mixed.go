@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/devenv"
 )
 
 // stream is one webhook's share of a mixed load, in requests per thousand.

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/gatehouse-dev/gatehouse/internal/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/devenv"
 )
 
 // pvsafeClaimDelete is a DELETE of a bound claim whose volume has

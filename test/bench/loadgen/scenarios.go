@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/devenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/devenv"
 )
 
 // scenario is one kind of load sent to Gatehouse.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
-	"github.com/gatehouse-dev/gatehouse/internal/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 // Options configures an environment.

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
-	"github.com/gatehouse-dev/gatehouse/internal/fakenode"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/fakenode"
 )
 
 // RepoRoot finds the module root by walking up to go.mod.
