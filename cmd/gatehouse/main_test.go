@@ -112,7 +112,7 @@ func TestHelpExitsZeroAndNamesTheCommands(t *testing.T) {
 }
 
 // TestServerFlagsKeepTheirNamesAndDefaults: the chart, config/,
-// internal/devenv and the tests pass these flags; gatehouse with no command
+// internal/testing/devenv and the tests pass these flags; gatehouse with no command
 // (the chart's form) and gatehouse serve read them alike.
 func TestServerFlagsKeepTheirNamesAndDefaults(t *testing.T) {
 	flags := []string{
