@@ -394,6 +394,16 @@ func startRunner(ctx context.Context, opts Options) (*sandbox.Runner, error) {
 		if _, err := fmt.Sscanf(opts.RunnerUser, "%d:%d", &o.UID, &o.GID); err != nil || o.UID <= 0 || o.GID <= 0 {
 			return nil, fmt.Errorf("sandbox runner user %q: want UID:GID, neither 0", opts.RunnerUser)
 		}
+		// The runner is started again when it dies; checks that ran
+		// through it failed with "did it crash?", so the log says why.
+		log := logf.FromContext(ctx)
+		o.OnRestart = func(ended string, err error) {
+			if err != nil {
+				log.Error(err, "configcheck: the sandbox runner ended and could not be started again; checks fail until it is (retried with backoff)", "ended", ended)
+				return
+			}
+			log.Info("configcheck: the sandbox runner ended and was started again", "ended", ended)
+		}
 		return sandbox.StartRunner(ctx, o)
 	}
 	return nil, nil

@@ -126,7 +126,7 @@
 // the context, or dead with Gatehouse) makes the runner kill the process.
 // The runner serves one user, Gatehouse's (SO_PEERCRED), and is not
 // dumpable. [StartRunner] starts one as a child under another user (for a
-// root Gatehouse); [ServeRunner] serves in a container of its own
+// root Gatehouse), started again when it dies; [ServeRunner] serves in a container of its own
 // (`gatehouse sandbox-runner`). Directories the process reads go beneath
 // [WorkDir], made readable by the runner's group with [ShareDir].
 //

@@ -6,5 +6,5 @@ package sandbox
 func SimulateNoSeccomp(on bool) { noSeccomp.Store(on) }
 
 // RunnerPid is the pid of a runner StartRunner started, for tests that
-// kill it.
-func (r *Runner) RunnerPid() int { return r.cmd.Process.Pid }
+// kill it: 0 while it is being restarted.
+func (r *Runner) RunnerPid() int { return r.child.pid() }

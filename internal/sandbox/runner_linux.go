@@ -83,8 +83,9 @@ type reply struct {
 type Runner struct {
 	// Dir holds the socket (RunnerSocket) and the shared work directory.
 	Dir string
-	// cmd is the runner process, when StartRunner started it.
-	cmd *exec.Cmd
+	// child is the runner process and its supervisor, when StartRunner
+	// started it.
+	child *runnerChild
 	// uid, gid are the runner's, as its answer to the ping said.
 	uid, gid int
 }
@@ -103,11 +104,10 @@ func (r *Runner) Identity() (uid, gid int) { return r.uid, r.gid }
 // Close stops a runner StartRunner started (it kills what it runs);
 // nothing for one that runs in its own container.
 func (r *Runner) Close() error {
-	if r.cmd == nil {
+	if r.child == nil {
 		return nil
 	}
-	_ = r.cmd.Process.Kill()
-	_ = r.cmd.Wait()
+	r.child.close()
 	return os.RemoveAll(r.Dir)
 }
 
@@ -183,6 +183,10 @@ type RunnerOptions struct {
 	// UID and GID are the runner's identity, and so the confined
 	// processes'. Default 65534 (nobody, nogroup).
 	UID, GID int
+	// OnRestart, if not nil, is told each time the runner ended on its
+	// own and is started again (ended says how; err is the new start's
+	// failure, nil when it serves again), so that the server can log it.
+	OnRestart func(ended string, err error)
 }
 
 // StartRunner starts a runner as a child of this process, under opts' user
@@ -243,13 +247,64 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (r *Runner, err error)
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	lf := os.NewFile(uintptr(fd), "runner socket")
-	defer lf.Close()
+	// Kept open while the runner runs: a restarted runner listens on it.
+	defer func() {
+		if err != nil {
+			_ = lf.Close()
+		}
+	}()
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: filepath.Join(dir, RunnerSocket)}); err != nil {
 		return nil, fmt.Errorf("sandbox: binding the runner's socket: %w", err)
 	}
 	if err := os.Chmod(filepath.Join(dir, RunnerSocket), 0o600); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
+	child := &runnerChild{listen: lf, opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
+	cmd, err := child.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	child.cmd = cmd
+	r = &Runner{Dir: dir, child: child}
+	if err := r.ping(ctx); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, err
+	}
+	go child.supervise()
+	return r, nil
+}
+
+// Restarting a runner that ended on its own: the first restart waits
+// runnerRestartMin, each further one twice as long up to runnerRestartMax,
+// and a runner that served runnerRestartReset starts the count again.
+const (
+	runnerRestartMin   = 200 * time.Millisecond
+	runnerRestartMax   = 30 * time.Second
+	runnerRestartReset = time.Minute
+)
+
+// runnerChild is a runner StartRunner started and keeps running: a
+// runner that dies (killed, or crashed) is started again on the same
+// listening socket, so that the checks it runs fail only while it is
+// away, as the chart's container, which the kubelet restarts, does.
+// Connections made meanwhile wait in the socket's backlog for the new
+// runner; a process the dead runner ran died with it (its proxy says so).
+type runnerChild struct {
+	// listen is the bound socket every runner process listens on.
+	listen *os.File
+	opts   RunnerOptions
+	// stop is closed by close; done when supervise returned.
+	stop, done chan struct{}
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd // the runner process now; nil between restarts
+	closing bool
+}
+
+// start starts one runner process on c.listen and returns once it
+// listens.
+func (c *runnerChild) start(ctx context.Context) (*exec.Cmd, error) {
 	// The runner says it listens by writing a byte here (or dies).
 	ready, readyW, err := os.Pipe()
 	if err != nil {
@@ -266,16 +321,15 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (r *Runner, err error)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.Stderr = os.Stderr
-	cmd.ExtraFiles = []*os.File{lf, readyW}
+	cmd.ExtraFiles = []*os.File{c.listen, readyW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setsid:     true,
 		Pdeathsig:  syscall.SIGKILL,
-		Credential: &syscall.Credential{Uid: uint32(opts.UID), Gid: uint32(opts.GID), Groups: []uint32{}},
+		Credential: &syscall.Credential{Uid: uint32(c.opts.UID), Gid: uint32(c.opts.GID), Groups: []uint32{}},
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("sandbox: starting the sandbox runner: %w", err)
 	}
-	r = &Runner{Dir: dir, cmd: cmd}
 	_ = readyW.Close()
 	started := make(chan error, 1)
 	go func() {
@@ -285,18 +339,94 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (r *Runner, err error)
 	}()
 	select {
 	case err = <-started:
+		if err != nil {
+			err = fmt.Errorf("sandbox: the sandbox runner ended before it listened: %w", err)
+		}
 	case <-ctx.Done():
 		err = ctx.Err()
-	}
-	if err == nil {
-		err = r.ping(ctx)
 	}
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, err
 	}
-	return r, nil
+	return cmd, nil
+}
+
+// supervise waits for the runner process and starts another when it
+// ended on its own, until close.
+func (c *runnerChild) supervise() {
+	defer close(c.done)
+	delay := runnerRestartMin
+	for {
+		c.mu.Lock()
+		cmd := c.cmd
+		c.mu.Unlock()
+		ended := "it was not running"
+		if cmd != nil {
+			began := time.Now()
+			err := cmd.Wait()
+			ended = fmt.Sprintf("pid %d: %v", cmd.Process.Pid, err)
+			if time.Since(began) >= runnerRestartReset {
+				delay = runnerRestartMin
+			}
+		}
+		c.mu.Lock()
+		c.cmd = nil
+		closing := c.closing
+		c.mu.Unlock()
+		if closing {
+			return
+		}
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, runnerRestartMax)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		next, err := c.start(ctx)
+		cancel()
+		if c.opts.OnRestart != nil {
+			c.opts.OnRestart(ended, err)
+		}
+		c.mu.Lock()
+		if c.closing && next != nil {
+			_ = next.Process.Kill()
+			_ = next.Wait()
+			next = nil
+		}
+		c.cmd = next
+		c.mu.Unlock()
+	}
+}
+
+// close stops the runner and its supervisor; what it runs dies with it.
+func (c *runnerChild) close() {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		<-c.done
+		return
+	}
+	c.closing = true
+	if c.cmd != nil {
+		_ = c.cmd.Process.Kill()
+	}
+	c.mu.Unlock()
+	close(c.stop)
+	<-c.done
+	_ = c.listen.Close()
+}
+
+// pid is the runner process's pid, 0 between restarts.
+func (c *runnerChild) pid() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
 }
 
 // runnerConfig is argv[1] of a runner StartRunner started.

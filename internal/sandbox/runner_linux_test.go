@@ -263,12 +263,14 @@ func TestRunnerCancelKillsTheProcess(t *testing.T) {
 
 // TestRunnerCrashFailsClearly kills the runner under a running process:
 // the process dies with it, and its caller gets the sandbox's setup
-// failure, saying so, instead of waiting forever; a later start fails the
-// same way.
+// failure, saying so, instead of waiting forever. The runner is started
+// again, under its user, and later starts succeed (make run's runner, like
+// the chart's container, comes back by itself).
 func TestRunnerCrashFailsClearly(t *testing.T) {
 	r := startRunner(t)
 	cmd, m, stderr := startSpinning(t.Context(), t, r)
-	if err := syscall.Kill(r.RunnerPid(), syscall.SIGKILL); err != nil {
+	crashed := r.RunnerPid()
+	if err := syscall.Kill(crashed, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	err := cmd.Wait()
@@ -278,9 +280,38 @@ func TestRunnerCrashFailsClearly(t *testing.T) {
 	}
 	waitForNoProcess(t, m)
 
+	// A start made while the runner is away waits in the socket's
+	// backlog for the restarted runner: it is served, not refused.
+	after := run2(t, sandbox.Spec{Path: "/usr/bin/id", Args: []string{"-u"}, Runner: r})
+	if after.exitCode() != 0 || strings.TrimSpace(after.stdout) != "65534" {
+		t.Errorf("a start after the crash: want it served by a restarted runner as 65534, got exit %d: %q %q", after.exitCode(), after.stdout, after.stderr)
+	}
+	if now := r.RunnerPid(); now == crashed || now == 0 {
+		t.Errorf("want a new runner process, got pid %d (the crashed one was %d)", now, crashed)
+	}
+}
+
+// TestClosedRunnerStaysClosed: Close stops the runner for good, and a
+// start afterwards fails clearly instead of waiting for a restart.
+func TestClosedRunnerStaysClosed(t *testing.T) {
+	requireRoot(t)
+	r, err := sandbox.StartRunner(t.Context(), sandbox.RunnerOptions{UID: 65534, GID: 65534})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := r.RunnerPid()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r.RunnerPid() != 0 {
+		t.Errorf("a closed runner was restarted: pid %d", r.RunnerPid())
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the closed runner's process %d: want it gone, got %v", pid, err)
+	}
 	after := run2(t, sandbox.Spec{Path: "/bin/true", Runner: r})
 	if after.exitCode() != sandbox.ExitSetup || !strings.Contains(after.stderr, "reaching the sandbox runner") {
-		t.Errorf("a start after the crash: want exit %d, reaching the runner, got %d: %q", sandbox.ExitSetup, after.exitCode(), after.stderr)
+		t.Errorf("a start after Close: want exit %d, reaching the runner, got %d: %q", sandbox.ExitSetup, after.exitCode(), after.stderr)
 	}
 }
 
