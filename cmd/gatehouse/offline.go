@@ -30,6 +30,9 @@ func newOfflineCommands() []*cobra.Command {
 			continue
 		}
 		check := checker.OfflineCheck()
+		if check.Command.Flags == nil {
+			continue // gatehouse test runs it; no command of its own
+		}
 		cmd := &cobra.Command{
 			Use:   m.Name(),
 			Short: check.Command.GroupShort,
