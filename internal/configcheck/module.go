@@ -77,7 +77,7 @@ type Options struct {
 	// ConfinementBestEffort (it starts with what there is: the check
 	// policy and the resource limits still hold, and whatever layers the
 	// kernel has; the gauge and an alert say what is missing).
-	Confinement string `json:"confinement,omitempty"`
+	Confinement string `json:"confinement,omitempty" enum:"required,bestEffort"`
 	// AllowUnconfined is ConfinementBestEffort (the older flag).
 	AllowUnconfined bool `json:"-"`
 	// RunnerDir names the directory shared with a sandbox runner in
@@ -87,8 +87,11 @@ type Options struct {
 	// runner as a child under that user instead. Either makes the separate
 	// identity required under ConfinementRequired: the module does not
 	// start without it.
-	RunnerDir  string `json:"runnerDir,omitempty"`
-	RunnerUser string `json:"runnerUser,omitempty"`
+	// Both are where the process runs, not policy: flags only
+	// (--sandbox-runner-dir, which the chart passes beside the volume it
+	// mounts, and --sandbox-runner-user), never settings.
+	RunnerDir  string `json:"-"`
+	RunnerUser string `json:"-"`
 	// Kernel reports what the kernel can confine; nil asks the kernel
 	// (sandbox.Available). Tests and the hidden flag
 	// --configcheck-simulate-no-landlock answer for a kernel without

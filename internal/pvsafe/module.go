@@ -42,7 +42,7 @@ type Options struct {
 	ConfirmTimeout time.Duration `json:"-"`
 	// Bypass is what the bypass label needs to take effect. Default
 	// BypassAuthorized.
-	Bypass BypassMode `json:"bypass,omitempty"`
+	Bypass BypassMode `json:"bypass,omitempty" enum:"authorized,label"`
 	// AccessReviewTimeout bounds the SubjectAccessReview of a bypass in
 	// BypassAuthorized mode. With ConfirmTimeout it stays under the
 	// webhook's 10 s timeout. Default 3 s.
