@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"flag"
 	"strings"
 
@@ -75,7 +76,8 @@ func decodeSettings(path *field.Path, raw []byte, settings any) field.ErrorList 
 	var errs field.ErrorList
 	for _, e := range strict {
 		p := path
-		if fe, ok := e.(kjson.FieldError); ok {
+		var fe kjson.FieldError
+		if errors.As(e, &fe) {
 			p = childPath(path, fe.FieldPath())
 		}
 		msg := e.Error()
