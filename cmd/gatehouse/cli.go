@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/version"
 )
 
@@ -60,12 +61,12 @@ offline; "gatehouse uninstall" removes what an install wrote at run time;
 under another user (the chart's second container).`
 
 func newRootCommand() *cobra.Command {
-	serve := serveFlags(flag.CommandLine)
+	serve, hidden := serveFlags(flag.CommandLine, catalogue.All())
 	serverFlags := pflag.NewFlagSet("gatehouse", pflag.ContinueOnError)
 	serverFlags.AddGoFlagSet(flag.CommandLine)
-	// A Func flag takes a value; this one is a switch.
-	serverFlags.Lookup(simulateNoLandlockFlag).NoOptDefVal = "true"
-	_ = serverFlags.MarkHidden(simulateNoLandlockFlag)
+	for _, name := range hidden {
+		_ = serverFlags.MarkHidden(name)
+	}
 	root := &cobra.Command{
 		Use:   "gatehouse",
 		Short: "Admission control for a Kubernetes platform, decided from informer caches",
@@ -93,7 +94,7 @@ Prometheus metrics. "gatehouse" without a command does the same.`,
 		RunE: func(*cobra.Command, []string) error { return serve() },
 	})
 	root.Commands()[0].Flags().AddFlagSet(serverFlags)
-	root.AddCommand(newConfigcheckCommand())
+	root.AddCommand(newOfflineCommands()...)
 	root.AddCommand(newTestCommand())
 	root.AddCommand(newUninstallCommand())
 	root.AddCommand(newSelftestCommand())

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 )
 
@@ -20,7 +25,7 @@ import (
 func TestServerFlagDefaultsAreTheOptionsDefaults(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	fs := flag.NewFlagSet("gatehouse", flag.ContinueOnError)
-	serveFlags(fs)
+	serveFlags(fs, catalogue.All())
 	var want app.Options
 	want.SetDefaults()
 	for name, def := range map[string]string{
@@ -57,5 +62,65 @@ func TestServerFlagDefaultsAreTheOptionsDefaults(t *testing.T) {
 		if f := fs.Lookup(name); f == nil || !strings.Contains(f.Usage, "Default "+quantity(bytes)) {
 			t.Errorf("--%s does not name the options' default %s", name, quantity(bytes))
 		}
+	}
+}
+
+// TestModuleFlagsAreAliasesOfTheSettings: the flags the modules declare
+// (module.Configurable) are the server's flags as they always were, and
+// each sets its module's setting, as modules.<name>.settings does. The
+// names are this test's alone: cmd names no module.
+func TestModuleFlagsAreAliasesOfTheSettings(t *testing.T) {
+	mods := catalogue.All()
+	fs := flag.NewFlagSet("gatehouse", flag.ContinueOnError)
+	_, hidden := serveFlags(fs, mods)
+	if !slices.Equal(hidden, []string{"configcheck-simulate-no-landlock"}) {
+		t.Errorf("hidden flags %v, want configcheck-simulate-no-landlock alone", hidden)
+	}
+	for _, name := range []string{"sandbox-landlock-abi", "configcheck-simulate-no-landlock", "configcheck-allow-unconfined"} {
+		if fs.Lookup(name) == nil {
+			t.Errorf("no flag --%s", name)
+		}
+	}
+	if err := fs.Parse([]string{
+		"--pvsafe-bypass=label",
+		"--placement-platform-users=u1,u2", "--placement-platform-groups=", "--placement-lineage-labels",
+		"--configcheck-allow-lua", "--configcheck-confinement=bestEffort",
+		"--sandbox-runner-dir=/run/x", "--sandbox-runner-user=1000:1000",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"pvsafe":      `{"bypass":"label"}`,
+		"placement":   `{"platformUsers":["u1","u2"],"platformGroups":[],"lineageLabels":true}`,
+		"configcheck": `{"allowLua":true,"confinement":"bestEffort"}`,
+	}
+	for _, m := range mods {
+		c, ok := m.(module.Configurable)
+		if !ok {
+			continue
+		}
+		// Flags alone, no settings: where the sandbox runner is.
+		if v := reflect.ValueOf(c.Settings()).Elem(); v.FieldByName("RunnerDir").IsValid() &&
+			(v.FieldByName("RunnerDir").String() != "/run/x" || v.FieldByName("RunnerUser").String() != "1000:1000") {
+			t.Errorf("%s: --sandbox-runner-dir/-user did not reach the module: %+v", m.Name(), v.Interface())
+		}
+		got, err := json.Marshal(c.Settings())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want[m.Name()] {
+			t.Errorf("%s settings %s, want %s", m.Name(), got, want[m.Name()])
+		}
+		delete(want, m.Name())
+	}
+	if len(want) > 0 {
+		t.Errorf("modules without settings: %v", want)
+	}
+	// A mode pvsafe does not know is refused while parsing.
+	fs = flag.NewFlagSet("gatehouse", flag.ContinueOnError)
+	fs.SetOutput(new(strings.Builder))
+	serveFlags(fs, catalogue.All())
+	if err := fs.Parse([]string{"--pvsafe-bypass=anyone"}); err == nil || !strings.Contains(err.Error(), `pvsafe bypass mode "anyone"`) {
+		t.Errorf("--pvsafe-bypass=anyone: %v, want the mode refused", err)
 	}
 }

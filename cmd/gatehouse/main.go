@@ -18,20 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
-	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
-	"github.com/gatehouse-dev/gatehouse/internal/placement"
-	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/reports"
-	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
-
-// simulateNoLandlockFlag starts configcheck as on a kernel without Landlock
-// (docs/testing.md): hidden from --help, it is no setting for a cluster.
-const simulateNoLandlockFlag = "configcheck-simulate-no-landlock"
 
 func main() {
 	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
@@ -39,11 +31,14 @@ func main() {
 
 // serveFlags registers the server's flags on fs (the process's flag set,
 // beside controller-runtime's --kubeconfig) and returns the server's main,
-// to run once they are parsed. The flags' defaults are app.Options' own
-// (SetDefaults), never written here a second time.
-func serveFlags(fs *flag.FlagSet) func() error {
+// to run once they are parsed, and the flags to keep out of --help. The
+// flags' defaults are app.Options' own (SetDefaults), never written here a
+// second time. The modules (the catalogue's) declare their own flags
+// (app.AddModuleFlags): this file names no module.
+func serveFlags(fs *flag.FlagSet, modules []module.Module) (func() error, []string) {
 	var opts app.Options
 	opts.SetDefaults()
+	moduleFlags, hidden := app.AddModuleFlags(fs, modules)
 	var (
 		configFile    string
 		moduleList    string
@@ -54,9 +49,7 @@ func serveFlags(fs *flag.FlagSet) func() error {
 		servicePort   int
 		selfManaged   bool
 		rotationGrace time.Duration
-		catalogueOpts catalogue.Options
 		tlsMinVersion string
-		pvsafeBypass  string
 		clientCAFile  string
 		clientNames   string
 		// webhookLabels and webhookAnnotations go onto the managed
@@ -85,26 +78,6 @@ func serveFlags(fs *flag.FlagSet) func() error {
 	fs.Func("webhook-configuration-annotations", "Managed mode: annotations added to the webhook configurations (key=value,...; repeatable), kept by the drift repair.", keyValues(&webhookAnnotations))
 	fs.DurationVar(&rotationGrace, "self-managed-certs-rotation-grace", certs.DefaultRotationGrace, "With --self-managed-certs: how long each phase of a CA rotation waits for every replica and kube-apiserver to see the previous one (new CA trusted, then served, then the old CA dropped). Shorter only for tests.")
 	fs.BoolVar(&selfManaged, "self-managed-certs", false, "Create and rotate the --cert-secret Secret (CA and serving certificate) in process; the webhook configurations' CA bundle follows it.")
-	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowLua, "configcheck-allow-lua", false, "Let configcheck renderings load Lua (lua-load, lua-load-per-thread, lua-prepend-path); haproxy -c runs Lua while parsing, so only for platforms whose HAProxy needs it. The check stays confined.")
-	fs.Func("configcheck-confinement", "required (default): configcheck does not start where the kernel cannot confine haproxy -c and the render workers (no Landlock or no seccomp filters), and fails alone; bestEffort: it starts with what the kernel has (gatehouse_configcheck_confinement says what, an alert fires, and Lua is refused without Landlock).", func(s string) error {
-		if s != configcheck.ConfinementRequired && s != configcheck.ConfinementBestEffort {
-			return fmt.Errorf("%q: want %s or %s", s, configcheck.ConfinementRequired, configcheck.ConfinementBestEffort)
-		}
-		catalogueOpts.ConfigCheck.Confinement = s
-		return nil
-	})
-	fs.StringVar(&catalogueOpts.ConfigCheck.RunnerDir, "sandbox-runner-dir", "", "Directory `DIR` shared with a gatehouse sandbox-runner running as another user (the chart's second container): configcheck's checks and renderings run under that user, without the server's files and token. Required under --configcheck-confinement=required once given: an unreachable runner fails the module alone.")
-	fs.StringVar(&catalogueOpts.ConfigCheck.RunnerUser, "sandbox-runner-user", "", "UID:GID, for a server running as root (make run): start a sandbox runner as a child under that user and group, and run configcheck's checks and renderings through it (docs/configcheck.md, \"Separate identity\").")
-	fs.BoolVar(&catalogueOpts.ConfigCheck.AllowUnconfined, "configcheck-allow-unconfined", false, "Same as --configcheck-confinement=bestEffort.")
-	fs.Func(sandboxLandlockABIFlag, sandboxLandlockABIUsage, parseSandboxLandlockABI)
-	fs.Func(simulateNoLandlockFlag, "Hidden, for tests: configcheck starts as on a kernel without Landlock (it then fails alone unless --configcheck-allow-unconfined; the other modules serve).", func(string) error {
-		catalogueOpts.ConfigCheck.Kernel = func() sandbox.Capabilities {
-			c := sandbox.Available()
-			c.LandlockABI, c.LandlockReason = 0, "simulated by --"+simulateNoLandlockFlag
-			return c
-		}
-		return nil
-	})
 	fs.Func("max-in-flight-bytes", "Request bodies the webhook server holds at once (a quantity, e.g. 8Mi; reviews up to 256Ki have as much again of their own); beyond it a request waits --in-flight-wait, then gets 429. Default "+quantity(opts.Server.MaxInFlightBytes)+".", quantityFlag(&opts.Server.MaxInFlightBytes))
 	fs.Func("max-in-flight-decision-bytes", "Estimated memory of the decisions made at once (a quantity, e.g. 192Mi): a review costs its JSON tokens times what its module measured per token; beyond it 429, a review costing more alone 413. Default "+quantity(opts.Server.MaxInFlightDecisionBytes)+"; raise it with the memory limit.", quantityFlag(&opts.Server.MaxInFlightDecisionBytes))
 	fs.DurationVar(&opts.Server.ShutdownDelay, "shutdown-delay", opts.Server.ShutdownDelay, "On SIGTERM, keep answering this long with /readyz failing and every connection closed after its answer, before the server stops (up to 30 s more for requests in flight): kube-apiserver moves to the other replicas without a failed call. The chart sets 10s; the Pod's terminationGracePeriodSeconds must exceed it by 35s.")
@@ -120,16 +93,6 @@ func serveFlags(fs *flag.FlagSet) func() error {
 		return err
 	})
 	fs.IntVar(&opts.Reports.MaxResults, "report-max-results", reports.DefaultMaxResults, "Most results in one PolicyReport; the summary counts every finding and a skip result says how many were left out.")
-	fs.Func("placement-platform-users", "Comma-separated users who may change a tenant's placement settings in its cozystack-values Secret and remove a HelmRelease's application label (default "+strings.Join(placement.DefaultPlatformUsers, ",")+"; empty: none).", func(s string) error {
-		catalogueOpts.Placement.PlatformUsers = splitList(s)
-		return nil
-	})
-	fs.Func("placement-platform-groups", "Comma-separated groups whose members may do what --placement-platform-users may (default "+strings.Join(placement.DefaultPlatformGroups, ",")+"; empty: none).", func(s string) error {
-		catalogueOpts.Placement.PlatformGroups = splitList(s)
-		return nil
-	})
-	fs.BoolVar(&catalogueOpts.Placement.LineageLabels, "placement-lineage-labels", false, "Label Pods with their Cozystack application (apps.cozystack.io/application.{group,kind,name}, internal.cozystack.io/managed-by-cozystack, internal.cozystack.io/tenantresource) from placement's cached lineage walk, through a mutating Pod webhook, so that Cozystack's lineage webhook need not read the API server for Pods (docs/placement.md, \"Lineage labels\").")
-	fs.StringVar(&pvsafeBypass, "pvsafe-bypass", string(pvsafe.BypassAuthorized), "What pvsafe's bypass label pv-safe.io/force-delete=true needs: authorized (the deleting user must also be allowed verb bypass in API group pvsafe.gatehouse.dev, ClusterRole gatehouse-pvsafe-bypass) or label (the label alone, as upstream pv-safe).")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", opts.LeaderElection, "Elect one replica to write the webhook configurations (every replica serves).")
 	fs.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", opts.LeaseDuration, "How long a leader's lease lasts without renewal; another replica takes over at most this long after the leader dies.")
 	fs.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", opts.RenewDeadline, "How long the leader retries renewing its lease before it gives up leading (less than --leader-elect-lease-duration).")
@@ -188,10 +151,7 @@ func serveFlags(fs *flag.FlagSet) func() error {
 			c.Enforcement = mode
 			opts.Modules[name] = c
 		}
-		if catalogueOpts.PVSafe.Bypass, err = pvsafe.ParseBypassMode(pvsafeBypass); err != nil {
-			return fmt.Errorf("--pvsafe-bypass: %w", err)
-		}
-		opts.Catalogue = catalogue.Build(catalogueOpts)
+		opts.Catalogue, opts.ModuleFlags = modules, moduleFlags
 		target, err := webhookTarget(webhookURL, serviceName, int32(servicePort), opts.Namespace, webhookCA)
 		if err != nil {
 			return err
@@ -223,7 +183,7 @@ func serveFlags(fs *flag.FlagSet) func() error {
 			return err
 		}
 		return nil
-	}
+	}, hidden
 }
 
 // webhookTarget is nil (static mode) unless a URL or a Service is given.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,11 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
-	configsuite "github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/policytest"
 	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
-	"github.com/gatehouse-dev/gatehouse/internal/testsuite"
 )
 
 // newTestCommand is `gatehouse test`: suites of requests decided offline by
@@ -29,12 +28,11 @@ import (
 // merged (docs/testing-policies.md). Exit status: 0 every test passed, 1 a
 // test failed, 2 a suite could not run.
 func newTestCommand() *cobra.Command {
+	offline := newOfflineModules()
 	var (
-		files    []string
-		output   string
-		haproxy  string
-		verbose  bool
-		allowLua bool
+		files   []string
+		output  string
+		verbose bool
 		// requireConfinement: refuse to run where the kernel cannot
 		// confine configcheck's checks fully.
 		requireConfinement bool
@@ -61,8 +59,8 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 			if len(files) == 0 {
 				return usageError{errors.New("-f is required")}
 			}
-			if !slices.Contains(testsuite.Outputs, output) {
-				return usageError{fmt.Errorf("--output %q: want %s", output, strings.Join(testsuite.Outputs, ", "))}
+			if !slices.Contains(policytest.Outputs, output) {
+				return usageError{fmt.Errorf("--output %q: want %s", output, strings.Join(policytest.Outputs, ", "))}
 			}
 			log := logr.Discard()
 			if verbose {
@@ -83,31 +81,12 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := testsuite.Options{
-				// Modules take the server's defaults, but for
-				// confinement: the offline checks run as
-				// `gatehouse configcheck test` runs them, confined as far
-				// as the kernel allows, on CI runners whose kernel has no
-				// Landlock.
-				Modules: func() []module.Module {
-					return catalogue.Build(catalogue.Options{ConfigCheck: configcheck.Options{AllowUnconfined: true, AllowLua: allowLua, HAProxyBinary: haproxy}})
-				},
-				ConfigCheck: func(ctx context.Context, data []byte, test string, suiteAllowsLua bool) (configsuite.Report, error) {
-					// A suite is data, perhaps from a pull request: it may
-					// say that its config needs Lua, never allow it.
-					if suiteAllowsLua && !allowLua {
-						return configsuite.Report{}, errors.New("the suite sets allowLua, but a suite cannot allow Lua for itself (it may come from a pull request): " +
-							"the job running it decides, with gatehouse test --allow-lua")
-					}
-					return configcheck.RunOffline(ctx, data, configcheck.OfflineOptions{Test: test, AllowLua: allowLua, HAProxyBinary: haproxy})
-				},
-				Log: log,
-			}
+			opts := policytest.Options{Modules: offline.fresh, Checks: offline.checks, Log: log}
 			results := runTestFiles(ctx, cmd.InOrStdin(), files, opts)
-			if err := testsuite.Write(cmd.OutOrStdout(), output, results); err != nil {
+			if err := policytest.Write(cmd.OutOrStdout(), output, results); err != nil {
 				return err
 			}
-			if output != testsuite.OutputSummary {
+			if output != policytest.OutputSummary {
 				// Machine-readable output stays parseable; errors go to
 				// standard error too.
 				for _, r := range results {
@@ -116,7 +95,7 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 					}
 				}
 			}
-			if status := testsuite.Status(results); status != 0 {
+			if status := policytest.Status(results); status != 0 {
 				return exitStatus(status)
 			}
 			return nil
@@ -124,11 +103,12 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 	}
 	fs := cmd.Flags()
 	fs.StringArrayVarP(&files, "filename", "f", nil, "Suite file, or HAProxyTemplateConfig, to run (- for standard input); repeat for more.")
-	fs.StringVar(&output, "output", testsuite.OutputSummary, "Report format: summary, json or junit.")
-	fs.StringVar(&haproxy, "haproxy-binary", "", "haproxy executable for configcheck tests (default: from PATH, else /usr/sbin/haproxy).")
-	fs.BoolVar(&allowLua, "allow-lua", false, "Check HAProxyTemplateConfigs as a cluster running with --configcheck-allow-lua does.")
+	fs.StringVar(&output, "output", policytest.OutputSummary, "Report format: summary, json or junit.")
 	fs.BoolVar(&requireConfinement, "require-confinement", false, "Exit 2 unless configcheck's checks and renderings can run fully confined (Landlock and seccomp filters): for CI jobs that run suites from pull requests.")
-	fs.Func(sandboxLandlockABIFlag, sandboxLandlockABIUsage, parseSandboxLandlockABI)
+	fs.AddGoFlagSet(offline.flags)
+	for _, name := range offline.hidden {
+		_ = fs.MarkHidden(name)
+	}
 	fs.BoolVarP(&verbose, "verbose", "v", false, "Log the server's and the modules' work (each decision among it) to standard error.")
 	return cmd
 }
@@ -154,11 +134,10 @@ func confinementRequired(command string, caps sandbox.Capabilities) error {
 		"run the job on a runner whose kernel has the landlock LSM enabled (Linux 5.13 or later)", command, strings.Join(caps.Missing(), "; "))
 }
 
-// runTestFiles runs each file: an HAProxyTemplateConfig, whose embedded
-// tests make a suite of their own, or else a TestSuite (whose loading
-// reports what else the file is).
-func runTestFiles(ctx context.Context, stdin io.Reader, files []string, opts testsuite.Options) []testsuite.SuiteResult {
-	var results []testsuite.SuiteResult
+// runTestFiles runs each file: a document a module checks offline, or a
+// TestSuite.
+func runTestFiles(ctx context.Context, stdin io.Reader, files []string, opts policytest.Options) []policytest.SuiteResult {
+	var results []policytest.SuiteResult
 	for _, file := range files {
 		var (
 			data []byte
@@ -170,26 +149,37 @@ func runTestFiles(ctx context.Context, stdin io.Reader, files []string, opts tes
 			data, err = os.ReadFile(file)
 		}
 		if err != nil {
-			results = append(results, testsuite.SuiteResult{Name: file, File: file, Err: err})
+			results = append(results, policytest.SuiteResult{Name: file, File: file, Err: err})
 			continue
 		}
-		if testsuite.KindOf(data) == "HAProxyTemplateConfig" {
-			result := testsuite.SuiteResult{Name: file, File: file}
-			report, err := opts.ConfigCheck(ctx, data, "", false)
-			if err != nil {
-				result.Err = fmt.Errorf("%s: %w", file, err)
-			} else {
-				result.Results = testsuite.ConfigCheckResults(file, report)
-			}
-			results = append(results, result)
-			continue
-		}
-		s, err := testsuite.LoadBytes(file, data)
-		if err != nil {
-			results = append(results, testsuite.SuiteResult{Name: file, File: file, Err: err})
-			continue
-		}
-		results = append(results, testsuite.Run(ctx, s, opts))
+		results = append(results, policytest.RunFile(ctx, file, data, opts))
 	}
 	return results
+}
+
+// offlineModules are the modules as `gatehouse test` configures them: the
+// flags their offline checks declare (module.OfflineCheck.SuiteFlags) are
+// registered on the command, bound to one instance of each module, whose
+// checks run the documents; each suite's fresh instances are given the
+// same flags again. Modules take the server's defaults otherwise.
+type offlineModules struct {
+	flags  *flag.FlagSet
+	hidden []string
+	given  *module.CommandFlags
+	checks map[string]module.OfflineCheck
+}
+
+func newOfflineModules() *offlineModules {
+	o := &offlineModules{flags: flag.NewFlagSet("test", flag.ContinueOnError)}
+	o.given, o.hidden, o.checks = policytest.AddFlags(o.flags, catalogue.All())
+	return o
+}
+
+// fresh returns a fresh instance of every module, configured by the flags
+// given (set once already when the command line was parsed: they cannot
+// fail now).
+func (o *offlineModules) fresh() []module.Module {
+	mods := catalogue.All()
+	_ = o.given.Replay(mods)
+	return mods
 }

@@ -95,9 +95,13 @@ type Options struct {
 	// Reports tunes the PolicyReports of the modules' periodic checks.
 	Reports ReportOptions
 
-	// Catalogue is every module the binary ships; Modules says which are on.
-	Catalogue []module.Module
-	Modules   map[string]ModuleConfig
+	// Catalogue is every module the binary ships; Modules says which are on
+	// and their settings (ModuleConfig.Settings), which ModuleFlags, the
+	// modules' flags given on the command line, override
+	// (ConfigureModules).
+	Catalogue   []module.Module
+	Modules     map[string]ModuleConfig
+	ModuleFlags *ModuleFlags
 }
 
 // SetDefaults gives every zero field its default, the server's included:
@@ -199,6 +203,9 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	}
 	enabled, modes, err := resolveModules(opts.Catalogue, opts.Modules)
 	if err != nil {
+		return nil, err
+	}
+	if err := ConfigureModules(opts.Catalogue, opts.Modules, opts.ModuleFlags); err != nil {
 		return nil, err
 	}
 	scheme, err := module.NewScheme(enabled)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -23,6 +24,11 @@ type ModuleConfig struct {
 	// "Configuration"). In managed mode the reconciler writes them; the
 	// chart's static mode renders the same values.
 	Webhook *webhookconfig.Settings `json:"webhook,omitempty"`
+	// Settings are the module's own (module.Configurable), decoded into
+	// the module's settings struct when the module is configured
+	// (ConfigureModules): unknown fields are refused there, with their
+	// path.
+	Settings json.RawMessage `json:"settings,omitempty"`
 }
 
 // FileConfig is the optional configuration file (--config). Flags given on

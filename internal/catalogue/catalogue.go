@@ -1,5 +1,7 @@
 // Package catalogue lists the modules built into Gatehouse. It is the only
-// package that imports every module.
+// package that imports every module: cmd, the host and the offline test
+// runner find the modules' settings, flags and offline checks through the
+// instances it returns (module.Configurable, module.OfflineChecker).
 package catalogue
 
 import (
@@ -10,23 +12,13 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 )
 
-// Options are the module settings that come from flags rather than from
-// the module's configuration objects.
-type Options struct {
-	ConfigCheck configcheck.Options
-	Placement   placement.Options
-	PVSafe      pvsafe.Options
-}
-
-// All returns a fresh instance of every built-in module with its defaults.
-func All() []module.Module { return Build(Options{}) }
-
-// Build returns a fresh instance of every built-in module.
-func Build(opts Options) []module.Module {
+// All returns a fresh instance of every built-in module with its default
+// settings.
+func All() []module.Module {
 	return []module.Module{
-		pvsafe.New(opts.PVSafe),
+		pvsafe.New(pvsafe.Options{}),
 		nodegroup.New(),
-		placement.New(opts.Placement),
-		configcheck.New(opts.ConfigCheck),
+		placement.New(placement.Options{}),
+		configcheck.New(configcheck.Options{}),
 	}
 }

@@ -61,23 +61,25 @@ const (
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 
 // Options tunes the module; zero values take the defaults in setDefaults.
+// The fields with a json name are its settings (settings.go):
+// modules.configcheck.settings in the --config file and the chart.
 type Options struct {
 	// HAProxyBinary is the haproxy executable (default: found in PATH, else
 	// /usr/sbin/haproxy).
-	HAProxyBinary string
+	HAProxyBinary string `json:"-"`
 	// AllowLua lets renderings load Lua (lua-load and friends), for a
 	// platform whose HAProxy needs it. Off by default: haproxy -c runs Lua
 	// while parsing. The check process stays confined either way.
-	AllowLua bool
+	AllowLua bool `json:"allowLua,omitempty"`
 	// Confinement is ConfinementRequired (the default: the module does not
 	// start where the kernel cannot confine haproxy -c and the render
 	// workers, having no Landlock or no seccomp filters) or
 	// ConfinementBestEffort (it starts with what there is: the check
 	// policy and the resource limits still hold, and whatever layers the
 	// kernel has; the gauge and an alert say what is missing).
-	Confinement string
+	Confinement string `json:"confinement,omitempty" enum:"required,bestEffort"`
 	// AllowUnconfined is ConfinementBestEffort (the older flag).
-	AllowUnconfined bool
+	AllowUnconfined bool `json:"-"`
 	// RunnerDir names the directory shared with a sandbox runner in
 	// another container (`gatehouse sandbox-runner`, the chart's
 	// default): checks and renderings then run under its user. RunnerUser
@@ -85,31 +87,34 @@ type Options struct {
 	// runner as a child under that user instead. Either makes the separate
 	// identity required under ConfinementRequired: the module does not
 	// start without it.
-	RunnerDir  string
-	RunnerUser string
+	// Both are where the process runs, not policy: flags only
+	// (--sandbox-runner-dir, which the chart passes beside the volume it
+	// mounts, and --sandbox-runner-user), never settings.
+	RunnerDir  string `json:"-"`
+	RunnerUser string `json:"-"`
 	// Kernel reports what the kernel can confine; nil asks the kernel
 	// (sandbox.Available). Tests and the hidden flag
 	// --configcheck-simulate-no-landlock answer for a kernel without
 	// Landlock, to start the module as it starts there.
-	Kernel func() sandbox.Capabilities
+	Kernel func() sandbox.Capabilities `json:"-"`
 	// MaxConcurrentChecks bounds the haproxy -c processes at once (default
 	// 2).
-	MaxConcurrentChecks int
+	MaxConcurrentChecks int `json:"-"`
 	// Margin is kept free of each request's timeoutSeconds, for the API
 	// server's own round trip. Default 1 s.
-	Margin time.Duration
+	Margin time.Duration `json:"-"`
 	// PublishDelay gathers a burst of watched changes into one rendering
 	// to publish. Default 500 ms.
-	PublishDelay time.Duration
+	PublishDelay time.Duration `json:"-"`
 	// RenderWorkers is how many render worker processes run at once
 	// (default 2); RenderMemory is each rendering's memory budget in bytes
 	// (default 256 MiB). Size the Pod's memory limit for Gatehouse plus
 	// RenderWorkers × RenderMemory.
-	RenderWorkers int
-	RenderMemory  int64
+	RenderWorkers int   `json:"-"`
+	RenderMemory  int64 `json:"-"`
 	// TestTimeout bounds a config's embedded tests outside admission (the
 	// spec's 60 s). Default 60 s.
-	TestTimeout time.Duration
+	TestTimeout time.Duration `json:"-"`
 }
 
 // withDefaults returns o with its defaults applied.

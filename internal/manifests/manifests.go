@@ -117,6 +117,9 @@ func Render(root string, catalogue []module.Module) (Manifests, error) {
 	if err := chartFiles(catalogue, root, crdFiles, rendered, out); err != nil {
 		return nil, err
 	}
+	if err := settingsFiles(root, catalogue, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,13 +104,13 @@ type Options struct {
 	// AuditInterval is how often the leader re-checks every running Pod,
 	// so that nothing admitted while the Pod webhook was unreachable (it
 	// fails open) goes unseen. Default 5 minutes.
-	AuditInterval time.Duration
+	AuditInterval time.Duration `json:"-"`
 	// MaxOwnerKinds bounds the owner kinds followed on first sight. Default 64.
-	MaxOwnerKinds int
+	MaxOwnerKinds int `json:"-"`
 	// OwnerWait is how long a Pod decision waits for the informer of an
 	// owner kind seen for the first time. Default 1 s, well inside the Pod
 	// webhook's timeout.
-	OwnerWait time.Duration
+	OwnerWait time.Duration `json:"-"`
 	// PlatformUsers and PlatformGroups are the identities that may change a
 	// tenant's placement settings (defaultAffinityClass,
 	// allowedAffinityClasses in Secret cozystack-values) and remove a
@@ -117,8 +118,8 @@ type Options struct {
 	// webhooks' matchConditions exempt them). nil takes the defaults
 	// (DefaultPlatformUsers, DefaultPlatformGroups); an empty, non-nil list
 	// names nobody.
-	PlatformUsers  []string
-	PlatformGroups []string
+	PlatformUsers  []string `json:"platformUsers"`
+	PlatformGroups []string `json:"platformGroups"`
 	// LineageLabels has a mutating Pod webhook put the labels of the Pod's
 	// application on it (apps.cozystack.io/application.{group,kind,name},
 	// internal.cozystack.io/managed-by-cozystack and tenantresource), as
@@ -126,7 +127,7 @@ type Options struct {
 	// default: where Cozystack's webhook still handles Pods, the managed-by
 	// label set first makes it skip them, and with them its SchedulingClass
 	// injection (docs/placement.md, "Lineage labels").
-	LineageLabels bool
+	LineageLabels bool `json:"lineageLabels,omitempty"`
 }
 
 func (o *Options) setDefaults() {
@@ -140,10 +141,11 @@ func (o *Options) setDefaults() {
 		o.OwnerWait = time.Second
 	}
 	if o.PlatformUsers == nil {
-		o.PlatformUsers = DefaultPlatformUsers
+		// A copy: the settings are decoded into the slice.
+		o.PlatformUsers = slices.Clone(DefaultPlatformUsers)
 	}
 	if o.PlatformGroups == nil {
-		o.PlatformGroups = DefaultPlatformGroups
+		o.PlatformGroups = slices.Clone(DefaultPlatformGroups)
 	}
 }
 

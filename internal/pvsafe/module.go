@@ -33,18 +33,20 @@ const (
 )
 
 // Options tunes the module; zero values take the defaults in setDefaults.
+// The fields with a json name are its settings (settings.go):
+// modules.pvsafe.settings in the --config file and the chart.
 type Options struct {
 	// ConfirmTimeout bounds a denial's decision with its live confirmation,
 	// counted from the start of the decision; it stays under the webhook's
 	// 10 s timeout. Default 6 s.
-	ConfirmTimeout time.Duration
+	ConfirmTimeout time.Duration `json:"-"`
 	// Bypass is what the bypass label needs to take effect. Default
 	// BypassAuthorized.
-	Bypass BypassMode
+	Bypass BypassMode `json:"bypass,omitempty" enum:"authorized,label"`
 	// AccessReviewTimeout bounds the SubjectAccessReview of a bypass in
 	// BypassAuthorized mode. With ConfirmTimeout it stays under the
 	// webhook's 10 s timeout. Default 3 s.
-	AccessReviewTimeout time.Duration
+	AccessReviewTimeout time.Duration `json:"-"`
 }
 
 func (o *Options) setDefaults() {

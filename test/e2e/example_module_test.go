@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"regexp"
@@ -19,10 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/policytest"
 )
 
 // This file is the worked example of docs/architecture.md, "Adding a
@@ -37,6 +41,7 @@ import (
 type ownerLabel struct {
 	namespaces client.Reader // the module's cache: decisions read it
 	live       client.Reader // the API server: only to confirm a denial
+	settings   ownerLabelSettings
 }
 
 const (
@@ -83,7 +88,27 @@ func (m *ownerLabel) Setup(_ context.Context, host module.Host) error {
 	return nil
 }
 
-// Step 4: decide, over whichever reader it is given.
+// Step 4: its settings.
+
+// ownerLabelSettings are modules.ownerlabel.settings of the --config file
+// (and of the chart's values): the host decodes them strictly, then the
+// module's flags given on the command line.
+type ownerLabelSettings struct {
+	// Key is the label that names a ConfigMap's owner.
+	Key string `json:"key,omitempty"`
+}
+
+func newOwnerLabel() *ownerLabel {
+	return &ownerLabel{settings: ownerLabelSettings{Key: ownerLabelKey}} // the defaults, set once
+}
+
+func (m *ownerLabel) Settings() any { return &m.settings }
+
+func (m *ownerLabel) Flags(fs *module.FlagSet) {
+	fs.StringVar(&m.settings.Key, "ownerlabel-key", m.settings.Key, "Label naming a ConfigMap's owner.")
+}
+
+// Step 5: decide, over whichever reader it is given.
 
 func (m *ownerLabel) decide(ctx context.Context, r client.Reader, req admission.Request) admission.Response {
 	var obj metav1.PartialObjectMetadata
@@ -95,19 +120,41 @@ func (m *ownerLabel) decide(ctx context.Context, r client.Reader, req admission.
 	if err := r.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns); err != nil {
 		return admission.Errored(500, fmt.Errorf("namespace %s: %w", req.Namespace, err))
 	}
-	if ns.Labels[requireOwnerLabel] != "true" || obj.Labels[ownerLabelKey] != "" {
+	key := m.settings.Key
+	if ns.Labels[requireOwnerLabel] != "true" || obj.Labels[key] != "" {
 		return admission.Allowed("")
 	}
 	return module.Deny(reasonNoOwner, fmt.Sprintf("ConfigMap %s/%s has no %s label, which namespace %s requires (%s=true).\nAdd the label naming its owner, e.g. %s=team-a.",
-		req.Namespace, obj.Name, ownerLabelKey, req.Namespace, requireOwnerLabel, ownerLabelKey))
+		req.Namespace, obj.Name, key, req.Namespace, requireOwnerLabel, key))
 }
 
-// Step 5: enable it, and test it through kube-apiserver as a tenant.
+// Step 6: an offline check of a file, for a repository's CI.
+
+func (m *ownerLabel) OfflineCheck() module.OfflineCheck {
+	return module.OfflineCheck{Kind: "ConfigMap", Run: m.checkFile}
+}
+
+func (m *ownerLabel) checkFile(_ context.Context, data []byte, _ module.OfflineRequest) ([]module.OfflineResult, error) {
+	var obj metav1.PartialObjectMetadata
+	if err := yaml.UnmarshalStrict(data, &obj); err != nil {
+		return nil, err
+	}
+	result := module.OfflineResult{Name: "owner label", Passed: obj.Labels[m.settings.Key] != ""}
+	if !result.Passed {
+		result.Failures = []string{fmt.Sprintf("ConfigMap %s has no %s label", obj.Name, m.settings.Key)}
+	}
+	return []module.OfflineResult{result}, nil
+}
+
+// Step 7: enable it with a setting, and test it through kube-apiserver as
+// a tenant.
 
 func TestExampleModuleFromTheArchitectureGuide(t *testing.T) {
+	const teamKey = "example.gatehouse.dev/team" // the setting, over the default owner label
 	startGatehouse(t, app.Options{
-		Catalogue: []module.Module{&ownerLabel{}},
-		Modules:   map[string]app.ModuleConfig{"ownerlabel": {Enabled: true}},
+		Catalogue: []module.Module{newOwnerLabel()},
+		Modules: map[string]app.ModuleConfig{"ownerlabel": {Enabled: true,
+			Settings: json.RawMessage(`{"key": "` + teamKey + `"}`)}},
 	})
 	ctx := context.Background()
 	strict := namespace(t, "owners")
@@ -147,11 +194,11 @@ func TestExampleModuleFromTheArchitectureGuide(t *testing.T) {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) || status.Status().Code != 403 ||
 		!strings.Contains(err.Error(), `admission webhook "ownerlabel.gatehouse.dev" denied the request`) ||
-		!strings.Contains(err.Error(), "has no example.gatehouse.dev/owner label") ||
+		!strings.Contains(err.Error(), "has no example.gatehouse.dev/team label") ||
 		!strings.Contains(err.Error(), "Add the label naming its owner") {
 		t.Fatalf("unlabelled ConfigMap in %s: %v; want the module's denial, with how to proceed", strict, err)
 	}
-	if err := create(strict, map[string]string{ownerLabelKey: "team-a"}); err != nil {
+	if err := create(strict, map[string]string{teamKey: "team-a"}); err != nil {
 		t.Fatalf("labelled ConfigMap refused: %v", err)
 	}
 	if err := create(lax, nil); err != nil {
@@ -160,6 +207,32 @@ func TestExampleModuleFromTheArchitectureGuide(t *testing.T) {
 	// The denial was counted under the declared reason.
 	if got := testutil.ToFloat64(metrics.Denials.WithLabelValues("ownerlabel.gatehouse.dev", "ownerlabel", reasonNoOwner, "denied")); got < 1 {
 		t.Errorf("denials by reason = %v; want at least 1", got)
+	}
+}
+
+// TestExampleModuleOfflineCheck: `gatehouse test` runs the module's
+// offline check on a file of its kind, with the module's settings, and
+// neither it nor cmd names the module: the catalogue hands it over.
+func TestExampleModuleOfflineCheck(t *testing.T) {
+	m := newOwnerLabel()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	_, _, checks := policytest.AddFlags(fs, []module.Module{m})
+	opts := policytest.Options{Checks: checks}
+	for _, tc := range []struct {
+		file   string
+		passed bool
+	}{
+		{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: owned, labels: {example.gatehouse.dev/owner: team-a}}\n", true},
+		{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: orphan}\n", false},
+	} {
+		r := policytest.RunFile(context.Background(), "cm.yaml", []byte(tc.file), opts)
+		if r.Err != nil || len(r.Results) != 1 || r.Results[0].Passed != tc.passed || r.Results[0].Name != "cm.yaml: owner label" {
+			t.Errorf("%s: %+v; want one result, passed %v", tc.file, r, tc.passed)
+		}
+	}
+	// A file of another kind is a suite: this one is an invalid one.
+	if r := policytest.RunFile(context.Background(), "x.yaml", []byte("kind: Secret\n"), opts); r.Err == nil {
+		t.Errorf("a Secret ran as %+v; want it read as an invalid suite", r)
 	}
 }
 

@@ -668,11 +668,12 @@ func TestHelmRBAC(t *testing.T) {
 }
 
 // TestHelmPVSafeBypassRole: in the default authorized bypass mode the chart
-// passes --pvsafe-bypass and renders config/'s ClusterRole granting the
-// bypass, aggregated into no other role; in the label mode, no such role.
+// sets pvsafe's setting bypass in the --config file and renders config/'s
+// ClusterRole granting the bypass, aggregated into no other role; in the
+// label mode, no such role.
 func TestHelmPVSafeBypassRole(t *testing.T) {
 	objs := renderChart(t, "gatehouse-system")
-	wantArgs(t, findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args, "--pvsafe-bypass=authorized")
+	wantSettings(t, objs, "pvsafe", `{"bypass":"authorized"}`)
 	root, _ := testenv.RepoRoot()
 	data, err := os.ReadFile(filepath.Join(root, "config/rbac/pvsafe_bypass_role.yaml"))
 	if err != nil {
@@ -697,7 +698,7 @@ func TestHelmPVSafeBypassRole(t *testing.T) {
 		}
 	}
 	objs = renderChart(t, "gatehouse-system", "modules.pvsafe.bypass=label")
-	wantArgs(t, findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args, "--pvsafe-bypass=label")
+	wantSettings(t, objs, "pvsafe", `{"bypass":"label"}`)
 	for _, r := range findObjects[rbacv1.ClusterRole](t, objs, "ClusterRole") {
 		if r.Name == pvsafe.BypassClusterRole {
 			t.Fatal("the label mode renders the bypass role")

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,9 +13,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/catalogue"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
@@ -244,5 +247,85 @@ func TestHelmRendersForGitOps(t *testing.T) {
 	}
 	if !crd || !role {
 		t.Errorf("defaults: CRD rendered %v, bypass role rendered %v; want both", crd, role)
+	}
+}
+
+// renderedModules are the catalogue's modules configured from the chart's
+// rendered --config file, as the server configures them.
+func renderedModules(t *testing.T, objs []*unstructured.Unstructured) []module.Module {
+	t.Helper()
+	var config *corev1.ConfigMap
+	for _, cm := range findObjects[corev1.ConfigMap](t, objs, "ConfigMap") {
+		if cm.Name == helmRelease+"-gatehouse-config" {
+			config = cm
+		}
+	}
+	if config == nil {
+		t.Fatal("no ConfigMap with the --config file")
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(config.Data["config.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := app.LoadFile(path)
+	if err != nil {
+		t.Fatalf("the rendered --config file does not load: %v\n%s", err, config.Data["config.yaml"])
+	}
+	mods := catalogue.All()
+	if err := app.ConfigureModules(mods, cfg.Modules, nil); err != nil {
+		t.Fatalf("the rendered settings are refused: %v\n%s", err, config.Data["config.yaml"])
+	}
+	return mods
+}
+
+// wantSettings checks the settings the server takes from the rendered
+// chart for module name, as JSON.
+func wantSettings(t *testing.T, objs []*unstructured.Unstructured, name, want string) {
+	t.Helper()
+	for _, m := range renderedModules(t, objs) {
+		if c, ok := m.(module.Configurable); ok && m.Name() == name {
+			got, err := json.Marshal(c.Settings())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != want {
+				t.Errorf("%s settings from the chart: %s, want %s", name, got, want)
+			}
+			return
+		}
+	}
+	t.Fatalf("no module %s with settings", name)
+}
+
+// TestHelmModuleSettingsReachTheConfigFile: the modules' settings reach
+// the server through the --config file, never as per-setting arguments,
+// from the older values keys (modules.pvsafe.bypass) and from
+// modules.<name>.settings, which wins; the values schema (generated from
+// the settings structs) refuses an unknown setting as the server does.
+func TestHelmModuleSettingsReachTheConfigFile(t *testing.T) {
+	on := []string{"webhooks.mode=managed", "modules.placement.enabled=true", "modules.configcheck.enabled=true"}
+	objs := renderChart(t, "gatehouse-system", on...)
+	for _, arg := range deploymentArgs(t, objs) {
+		for _, flag := range []string{"--pvsafe-", "--placement-", "--configcheck-"} {
+			if strings.HasPrefix(arg, flag) {
+				t.Errorf("argument %s: settings belong in the --config file", arg)
+			}
+		}
+	}
+	wantSettings(t, objs, "pvsafe", `{"bypass":"authorized"}`)
+	wantSettings(t, objs, "placement", `{"platformUsers":["system:serviceaccount:flux-system:helm-controller"],"platformGroups":["system:masters"]}`)
+	wantSettings(t, objs, "configcheck", `{"confinement":"required"}`)
+
+	objs = renderChart(t, "gatehouse-system", append(on,
+		"modules.placement.platformGroups=null", "modules.placement.lineageLabels=true", "modules.placement.settings.platformUsers={a,b}",
+		"modules.pvsafe.bypass=authorized", "modules.pvsafe.settings.bypass=label",
+		"modules.configcheck.confinement=bestEffort", "modules.configcheck.settings.allowLua=true")...)
+	wantSettings(t, objs, "pvsafe", `{"bypass":"label"}`)
+	wantSettings(t, objs, "placement", `{"platformUsers":["a","b"],"platformGroups":["system:masters"],"lineageLabels":true}`)
+	wantSettings(t, objs, "configcheck", `{"allowLua":true,"confinement":"bestEffort"}`)
+
+	out, err := helm(t, "template", helmRelease, "charts/gatehouse", "--set", "modules.pvsafe.settings.bypas=label")
+	if err == nil || !strings.Contains(out+err.Error(), "bypas") {
+		t.Errorf("an unknown setting rendered: %v\n%s", err, out)
 	}
 }

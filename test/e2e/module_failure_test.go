@@ -52,12 +52,18 @@ func TestAModuleThatCannotStartFailsAlone(t *testing.T) {
 	noLandlock := func() sandbox.Capabilities {
 		return sandbox.Capabilities{LandlockReason: "simulated by TestAModuleThatCannotStartFailsAlone", Seccomp: true}
 	}
+	built := catalogue.All()
+	for i, m := range built {
+		if m.Name() == "configcheck" {
+			built[i] = configcheck.New(configcheck.Options{Kernel: noLandlock})
+		}
+	}
 	metricsAddr := "127.0.0.1:" + freePort(t)
 	// startGatehouse waits for /readyz: a module that could not start
 	// does not hold the replica back.
 	g := startGatehouse(t, app.Options{
 		Namespace:   namespace(t, "e2e-module-failure"),
-		Catalogue:   catalogue.Build(catalogue.Options{ConfigCheck: configcheck.Options{Kernel: noLandlock}}),
+		Catalogue:   built,
 		Modules:     modules,
 		MetricsAddr: metricsAddr,
 	})

@@ -220,8 +220,8 @@ Arguments: (list $ module entries); returns the entries as YAML.
 {{- end -}}
 
 {{/*
-gatehouse.config is the --config file: per enabled module, its enforcement
-and webhook settings (docs/install.md, "Configuration").
+gatehouse.config is the --config file: per enabled module, its enforcement,
+webhook settings and its own settings (docs/install.md, "Configuration").
 */}}
 {{- define "gatehouse.config" -}}
 {{- $modules := dict -}}
@@ -246,6 +246,17 @@ the same check, on the entries Gatehouse would write. */ -}}
 {{- $_ := include "gatehouse.applySettings" (list $ $name (include "gatehouse.fill" (list $ $file) | fromYamlArray)) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- /* The module's settings (modules.<name>.settings, whose schema is
+generated from the module's settings struct): an older values key of a
+setting's name (modules.pvsafe.bypass) gives it, the settings map wins. */ -}}
+{{- with $.Files.Get (printf "files/generated/settings/%s.yaml" $name) -}}
+{{- $s := dict -}}
+{{- range $field := fromYamlArray . -}}
+{{- if hasKey $m $field -}}{{- $_ := set $s $field (get $m $field) -}}{{- end -}}
+{{- end -}}
+{{- $s = mergeOverwrite $s (deepCopy ($m.settings | default dict)) -}}
+{{- if $s -}}{{- $_ := set $c "settings" $s -}}{{- end -}}
 {{- end -}}
 {{- $_ := set $modules $name $c -}}
 {{- end -}}

@@ -1,4 +1,4 @@
-// Package testsuite runs `gatehouse test`: suites of admission and
+// Package policytest runs `gatehouse test`: suites of admission and
 // conversion requests, each with the cluster state it is decided against
 // and what the answer must be, decided offline by the code the server runs.
 //
@@ -24,7 +24,12 @@
 //  4. compares the answer with the test's expectation, each difference
 //     reported on a line of its own (expected, got, the field's path).
 //
+// A suite's configChecks, and a file `gatehouse test` is given that is no
+// suite, run the offline check (module.OfflineChecker) of the module that
+// declares one for the document's kind: configcheck's for an
+// HAProxyTemplateConfig. This package names no module.
+//
 // Nothing reaches a cluster: the in-memory API server refuses every write
 // but SubjectAccessReviews (answered from the suite's permissions) and
 // Events (accepted and dropped).
-package testsuite
+package policytest

@@ -1,4 +1,4 @@
-package testsuite
+package policytest
 
 import (
 	"bytes"
@@ -184,7 +184,8 @@ func Load(path string) (*Suite, error) {
 }
 
 // KindOf is the kind a YAML document names, "" when it cannot be read:
-// `gatehouse test` tells a suite from an HAProxyTemplateConfig by it.
+// `gatehouse test` tells a suite from a document a module checks offline
+// (an HAProxyTemplateConfig) by it.
 func KindOf(data []byte) string {
 	var head struct {
 		Kind string `yaml:"kind"`

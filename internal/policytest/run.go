@@ -1,4 +1,4 @@
-package testsuite
+package policytest
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -31,7 +32,6 @@ import (
 	webhookrules "k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	configsuite "github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 )
@@ -39,11 +39,12 @@ import (
 // Options are what a run needs from the binary.
 type Options struct {
 	// Modules returns a fresh instance of every module Gatehouse ships
-	// (catalogue.Build), configured as the server's flags would.
+	// (catalogue.All), configured as the command's flags say.
 	Modules func() []module.Module
-	// ConfigCheck runs the embedded tests of the HAProxyTemplateConfig in
-	// configYAML (`gatehouse configcheck test`); nil refuses configChecks.
-	ConfigCheck func(ctx context.Context, configYAML []byte, test string, allowLua bool) (configsuite.Report, error)
+	// Checks are the modules' offline checks (module.OfflineChecker) by
+	// the kind of document they check: a suite's configChecks and a file
+	// of that kind run them.
+	Checks map[string]module.OfflineCheck
 	// Log receives the server's and the modules' logs (the decisions among
 	// them); discarded when unset.
 	Log logr.Logger
@@ -771,34 +772,50 @@ func (r *run) convert(ctx context.Context, i int, t Test, raws ...[]byte) (answe
 	return got, nil
 }
 
-// runConfigCheck runs one config's embedded tests; each is a result.
+// runConfigCheck runs one document's offline check (its embedded tests);
+// each test is a result.
 func runConfigCheck(ctx context.Context, s *Suite, c ConfigCheck, opts Options) ([]Result, error) {
-	if opts.ConfigCheck == nil {
-		return nil, errors.New("this binary runs no configcheck tests")
-	}
 	data, err := readRelative(s.dir, c.File)
 	if err != nil {
 		return nil, err
 	}
-	report, err := opts.ConfigCheck(ctx, data, c.Test, c.AllowLua)
+	check, ok := opts.Checks[KindOf(data)]
+	if !ok {
+		return nil, fmt.Errorf("no module of this binary checks a document of kind %q offline", KindOf(data))
+	}
+	results, err := check.Run(ctx, data, module.OfflineRequest{Test: c.Test, AllowLua: c.AllowLua})
 	if err != nil {
 		return nil, err
 	}
-	return ConfigCheckResults(c.File, report), nil
+	return offlineResults(c.File, results), nil
 }
 
-// ConfigCheckResults turns an HAProxyTemplateConfig's test report into
-// results named "<file>: <test>".
-func ConfigCheckResults(file string, report configsuite.Report) []Result {
+// RunFile runs what file holds (data): a document a module checks
+// offline, whose embedded tests make a suite of their own, or else a
+// TestSuite (whose loading reports what else the file is).
+func RunFile(ctx context.Context, file string, data []byte, opts Options) SuiteResult {
+	if check, ok := opts.Checks[KindOf(data)]; ok {
+		out := SuiteResult{Name: file, File: file}
+		results, err := check.Run(ctx, data, module.OfflineRequest{})
+		if err != nil {
+			out.Err = fmt.Errorf("%s: %w", file, err)
+		} else {
+			out.Results = offlineResults(file, results)
+		}
+		return out
+	}
+	s, err := LoadBytes(file, data)
+	if err != nil {
+		return SuiteResult{Name: file, File: file, Err: err}
+	}
+	return Run(ctx, s, opts)
+}
+
+// offlineResults names an offline check's results "<file>: <test>".
+func offlineResults(file string, results []module.OfflineResult) []Result {
 	var out []Result
-	for _, r := range report.Results {
-		res := Result{Name: file + ": " + r.Name, Passed: r.Passed, Duration: r.Duration, Got: "passed"}
-		if r.RenderError != "" {
-			res.Failures = append(res.Failures, "rendering failed: "+r.RenderError)
-		}
-		for _, f := range r.Failures {
-			res.Failures = append(res.Failures, f.Assertion+": "+f.Message)
-		}
+	for _, r := range results {
+		res := Result{Name: file + ": " + r.Name, Passed: r.Passed, Duration: r.Duration, Got: "passed", Failures: r.Failures}
 		if !r.Passed {
 			res.Got = "failed"
 		}
@@ -836,4 +853,28 @@ func oneLine(s string) string {
 		s = s[:197] + "..."
 	}
 	return s
+}
+
+// AddFlags registers on fs, the flag set of `gatehouse test`, the flags
+// the modules' offline checks declare (module.OfflineCheck.SuiteFlags),
+// bound to mods, and returns them with the names of the hidden ones and
+// the checks of mods by kind (Options.Checks). The flags given configure
+// every suite's fresh modules too: Options.Modules gives them again
+// (module.CommandFlags.Replay).
+func AddFlags(fs *flag.FlagSet, mods []module.Module) (*module.CommandFlags, []string, map[string]module.OfflineCheck) {
+	given, hidden := module.AddCommandFlags(fs, mods, func(m module.Module, own *module.FlagSet) {
+		if c, ok := m.(module.OfflineChecker); ok {
+			if check := c.OfflineCheck(); check.SuiteFlags != nil {
+				check.SuiteFlags(own)
+			}
+		}
+	})
+	checks := map[string]module.OfflineCheck{}
+	for _, m := range mods {
+		if c, ok := m.(module.OfflineChecker); ok {
+			check := c.OfflineCheck()
+			checks[check.Kind] = check
+		}
+	}
+	return given, hidden, checks
 }
