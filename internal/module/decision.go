@@ -60,6 +60,9 @@ func (c Class) IsDenial() bool {
 	return c == ClassDenied || c == ClassNotPermitted || c == ClassWarned
 }
 
+// Admits reports an answer that admits the request, with warnings or not.
+func (c Class) Admits() bool { return c == ClassAllowed || c == ClassWarned }
+
 // ClassOf is the one place a response's class is read from its fields: the
 // constructors (Deny, NotPermitted, Undecided, admission.Errored) say what
 // they answer through them, and nothing else does.

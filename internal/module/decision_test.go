@@ -54,7 +54,10 @@ func TestClassOfEveryKindOfResponse(t *testing.T) {
 		if want == ClassDenied {
 			want = ClassWarned
 		}
-		if d := Warn.Apply("m", DecisionOf(tc.resp)); d.Class != want || d.Response.Allowed != (want == ClassWarned || want == ClassAllowed) {
+		if got := ClassOf(tc.resp); got.Admits() != tc.resp.Allowed {
+			t.Errorf("%s: %s admits: %v", tc.name, got, got.Admits())
+		}
+		if d := Warn.Apply("m", DecisionOf(tc.resp)); d.Class != want || d.Response.Allowed != d.Class.Admits() {
 			t.Errorf("%s: in warn mode %s (allowed %v), want %s", tc.name, d.Class, d.Response.Allowed, want)
 		}
 		if d := Enforce.Apply("m", DecisionOf(tc.resp)); d.Class != tc.want {

@@ -145,7 +145,7 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusInternalServerError
 		}
 		answer := resp.AdmissionResponse
-		if answer.Allowed {
+		if d.Class.Admits() {
 			// kube-apiserver shows nobody an allowed answer's status; its
 			// message ("Namespace x holds no claim whose data would be
 			// lost (3 claims)") would only tell a caller posting straight
