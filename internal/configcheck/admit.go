@@ -97,7 +97,7 @@ func (m *Module) admitWatched(key types.NamespacedName, watched string) module.A
 		// (fair).
 		ctx = fair.WithShare(ctx, configParty(key), classOf(req))
 		resp = forCaller(m.decide(ctx, st, w, req), req)
-		if !module.IsDenial(resp) {
+		if !module.ClassOf(resp).IsDenial() {
 			// A denial's time is observed with its confirmation.
 			observeAdmission(watched, resp, time.Since(start))
 		}
@@ -271,51 +271,53 @@ func dryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRu
 // the change judged again over the API server's lists, and, when it fails
 // there too, the live state without it, whose same failure admits it.
 func (m *Module) confirmWatched(key types.NamespacedName, watched string) module.ConfirmFunc {
-	return func(ctx context.Context, req admission.Request, denial admission.Response) admission.Response {
+	return func(ctx context.Context, req admission.Request, denial admission.Response) module.Confirmed {
 		// The server's deadline is the admission's: its start is the
 		// decision's, as admission_seconds measures it.
 		start := time.Now()
 		st, w, resp := m.watchedOf(key, watched)
 		if w == nil {
-			return resp
+			// Nothing to judge by any more: admitted.
+			return module.LiveDecision(resp)
 		}
 		if deadline, ok := ctx.Deadline(); ok {
 			start = deadline.Add(-(time.Duration(st.compiled.timeout)*time.Second - m.opts.Margin))
 		}
-		resp = forCaller(m.confirm(fair.WithShare(ctx, configParty(key), classOf(req)), st, w, req, denial), req)
-		observeAdmission(watched, resp, time.Since(start))
-		return resp
+		c := m.confirm(fair.WithShare(ctx, configParty(key), classOf(req)), st, w, req, denial)
+		c.Response = forCaller(c.Response, req)
+		observeAdmission(watched, c.Response, time.Since(start))
+		return c
 	}
 }
 
-func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, req admission.Request, denial admission.Response) admission.Response {
+func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, req admission.Request, denial admission.Response) module.Confirmed {
 	if r := denial.AuditAnnotations[module.ReasonAnnotation]; r == phaseStructure || r == phaseBounds {
 		// The request's own shape: no state to read again.
-		return denial
+		return module.Upheld(denial)
 	}
 	log := logf.FromContext(ctx).WithValues("config", st.key, "watched", w.name)
 	op, obj, _, err := m.proposal(st, w, req)
 	if err != nil || op == "" {
-		return denial
+		return module.Upheld(denial)
 	}
 	adm := m.admissionsOf(st.key)
 	release, err := adm.acquire(ctx, tenantParty(req.Namespace), classOf(req))
 	if err != nil {
-		return module.Undecided("configcheck: " + err.Error())
+		return module.LiveDecision(module.Undecided("configcheck: " + err.Error()))
 	}
 	defer release()
 	adm.prune(st.cachedGetter())
 	live, err := m.liveStores(ctx, st)
 	if err != nil {
-		return module.Undecided(fmt.Sprintf("configcheck: the denial could not be confirmed against the API server in time (%v); the first check said: %s", err, bounded(denial.Result.Message, 1000)))
+		return module.LiveDecision(module.Undecided(fmt.Sprintf("configcheck: the denial could not be confirmed against the API server in time (%v); the first check said: %s", err, bounded(denial.Result.Message, 1000))))
 	}
 	withPending, err := adm.overlay(live)
 	if err != nil {
-		return module.Deny(phaseStructure, err.Error())
+		return module.Upheld(module.Deny(phaseStructure, err.Error()))
 	}
 	liveData, err := overlaid(withPending, w.name, op, obj)
 	if err != nil {
-		return module.Deny(phaseStructure, err.Error())
+		return module.Upheld(module.Deny(phaseStructure, err.Error()))
 	}
 	confirmed := m.judge(ctx, st.compiled, liveData, st.failedTests())
 	alone := false
@@ -324,12 +326,12 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 	}
 	switch {
 	case confirmed.undecided != "":
-		return module.Undecided(confirmed.undecided)
+		return module.LiveDecision(module.Undecided(confirmed.undecided))
 	case confirmed.denial == "":
 		if !dryRun(req) {
 			adm.record(w.name, op, obj)
 		}
-		return admission.Allowed("")
+		return module.Overturned(admission.Allowed(""))
 	}
 	// A change refused for needing a pending change is not judged against
 	// a failing state: it passed there.
@@ -340,11 +342,14 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 			if !dryRun(req) {
 				adm.record(w.name, op, obj)
 			}
+			// Live state upholds the failure; its standing without the
+			// change admits it: counted as confirmed, not as a cache
+			// behind.
 			return module.Excused(admission.Allowed("").WithWarnings(preexistingWarnings(st.key, way)...))
 		}
 	}
 	countPhase(confirmed.phase, "denied")
-	return module.Deny(confirmed.phase, confirmed.denial)
+	return module.Upheld(module.Deny(confirmed.phase, confirmed.denial))
 }
 
 // proposal reads the request as a change to w's store: the operation to

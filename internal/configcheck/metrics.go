@@ -117,7 +117,7 @@ func observePhase(phase string, d time.Duration) {
 func observeAdmission(watched string, resp admission.Response, d time.Duration) {
 	decision := "allowed"
 	switch {
-	case module.IsUndecided(resp):
+	case module.ClassOf(resp) == module.ClassUndecided:
 		decision = "undecided"
 	case !resp.Allowed:
 		decision = "denied"

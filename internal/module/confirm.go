@@ -3,10 +3,8 @@ package module
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -19,19 +17,22 @@ import (
 // gatehouse_webhook_confirmations_total and logs an overturned denial.
 type Confirmation struct {
 	// Decide makes the decision again from the API server's live state
-	// (typically the module's decision over its live reader). Its answer
-	// replaces Admit's:
-	//   - allowed: the denial is overturned (the cache was behind), unless
-	//     it is Excused;
-	//   - a policy denial (IsDenial): the denial is confirmed, and the
-	//     answer's message (made from live state) is the one returned;
-	//   - anything else (an error, Undecided, the deadline): the request
-	//     is undecided, answered Undecided (HTTP 503: the webhook's
-	//     failurePolicy applies);
-	//   - Unconfirmed: the live state could not be read, and the module
-	//     answers from its caches after all; counted undecided, answered as
-	//     it is.
-	// ctx ends at the bound Timeout sets.
+	// (typically the module's decision over its live reader) and says what
+	// came of the denial (Confirmed). Its answer replaces Admit's:
+	//   - OutcomeOverturned, an admission: the cache was behind;
+	//   - OutcomeExcused, an admission although live state upholds the
+	//     denial (pvsafe's bypass label): counted as confirmed;
+	//   - OutcomeUpheld, a policy denial: confirmed, and the answer's
+	//     message (made from live state) is the one returned;
+	//   - OutcomeUnconfirmed: the live state could not be read, and the
+	//     module answers from its caches after all; counted undecided,
+	//     answered as it is;
+	//   - OutcomeUndecided (an error, Undecided, the deadline), or an
+	//     outcome its answer contradicts: the request is undecided,
+	//     answered Undecided (HTTP 503: the webhook's failurePolicy
+	//     applies).
+	// LiveDecision reads the outcome from an answer that is only the
+	// decision made again. ctx ends at the bound Timeout sets.
 	Decide ConfirmFunc
 	// Timeout bounds the decision, Admit and Decide together, counted from
 	// when Admit was called, so that an answer still reaches the API server
@@ -42,24 +43,106 @@ type Confirmation struct {
 
 // ConfirmFunc decides again, from live state, a request that Admit denied;
 // denial is Admit's answer.
-type ConfirmFunc func(ctx context.Context, req admission.Request, denial admission.Response) admission.Response
+type ConfirmFunc func(ctx context.Context, req admission.Request, denial admission.Response) Confirmed
+
+// Confirmed is a confirmation's answer and what it makes of the denial. The
+// outcome travels beside the answer, never in it: nothing the module sets
+// in a response (a reason, an audit annotation) is read as an outcome.
+type Confirmed struct {
+	Outcome  ConfirmOutcome
+	Response admission.Response
+}
+
+// ConfirmOutcome is what a confirmation made of a denial. It is not a
+// string, so that it never compares equal to a metric label by accident
+// (Result gives the label).
+type ConfirmOutcome int
+
+const (
+	// OutcomeNone: no confirmation ran (the decision was no policy
+	// denial, or the webhook declares no Confirmation).
+	OutcomeNone ConfirmOutcome = iota
+	// OutcomeUpheld: live state upholds the denial; Response is the
+	// denial, made from live state.
+	OutcomeUpheld
+	// OutcomeOverturned: live state allows the request (the cache was
+	// behind); Response admits it.
+	OutcomeOverturned
+	// OutcomeExcused: live state upholds the denial, and the request is
+	// admitted on other grounds (pvsafe's bypass label, configcheck's
+	// failure that stands without the change); Response admits it.
+	OutcomeExcused
+	// OutcomeUnconfirmed: live state could not be read; Response is the
+	// module's answer from its caches after all, answered as it is.
+	OutcomeUnconfirmed
+	// OutcomeUndecided: the confirmation could not decide (an error, the
+	// deadline); the request is answered Undecided.
+	OutcomeUndecided
+)
+
+func (o ConfirmOutcome) String() string {
+	switch o {
+	case OutcomeUpheld:
+		return "upheld"
+	case OutcomeOverturned:
+		return "overturned"
+	case OutcomeExcused:
+		return "excused"
+	case OutcomeUnconfirmed:
+		return "unconfirmed"
+	case OutcomeUndecided:
+		return "undecided"
+	}
+	return "none"
+}
+
+// Result is the outcome's value of gatehouse_webhook_confirmations_total's
+// result label: an excused denial was confirmed, an unconfirmed one was not.
+func (o ConfirmOutcome) Result() string {
+	switch o {
+	case OutcomeUpheld, OutcomeExcused:
+		return ConfirmationConfirmed
+	case OutcomeOverturned:
+		return ConfirmationOverturned
+	}
+	return ConfirmationUndecided
+}
 
 // Outcomes of a confirmation, as gatehouse_webhook_confirmations_total's
-// result label names them.
+// result label names them (ConfirmOutcome.Result).
 const (
 	ConfirmationConfirmed  = "confirmed"
 	ConfirmationOverturned = "overturned"
 	ConfirmationUndecided  = "undecided"
 )
 
-// Decision is what Webhook.Decide made of a request.
-type Decision struct {
-	Response admission.Response
-	// Confirmation is the confirmation's outcome (Confirmation* constants),
-	// "" when none ran.
-	Confirmation string
-	// Denial is Admit's denial, when a confirmation ran.
-	Denial admission.Response
+// Upheld confirms the denial with resp, the denial made from live state.
+func Upheld(resp admission.Response) Confirmed { return Confirmed{OutcomeUpheld, resp} }
+
+// Overturned admits, with resp, a request live state allows.
+func Overturned(resp admission.Response) Confirmed { return Confirmed{OutcomeOverturned, resp} }
+
+// Excused admits, with resp, a request live state would deny, on other
+// grounds (pvsafe's bypass label), so that it is counted as confirmed, not
+// as a cache behind.
+func Excused(resp admission.Response) Confirmed { return Confirmed{OutcomeExcused, resp} }
+
+// Unconfirmed answers resp, made from the caches after all because the live
+// state could not be read (pvsafe: the cached denial stands, with its
+// advice and its bypass): answered as it is, counted as undecided.
+func Unconfirmed(resp admission.Response) Confirmed { return Confirmed{OutcomeUnconfirmed, resp} }
+
+// LiveDecision is the outcome of resp, the decision made again from live
+// state and nothing more: an admission overturns the denial, a denial
+// upholds it, anything else (an error, Undecided) leaves it undecided.
+func LiveDecision(resp admission.Response) Confirmed {
+	switch ClassOf(resp) {
+	case ClassAllowed:
+		return Overturned(resp)
+	case ClassDenied, ClassNotPermitted:
+		return Upheld(resp)
+	}
+	return Confirmed{OutcomeUndecided, resp}
 }
 
 // Decide calls Admit and, when its answer is a policy denial (not
@@ -68,28 +151,43 @@ type Decision struct {
 // offline tools decide through it, so that both take the same path.
 func (w Webhook) Decide(ctx context.Context, req admission.Request) Decision {
 	start := time.Now()
-	resp := w.Admit(ctx, req)
-	if w.Confirm == nil || w.Confirm.Decide == nil || !IsDenial(resp) || IsNotPermitted(resp) {
-		return Decision{Response: resp}
+	first := DecisionOf(w.Admit(ctx, req))
+	if w.Confirm == nil || w.Confirm.Decide == nil || first.Class != ClassDenied {
+		return first
 	}
 	ctx, cancel := context.WithDeadline(ctx, start.Add(w.confirmTimeout()))
 	defer cancel()
-	live, unconfirmed := takeUnconfirmed(w.Confirm.Decide(ctx, req, resp))
-	d := Decision{Response: live, Denial: resp}
-	switch {
-	case unconfirmed:
-		d.Confirmation = ConfirmationUndecided
-	case live.Allowed && !isExcused(live):
-		d.Confirmation = ConfirmationOverturned
-	case live.Allowed || IsDenial(live):
-		d.Confirmation = ConfirmationConfirmed
-	default:
-		d.Confirmation = ConfirmationUndecided
-		if !IsUndecided(live) {
-			d.Response = Undecided(fmt.Sprintf("%s: the denial could not be confirmed against the API server: %s", w.Name, resultMessage(live)))
-		}
+	c := w.Confirm.Decide(ctx, req, first.Response)
+	d := DecisionOf(c.Response)
+	d.Denial, d.Confirmation = first.Response, c.Outcome
+	if !c.Outcome.answeredBy(d.Class) {
+		// A module's mistake: the outcome its answer contradicts is not
+		// guessed at, and the request is left to the failure policy. The
+		// answer is not quoted: an admission's message is no caller's to
+		// read.
+		d = DecisionOf(Undecided(fmt.Sprintf("%s: the confirmation's outcome %q contradicts its answer (%s)", w.Name, c.Outcome, d.Class)))
+		d.Denial, d.Confirmation = first.Response, OutcomeUndecided
+	} else if c.Outcome == OutcomeUndecided && d.Class != ClassUndecided {
+		d = DecisionOf(Undecided(fmt.Sprintf("%s: the denial could not be confirmed against the API server: %s", w.Name, resultMessage(c.Response))))
+		d.Denial, d.Confirmation = first.Response, OutcomeUndecided
 	}
 	return d
+}
+
+// answeredBy says whether an answer of class c can carry outcome o.
+func (o ConfirmOutcome) answeredBy(c Class) bool {
+	switch o {
+	case OutcomeOverturned, OutcomeExcused:
+		return c == ClassAllowed
+	case OutcomeUpheld:
+		return c == ClassDenied || c == ClassNotPermitted
+	case OutcomeUnconfirmed:
+		return true
+	case OutcomeUndecided:
+		// An admission is no failure to decide.
+		return c != ClassAllowed
+	}
+	return false
 }
 
 func (w Webhook) confirmTimeout() time.Duration {
@@ -99,56 +197,6 @@ func (w Webhook) confirmTimeout() time.Duration {
 	// A second is kept for the answer; of a one-second timeout, half.
 	timeout := time.Duration(w.TimeoutSeconds) * time.Second
 	return max(timeout-time.Second, timeout/2)
-}
-
-// reasonExcused marks an allowed answer of a confirmation that upheld the
-// denial and admitted the request on other grounds. It is internal: the
-// server never writes an allowed answer's status.
-const reasonExcused metav1.StatusReason = "GatehouseExcused"
-
-// Excused marks resp, an admission a confirmation makes although live state
-// upholds the denial (pvsafe's bypass label, configcheck's failure that
-// stands without the change), so that it is counted as confirmed, not as
-// a cache behind.
-func Excused(resp admission.Response) admission.Response {
-	if resp.Result == nil {
-		resp.Result = &metav1.Status{}
-	}
-	resp.Result.Reason = reasonExcused
-	return resp
-}
-
-func isExcused(resp admission.Response) bool {
-	return resp.Result != nil && resp.Result.Reason == reasonExcused
-}
-
-// unconfirmedKey marks an Unconfirmed answer among its audit annotations
-// until Decide takes it off: it never reaches the API server.
-const unconfirmedKey = "gatehouse-unconfirmed"
-
-// Unconfirmed marks resp, a confirmation's answer made from the caches
-// after all because the live state could not be read (pvsafe: the cached
-// denial stands, with its advice and its bypass), so that it is answered as
-// it is and counted as undecided.
-func Unconfirmed(resp admission.Response) admission.Response {
-	annotations := make(map[string]string, len(resp.AuditAnnotations)+1)
-	maps.Copy(annotations, resp.AuditAnnotations)
-	annotations[unconfirmedKey] = "true"
-	resp.AuditAnnotations = annotations
-	return resp
-}
-
-func takeUnconfirmed(resp admission.Response) (admission.Response, bool) {
-	if _, ok := resp.AuditAnnotations[unconfirmedKey]; !ok {
-		return resp, false
-	}
-	annotations := maps.Clone(resp.AuditAnnotations)
-	delete(annotations, unconfirmedKey)
-	if len(annotations) == 0 {
-		annotations = nil
-	}
-	resp.AuditAnnotations = annotations
-	return resp, true
 }
 
 func resultMessage(resp admission.Response) string {

@@ -11,8 +11,8 @@ import (
 
 func TestConfirmationsAndReasonsAreDeclaredDeliberately(t *testing.T) {
 	allow := func(context.Context, admission.Request) admission.Response { return admission.Allowed("") }
-	confirm := func(context.Context, admission.Request, admission.Response) admission.Response {
-		return admission.Allowed("")
+	confirm := func(context.Context, admission.Request, admission.Response) Confirmed {
+		return Overturned(admission.Allowed(""))
 	}
 	hook := func(change func(*Webhook)) Webhook {
 		w := Webhook{Name: "a.test", Path: "/a", Type: Validating, FailurePolicy: admissionregistrationv1.Fail,
@@ -53,7 +53,7 @@ func TestDenialReasonIsDeclaredOrOther(t *testing.T) {
 		// Only NotPermitted gives not-permitted.
 		{Deny(ReasonNotPermittedLabel, "m"), ReasonOther},
 	} {
-		if got := DenialReason(tc.resp, declared); got != tc.want {
+		if got := DenialReason(DecisionOf(tc.resp), declared); got != tc.want {
 			t.Errorf("DenialReason(%v) = %q, want %q", tc.resp.AuditAnnotations, got, tc.want)
 		}
 	}

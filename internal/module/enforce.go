@@ -19,15 +19,15 @@ const (
 )
 
 // Apply enforces e on a validating decision. In Warn mode a policy denial
-// becomes an admission with the denial text as warnings; errors (a failure to
-// decide, code other than 403) are left alone, so warn mode never hides a
-// broken module, and so are NotPermitted denials, so warn mode never lets
-// anyone past their own rights. It reports whether it turned a denial into
-// warnings.
-func (e Enforcement) Apply(moduleName string, resp admission.Response) (admission.Response, bool) {
-	if e != Warn || resp.Allowed || !IsDenial(resp) || IsNotPermitted(resp) {
-		return resp, false
+// (ClassDenied) becomes an admission with the denial text as warnings
+// (ClassWarned); errors (a failure to decide) are left alone, so warn mode
+// never hides a broken module, and so are NotPermitted denials, so warn
+// mode never lets anyone past their own rights.
+func (e Enforcement) Apply(moduleName string, d Decision) Decision {
+	if e != Warn || d.Class != ClassDenied {
+		return d
 	}
+	resp := d.Response
 	message := ""
 	if resp.Result != nil {
 		message = resp.Result.Message
@@ -35,7 +35,8 @@ func (e Enforcement) Apply(moduleName string, resp admission.Response) (admissio
 	resp.Warnings = append(resp.Warnings, denialWarnings(moduleName, message)...)
 	resp.Allowed = true
 	resp.Result = nil
-	return resp, true
+	d.Response, d.Class = resp, ClassWarned
+	return d
 }
 
 // ReasonNotPermitted marks a denial because the requester lacks a right the
@@ -50,16 +51,6 @@ func NotPermitted(message string) admission.Response {
 	resp := Deny(ReasonNotPermittedLabel, message)
 	resp.Result.Reason = ReasonNotPermitted
 	return resp
-}
-
-// IsNotPermitted reports a denial made by NotPermitted.
-func IsNotPermitted(resp admission.Response) bool {
-	return !resp.Allowed && resp.Result != nil && resp.Result.Reason == ReasonNotPermitted
-}
-
-// IsDenial tells a policy denial (403, or no code) from a failure to decide.
-func IsDenial(resp admission.Response) bool {
-	return !resp.Allowed && (resp.Result == nil || resp.Result.Code == 0 || resp.Result.Code == http.StatusForbidden)
 }
 
 // denialWarnings splits a denial message into warnings, one per line, the
@@ -96,12 +87,6 @@ func Undecided(reason string) admission.Response {
 	resp := admission.Errored(http.StatusServiceUnavailable, errors.New(reason))
 	resp.Result.Reason = metav1.StatusReasonServiceUnavailable
 	return resp
-}
-
-// IsUndecided reports a response made by Undecided.
-func IsUndecided(resp admission.Response) bool {
-	return !resp.Allowed && resp.Result != nil && resp.Result.Code == http.StatusServiceUnavailable &&
-		resp.Result.Reason == metav1.StatusReasonServiceUnavailable
 }
 
 func countNonEmpty(lines []string) int {

@@ -13,8 +13,9 @@ func TestWarnModeKeepsWarningsWithinTheAPIServersLimits(t *testing.T) {
 	for i := range 500 {
 		lines = append(lines, fmt.Sprintf("  - claim-%04d: %s", i, strings.Repeat("x", 300)))
 	}
-	resp, warned := Warn.Apply("pvsafe", admission.Denied(strings.Join(lines, "\n")))
-	if !warned || !resp.Allowed {
+	d := Warn.Apply("pvsafe", DecisionOf(admission.Denied(strings.Join(lines, "\n"))))
+	resp := d.Response
+	if d.Class != ClassWarned || !resp.Allowed {
 		t.Fatalf("warn mode did not admit: %+v", resp)
 	}
 	total := 0
@@ -38,13 +39,13 @@ func TestWarnModeKeepsWarningsWithinTheAPIServersLimits(t *testing.T) {
 
 func TestUndecidedIsNotADenial(t *testing.T) {
 	resp := Undecided("queue too long")
-	if !IsUndecided(resp) || IsDenial(resp) || resp.Allowed {
+	if ClassOf(resp) != ClassUndecided || resp.Allowed {
 		t.Fatalf("Undecided: %+v", resp)
 	}
-	if _, warned := Warn.Apply("configcheck", resp); warned {
+	if d := Warn.Apply("configcheck", DecisionOf(resp)); d.Class != ClassUndecided || d.Response.Allowed {
 		t.Fatal("warn mode turned a failure to decide into an admission")
 	}
-	if IsUndecided(admission.Denied("no")) {
+	if ClassOf(admission.Denied("no")) == ClassUndecided {
 		t.Fatal("a denial taken for undecided")
 	}
 }
@@ -52,11 +53,11 @@ func TestUndecidedIsNotADenial(t *testing.T) {
 // TestWarnModeNeverRelaxesNotPermitted: warn mode is for rolling out a
 // policy; a denial because the requester lacks a right stays a denial.
 func TestWarnModeNeverRelaxesNotPermitted(t *testing.T) {
-	resp, warned := Warn.Apply("configcheck", NotPermitted("user \"alice\" may not list secrets cluster-wide"))
-	if warned || resp.Allowed || !IsDenial(resp) || !IsNotPermitted(resp) || resp.Result.Code != 403 {
-		t.Fatalf("warn mode turned a NotPermitted denial into %+v (warned %v)", resp, warned)
+	d := Warn.Apply("configcheck", DecisionOf(NotPermitted("user \"alice\" may not list secrets cluster-wide")))
+	if resp := d.Response; d.Class != ClassNotPermitted || resp.Allowed || resp.Result.Code != 403 {
+		t.Fatalf("warn mode turned a NotPermitted denial into %+v (class %s)", resp, d.Class)
 	}
-	if resp, warned := Warn.Apply("configcheck", admission.Denied("a policy denial")); !warned || !resp.Allowed {
-		t.Fatalf("warn mode did not relax a policy denial: %+v", resp)
+	if d := Warn.Apply("configcheck", DecisionOf(admission.Denied("a policy denial"))); d.Class != ClassWarned || !d.Response.Allowed {
+		t.Fatalf("warn mode did not relax a policy denial: %+v", d.Response)
 	}
 }

@@ -41,11 +41,12 @@ func WithReason(resp admission.Response, reason string) admission.Response {
 	return resp
 }
 
-// DenialReason is the reason resp carries, bounded by declared: a reason
-// not declared, or none, is ReasonOther.
-func DenialReason(resp admission.Response, declared []string) string {
-	reason := resp.AuditAnnotations[ReasonAnnotation]
-	if reason == ReasonNotPermittedLabel && IsNotPermitted(resp) {
+// DenialReason is the reason d's denial carries, bounded by declared: a
+// reason not declared, or none, is ReasonOther; not-permitted is
+// NotPermitted's only.
+func DenialReason(d Decision, declared []string) string {
+	reason := d.Response.AuditAnnotations[ReasonAnnotation]
+	if reason == ReasonNotPermittedLabel && d.Class == ClassNotPermitted {
 		return reason
 	}
 	if reason == "" || !slices.Contains(declared, reason) {

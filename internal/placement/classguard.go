@@ -33,11 +33,11 @@ func (m *Module) admitClass(ctx context.Context, req admission.Request) admissio
 // confirmClass makes a class guard's denial again from the API server (the
 // server runs it): a release moved to another class a moment ago must not
 // block the change.
-func (m *Module) confirmClass(ctx context.Context, req admission.Request, denial admission.Response) admission.Response {
+func (m *Module) confirmClass(ctx context.Context, req admission.Request, denial admission.Response) module.Confirmed {
 	if m.live == nil {
-		return denial
+		return module.Upheld(denial)
 	}
-	return m.judgeClass(ctx, m.live.releases, req)
+	return module.LiveDecision(m.judgeClass(ctx, m.live.releases, req))
 }
 
 // judgeClass is the class guard over the releases src reads.

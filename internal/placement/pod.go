@@ -203,11 +203,11 @@ func (m *Module) admitPod(ctx context.Context, req admission.Request) admission.
 }
 
 // confirmPod makes a Pod's denial again from the API server.
-func (m *Module) confirmPod(ctx context.Context, req admission.Request, denial admission.Response) admission.Response {
+func (m *Module) confirmPod(ctx context.Context, req admission.Request, denial admission.Response) module.Confirmed {
 	if m.live == nil {
-		return denial
+		return module.Upheld(denial)
 	}
-	return m.judgePod(ctx, *m.live, req, false)
+	return module.LiveDecision(m.judgePod(ctx, *m.live, req, false))
 }
 
 // judgePod judges a Pod over src; cached says src is the caches, whose

@@ -104,7 +104,7 @@ func TestPodDenialIsConfirmedLive(t *testing.T) {
 	// failure policy decides, not Gatehouse.
 	m.classes = failingClasses{}
 	resp := decideBy(t, m, PodWebhookName, ctx, req)
-	if !module.IsUndecided(resp) || !strings.Contains(resp.Result.Message, "could not be decided") {
+	if module.ClassOf(resp) != module.ClassUndecided || !strings.Contains(resp.Result.Message, "could not be decided") {
 		t.Fatalf("undecidable Pod: allowed=%v result=%+v", resp.Allowed, resp.Result)
 	}
 }

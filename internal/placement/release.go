@@ -119,11 +119,11 @@ func (m *Module) admitApplicationRelease(ctx context.Context, req admission.Requ
 // confirmRelease makes a release's denial again from the API server (the
 // server runs it: module.Confirmation). Every denial of admitRelease but
 // NotPermitted, which is not confirmed, is mutateRelease's.
-func (m *Module) confirmRelease(ctx context.Context, req admission.Request, denial admission.Response) admission.Response {
+func (m *Module) confirmRelease(ctx context.Context, req admission.Request, denial admission.Response) module.Confirmed {
 	if m.live == nil {
-		return denial
+		return module.Upheld(denial)
 	}
-	return m.mutateRelease(ctx, *m.live, req)
+	return module.LiveDecision(m.mutateRelease(ctx, *m.live, req))
 }
 
 // alreadyUses says whether the release had class before this write: a

@@ -76,14 +76,14 @@ func TestAdmitTenantValues(t *testing.T) {
 				}
 				return
 			}
-			if resp.Allowed || !module.IsNotPermitted(resp) || !strings.Contains(resp.Result.Message, tc.refusal) {
+			if resp.Allowed || module.ClassOf(resp) != module.ClassNotPermitted || !strings.Contains(resp.Result.Message, tc.refusal) {
 				t.Fatalf("allowed=%v result=%+v, want a NotPermitted refusal naming %q", resp.Allowed, resp.Result, tc.refusal)
 			}
 		})
 	}
 	// Warn mode never relaxes the guard.
 	resp := m.admitTenantValues(context.Background(), valuesRequest(t, admissionv1.Update, tenantUser, narrow, wide))
-	if relaxed, _ := module.Warn.Apply("placement", resp); relaxed.Allowed {
+	if relaxed := module.Warn.Apply("placement", module.DecisionOf(resp)); relaxed.Response.Allowed {
 		t.Fatal("warn mode let a tenant change its own allow-list")
 	}
 }

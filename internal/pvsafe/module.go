@@ -166,7 +166,7 @@ func (m *Module) Admit(ctx context.Context, req admission.Request) admission.Res
 	if m.live != nil {
 		p = cachedPass
 	}
-	return m.admit(ctx, req, p)
+	return m.admit(ctx, req, p).Response
 }
 
 // pass says which of a request's decisions admit makes.
@@ -188,43 +188,46 @@ const (
 // started terminating, is honoured. Its answer replaces the cached one; when
 // the API server cannot be read, the cached denial stands (Unconfirmed): it
 // keeps its advice and its bypass, and warn mode warns of it.
-func (m *Module) confirm(ctx context.Context, req admission.Request, _ admission.Response) admission.Response {
+func (m *Module) confirm(ctx context.Context, req admission.Request, _ admission.Response) module.Confirmed {
 	return m.admit(ctx, req, livePass)
 }
 
-// admit decides one DELETE in pass p.
-func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admission.Response {
+// admit decides one DELETE in pass p, and says what its answer makes of a
+// denial when p is the confirmation's (Admit keeps the answer alone).
+func (m *Module) admit(ctx context.Context, req admission.Request, p pass) module.Confirmed {
 	if req.Operation != admissionv1.Delete {
-		return admission.Allowed("pvsafe judges deletions only")
+		return module.LiveDecision(admission.Allowed("pvsafe judges deletions only"))
 	}
 	pk := protectedKindOf(req.Kind.Group, req.Kind.Kind)
 	if pk == nil {
-		return admission.Allowed("pvsafe does not protect " + req.Kind.Kind)
+		return module.LiveDecision(admission.Allowed("pvsafe does not protect " + req.Kind.Kind))
 	}
 	t, kind := targetOf(pk, req), pk.kind
 	if len(req.OldObject.Raw) == 0 {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("DELETE of %s %s without oldObject", kind, req.Name))
+		return module.LiveDecision(admission.Errored(http.StatusBadRequest, fmt.Errorf("DELETE of %s %s without oldObject", kind, req.Name)))
 	}
 	obj, err := pk.decode(req.OldObject.Raw)
 	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode oldObject: %w", err))
+		return module.LiveDecision(admission.Errored(http.StatusBadRequest, fmt.Errorf("decode oldObject: %w", err)))
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
 
 	// The decision comes first, labelled or not: a bypass is one only when
 	// the deletion would otherwise be denied, and only then does the
 	// authorized mode ask the API server about the user.
-	answer := func(resp admission.Response) admission.Response { return resp }
+	answer := func(c module.Confirmed) module.Confirmed { return c }
 	var verdict Verdict
 	if p == livePass {
 		if verdict, err = pk.decide(ctx, obj, m.live); err != nil {
 			logf.FromContext(ctx).Error(err, "could not confirm the denial against the API server; denying from the cache")
-			answer = module.Unconfirmed
+			// Whatever the caches decide is answered as it is.
+			answer = func(c module.Confirmed) module.Confirmed { return module.Unconfirmed(c.Response) }
 		}
 	}
 	if p != livePass || err != nil {
 		if verdict, err = pk.decide(ctx, obj, m.cached); err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
+			// Not even the caches decide: undecided, never Unconfirmed.
+			return module.LiveDecision(admission.Errored(http.StatusInternalServerError, err))
 		}
 	}
 	if verdict.CascadeBypass {
@@ -236,16 +239,17 @@ func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admis
 		if !dryRun {
 			m.recordCascade(obj, kind, summary, req.UserInfo)
 		}
-		return answer(withBypassAnnotation(admission.Allowed(verdict.Reason), summary))
+		// The namespace's state allows it: a denial is overturned.
+		return answer(module.Overturned(withBypassAnnotation(admission.Allowed(verdict.Reason), summary)))
 	}
 	if verdict.Allowed {
 		decisions.WithLabelValues(kind, "allowed").Inc()
-		return answer(admission.Allowed(verdict.Reason))
+		return answer(module.Overturned(admission.Allowed(verdict.Reason)))
 	}
 	if p == cachedPass {
 		// Confirmed next: the bypass is judged on what the confirmation
 		// finds, and the answer counted there.
-		return module.Deny(pk.reason, denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, ""))
+		return module.Upheld(module.Deny(pk.reason, denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, "")))
 	}
 	var refusal string
 	if obj.GetLabels()[BypassLabel] == "true" {
@@ -262,7 +266,7 @@ func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admis
 			// The state upholds the denial; the label admits it. The audit
 			// annotation records it where no tenant can reach, dry runs
 			// included (they are audited as such).
-			return answer(withBypassAnnotation(module.Excused(admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel))), summary))
+			return answer(module.Excused(withBypassAnnotation(admission.Allowed(fmt.Sprintf("%s %s allowed by %s=true", kind, t.name, BypassLabel)), summary)))
 		}
 		refusal = why
 	}
@@ -271,7 +275,7 @@ func (m *Module) admit(ctx context.Context, req admission.Request, p pass) admis
 	if refusal != "" {
 		reason = reasonBypassRefused
 	}
-	return answer(module.Deny(reason, denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, refusal)))
+	return answer(module.Upheld(module.Deny(reason, denialMessage(verdict, t, m.cached.RetainedSnapshotClass(ctx), m.opts.Bypass, refusal))))
 }
 
 // targetOf names the request's object as kubectl does.

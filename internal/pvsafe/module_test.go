@@ -47,7 +47,7 @@ func TestAStaleCacheNeverDenies(t *testing.T) {
 	hook := m.Webhooks()[0]
 
 	d := hook.Decide(logf.IntoContext(context.Background(), testr.New(t)), deleteRequest(t, claim))
-	if !d.Response.Allowed || d.Confirmation != module.ConfirmationOverturned {
+	if !d.Response.Allowed || d.Confirmation != module.OutcomeOverturned {
 		t.Fatalf("denied from a stale cache: %+v, confirmation %q", d.Response.Result, d.Confirmation)
 	}
 
@@ -56,7 +56,7 @@ func TestAStaleCacheNeverDenies(t *testing.T) {
 	m.live = stale
 	d = hook.Decide(context.Background(), deleteRequest(t, claim))
 	if resp := d.Response; resp.Allowed || !strings.HasPrefix(resp.Result.Message, "DELETION BLOCKED:") || resp.Result.Code != 403 ||
-		d.Confirmation != module.ConfirmationConfirmed || resp.AuditAnnotations[module.ReasonAnnotation] != reasonClaim {
+		d.Confirmation != module.OutcomeUpheld || resp.AuditAnnotations[module.ReasonAnnotation] != reasonClaim {
 		t.Fatalf("confirmed denial: %+v %v, confirmation %q", resp.Result, resp.AuditAnnotations, d.Confirmation)
 	}
 
@@ -64,7 +64,7 @@ func TestAStaleCacheNeverDenies(t *testing.T) {
 	m.live = failingLookup{}
 	d = hook.Decide(context.Background(), deleteRequest(t, claim))
 	if resp := d.Response; resp.Allowed || !strings.HasPrefix(resp.Result.Message, "DELETION BLOCKED:") || resp.Result.Code != 403 ||
-		d.Confirmation != module.ConfirmationUndecided {
+		d.Confirmation != module.OutcomeUnconfirmed {
 		t.Fatalf("unconfirmed denial: %+v, confirmation %q", resp.Result, d.Confirmation)
 	}
 }
@@ -81,14 +81,20 @@ func TestABypassAfterConfirmationIsNoOverturn(t *testing.T) {
 	// object carries it.
 	req := deleteRequest(t, claim)
 	first := module.Deny(reasonClaim, "DELETION BLOCKED: from the cache")
-	resp := m.confirm(context.Background(), req, first)
-	if !resp.Allowed {
-		t.Fatalf("labelled deletion refused: %+v", resp.Result)
+	c := m.confirm(context.Background(), req, first)
+	if !c.Response.Allowed || c.Outcome != module.OutcomeExcused {
+		t.Fatalf("labelled deletion refused: %+v (%s)", c.Response.Result, c.Outcome)
 	}
 	hook := m.Webhooks()[0]
 	hook.Admit = func(context.Context, admission.Request) admission.Response { return first }
-	if d := hook.Decide(context.Background(), req); !d.Response.Allowed || d.Confirmation != module.ConfirmationConfirmed {
+	if d := hook.Decide(context.Background(), req); !d.Response.Allowed || d.Confirmation != module.OutcomeExcused || d.Confirmation.Result() != module.ConfirmationConfirmed {
 		t.Fatalf("bypass counted as %q: %+v", d.Confirmation, d.Response.Result)
+	}
+	// A bypass judged from the caches, the API server unread, is no
+	// confirmation: admitted as it is, counted undecided.
+	m.live = failingLookup{}
+	if d := hook.Decide(context.Background(), req); !d.Response.Allowed || d.Confirmation != module.OutcomeUnconfirmed || d.Confirmation.Result() != module.ConfirmationUndecided {
+		t.Fatalf("unconfirmed bypass counted as %q: %+v", d.Confirmation, d.Response.Result)
 	}
 }
 

@@ -100,7 +100,7 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := admission.Request{AdmissionRequest: *review.Request}
 
 	var (
-		resp     admission.Response
+		d        module.Decision
 		panicked bool
 	)
 	if kind := schemaGVK(req.Kind); h.kinds != nil && !h.kinds[kind] {
@@ -108,41 +108,31 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// read as the path's kind, a ConfigMap posted to a Services path
 		// was refused as if it were a Service.
 		metrics.ForeignKinds.WithLabelValues(h.module).Inc()
-		resp = admission.Allowed(fmt.Sprintf("%s does not judge %s", h.hook.Name, module.GVKString(kind)))
+		d = module.DecisionOf(admission.Allowed(fmt.Sprintf("%s does not judge %s", h.hook.Name, module.GVKString(kind))))
 	} else if h.server.Withdrawn(h.module) {
 		// The module stopped deciding: its failure policy decides, as it
 		// would once the leader withdrew the webhook.
-		resp = module.Undecided(fmt.Sprintf("%s: module %s is not running on this replica", h.hook.Name, h.module))
+		d = module.DecisionOf(module.Undecided(fmt.Sprintf("%s: module %s is not running on this replica", h.hook.Name, h.module)))
 	} else {
-		resp, panicked = h.admit(r.Context(), req)
+		d, panicked = h.admit(r.Context(), req)
 	}
 	// Warn mode applies to the confirmed answer: a denial the API server's
 	// state overturned warns of nothing.
-	warned := false
-	if h.hook.Type == module.Validating && !panicked {
-		resp, warned = h.mode.Apply(h.module, resp)
+	if h.hook.Type == module.Validating {
+		d = h.mode.Apply(h.module, d)
 	}
-	decision := metrics.DecisionAllowed
-	switch {
-	case warned:
-		decision = metrics.DecisionWarned
-	case panicked:
-		decision = metrics.DecisionErrored
-	case module.IsUndecided(resp):
-		decision = metrics.DecisionUndecided
-	case !resp.Allowed && !module.IsDenial(resp):
-		decision = metrics.DecisionErrored
-	case !resp.Allowed:
-		decision = metrics.DecisionDenied
-	}
+	// From here on the decision's class says what the answer is: nothing
+	// below reads it from the response again.
+	decision := decisionLabel(d.Class)
 	denialReason := ""
-	if decision == metrics.DecisionDenied || decision == metrics.DecisionWarned {
-		resp, denialReason = h.withReason(resp)
+	if d.Class.IsDenial() {
+		d.Response, denialReason = h.withReason(d)
 		metrics.Denials.WithLabelValues(h.hook.Name, h.module, denialReason, decision).Inc()
 	}
+	resp := d.Response
 	resp.UID = req.UID
 
-	if module.IsUndecided(resp) {
+	if d.Class == module.ClassUndecided {
 		// A failed call, not an answer: the API server applies the
 		// webhook's failurePolicy, and shows this Status's message.
 		status := *resp.Result
@@ -155,7 +145,7 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusInternalServerError
 		}
 		answer := resp.AdmissionResponse
-		if answer.Allowed {
+		if d.Class.Admits() {
 			// kube-apiserver shows nobody an allowed answer's status; its
 			// message ("Namespace x holds no claim whose data would be
 			// lost (3 claims)") would only tell a caller posting straight
@@ -174,12 +164,30 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.logDecision(req, resp, decision, denialReason, elapsed)
 }
 
+// decisionLabel is the class's value of the decision label of
+// gatehouse_webhook_requests_total and gatehouse_webhook_denials_total, and
+// of the decision log: NotPermitted is a denial there.
+func decisionLabel(c module.Class) string {
+	switch c {
+	case module.ClassAllowed:
+		return metrics.DecisionAllowed
+	case module.ClassDenied, module.ClassNotPermitted:
+		return metrics.DecisionDenied
+	case module.ClassWarned:
+		return metrics.DecisionWarned
+	case module.ClassUndecided:
+		return metrics.DecisionUndecided
+	}
+	return metrics.DecisionErrored
+}
+
 // withReason bounds the reason resp's denial gives to the webhook's
 // declared set, in the metric and in the audit annotation the API server
 // records: whatever a module passes on, neither grows with what a request
 // carries.
-func (h *admissionHandler) withReason(resp admission.Response) (admission.Response, string) {
-	reason := module.DenialReason(resp, h.hook.DenialReasons)
+func (h *admissionHandler) withReason(d module.Decision) (admission.Response, string) {
+	resp := d.Response
+	reason := module.DenialReason(d, h.hook.DenialReasons)
 	annotations := make(map[string]string, len(resp.AuditAnnotations)+1)
 	maps.Copy(annotations, resp.AuditAnnotations)
 	annotations[module.ReasonAnnotation] = reason
@@ -206,11 +214,11 @@ func (h *admissionHandler) writeBudget() time.Duration {
 // admit calls the module, and its confirmation when it denies
 // (module.Webhook.Decide), turning a panic into a 500 that is logged with
 // the request UID and counted; the server keeps serving.
-func (h *admissionHandler) admit(ctx context.Context, req admission.Request) (resp admission.Response, panicked bool) {
+func (h *admissionHandler) admit(ctx context.Context, req admission.Request) (d module.Decision, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			h.server.recordPanic(p, "webhook", h.hook, h.module, req.UID)
-			resp = admission.Errored(http.StatusInternalServerError, fmt.Errorf("internal error in webhook %s", h.hook.Name))
+			d = module.DecisionOf(admission.Errored(http.StatusInternalServerError, fmt.Errorf("internal error in webhook %s", h.hook.Name)))
 			panicked = true
 		}
 	}()
@@ -218,22 +226,22 @@ func (h *admissionHandler) admit(ctx context.Context, req admission.Request) (re
 	// once, here.
 	ctx = h.server.requestContext(ctx, h.hook, h.module, req.UID)
 	log := logf.FromContext(ctx)
-	d := h.hook.Decide(ctx, req)
-	resp = d.Response
-	if d.Confirmation != "" {
-		metrics.Confirmations.WithLabelValues(h.hook.Name, h.module, d.Confirmation).Inc()
-		switch d.Confirmation {
+	d = h.hook.Decide(ctx, req)
+	if d.Confirmation != module.OutcomeNone {
+		result := d.Confirmation.Result()
+		metrics.Confirmations.WithLabelValues(h.hook.Name, h.module, result).Inc()
+		switch result {
 		case module.ConfirmationOverturned:
 			log.Info("denial overturned by the API server's live state (a cache was behind): admitted", "cached", message(d.Denial))
 		case module.ConfirmationUndecided:
 			log.Info("the denial could not be confirmed against the API server", "cached", message(d.Denial),
-				"answer", message(resp))
+				"answer", message(d.Response))
 		}
 	}
-	if err := resp.Complete(req); err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode patch: %w", err)), false
+	if err := d.Response.Complete(req); err != nil {
+		return module.DecisionOf(admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode patch: %w", err))), false
 	}
-	return resp, false
+	return d, false
 }
 
 func message(resp admission.Response) string {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -26,35 +27,40 @@ import (
 
 // confirmed declares a validating webhook whose Admit answers first and
 // whose confirmation answers live, counting the confirmation's calls.
-func confirmed(name string, first admission.Response, live func(ctx context.Context) admission.Response, calls *atomic.Int32) module.Webhook {
+func confirmed(name string, first admission.Response, live func(ctx context.Context) module.Confirmed, calls *atomic.Int32) module.Webhook {
 	w := validating(name, "/"+name, func(context.Context, admission.Request) admission.Response { return first })
 	w.DenialReasons = []string{"cached-reason", "live-reason"}
-	w.Confirm = &module.Confirmation{Decide: func(ctx context.Context, _ admission.Request, denial admission.Response) admission.Response {
+	w.Confirm = &module.Confirmation{Decide: func(ctx context.Context, _ admission.Request, denial admission.Response) module.Confirmed {
 		calls.Add(1)
 		if denial.Result == nil || denial.Result.Message != first.Result.Message {
-			return admission.Errored(http.StatusInternalServerError, errors.New("the confirmation was not handed Admit's denial"))
+			return module.LiveDecision(admission.Errored(http.StatusInternalServerError, errors.New("the confirmation was not handed Admit's denial")))
 		}
 		return live(ctx)
 	}}
 	return w
 }
 
-func answer(resp admission.Response) func(context.Context) admission.Response {
-	return func(context.Context) admission.Response { return resp }
+func answer(c module.Confirmed) func(context.Context) module.Confirmed {
+	return func(context.Context) module.Confirmed { return c }
 }
 
 // The server confirms a policy denial before it answers: a confirmation
 // that allows overturns it, one that denies answers with its own message,
 // one that cannot decide answers undecided (503), unless it answers from the
-// caches after all (Unconfirmed); an allow, an error and a NotPermitted refusal are never
-// confirmed. Each outcome is counted with the module label.
+// caches after all (Unconfirmed); an allow, an error and a NotPermitted
+// refusal are never confirmed. Each outcome is counted with the module
+// label, as the confirmation's outcome says, not as its answer looks: the
+// same admission is overturned, excused or unconfirmed, the same denial
+// upheld or unconfirmed. No answer carries anything but the module's own
+// fields and the reason.
 func TestTheServerConfirmsDenialsBeforeAnswering(t *testing.T) {
 	cached := module.Deny("cached-reason", "denied from the cache")
 	liveDenial := module.Deny("live-reason", "denied from the API server")
+	liveAdmission := admission.Allowed("admitted live")
 	cases := []struct {
 		name      string
 		first     admission.Response
-		live      func(context.Context) admission.Response
+		live      func(context.Context) module.Confirmed
 		calls     int32
 		code      int
 		allowed   bool
@@ -64,29 +70,38 @@ func TestTheServerConfirmsDenialsBeforeAnswering(t *testing.T) {
 		reason    string
 		annotated string
 	}{
-		{name: "overturned", first: cached, live: answer(admission.Allowed("")), calls: 1, code: 200, allowed: true,
+		{name: "overturned", first: cached, live: answer(module.Overturned(liveAdmission)), calls: 1, code: 200, allowed: true,
 			result: module.ConfirmationOverturned, decision: metrics.DecisionAllowed},
-		{name: "confirmed", first: cached, live: answer(liveDenial), calls: 1, code: 200, message: "denied from the API server",
+		{name: "live-allowed", first: cached, live: answer(module.LiveDecision(liveAdmission)), calls: 1, code: 200, allowed: true,
+			result: module.ConfirmationOverturned, decision: metrics.DecisionAllowed},
+		{name: "confirmed", first: cached, live: answer(module.Upheld(liveDenial)), calls: 1, code: 200, message: "denied from the API server",
 			result: module.ConfirmationConfirmed, decision: metrics.DecisionDenied, reason: "live-reason", annotated: "live-reason"},
-		{name: "excused", first: cached, live: answer(module.Excused(admission.Allowed("admitted on other grounds"))), calls: 1, code: 200, allowed: true,
+		{name: "live-denied", first: cached, live: answer(module.LiveDecision(liveDenial)), calls: 1, code: 200, message: "denied from the API server",
+			result: module.ConfirmationConfirmed, decision: metrics.DecisionDenied, reason: "live-reason", annotated: "live-reason"},
+		{name: "excused", first: cached, live: answer(module.Excused(liveAdmission)), calls: 1, code: 200, allowed: true,
 			result: module.ConfirmationConfirmed, decision: metrics.DecisionAllowed},
-		{name: "failed", first: cached, live: answer(admission.Errored(http.StatusInternalServerError, errors.New("connection refused"))), calls: 1,
+		{name: "failed", first: cached, live: answer(module.LiveDecision(admission.Errored(http.StatusInternalServerError, errors.New("connection refused")))), calls: 1,
 			code: http.StatusServiceUnavailable, message: "confirm-failed: the denial could not be confirmed against the API server: connection refused",
 			result: module.ConfirmationUndecided, decision: metrics.DecisionUndecided},
-		{name: "undecided", first: cached, live: answer(module.Undecided("live lists took too long")), calls: 1,
+		{name: "undecided", first: cached, live: answer(module.LiveDecision(module.Undecided("live lists took too long"))), calls: 1,
 			code: http.StatusServiceUnavailable, message: "live lists took too long",
 			result: module.ConfirmationUndecided, decision: metrics.DecisionUndecided},
 		{name: "unconfirmed", first: cached, live: answer(module.Unconfirmed(module.Deny("cached-reason", "denied from the cache after all"))), calls: 1,
 			code: 200, message: "denied from the cache after all", result: module.ConfirmationUndecided, decision: metrics.DecisionDenied, reason: "cached-reason", annotated: "cached-reason"},
-		{name: "timeout", first: cached, live: func(ctx context.Context) admission.Response {
+		{name: "unconfirmed-admission", first: cached, live: answer(module.Unconfirmed(liveAdmission)), calls: 1, code: 200, allowed: true,
+			result: module.ConfirmationUndecided, decision: metrics.DecisionAllowed},
+		{name: "contradicted", first: cached, live: answer(module.Overturned(liveDenial)), calls: 1,
+			code: http.StatusServiceUnavailable, message: `confirm-contradicted: the confirmation's outcome \"overturned\" contradicts its answer (denied)`,
+			result: module.ConfirmationUndecided, decision: metrics.DecisionUndecided},
+		{name: "timeout", first: cached, live: func(ctx context.Context) module.Confirmed {
 			<-ctx.Done()
-			return admission.Errored(http.StatusInternalServerError, ctx.Err())
+			return module.LiveDecision(admission.Errored(http.StatusInternalServerError, ctx.Err()))
 		}, calls: 1, code: http.StatusServiceUnavailable, message: "context deadline exceeded",
 			result: module.ConfirmationUndecided, decision: metrics.DecisionUndecided},
-		{name: "allowed", first: admission.Allowed("fine"), live: answer(liveDenial), calls: 0, code: 200, allowed: true, decision: metrics.DecisionAllowed},
-		{name: "errored", first: admission.Errored(http.StatusBadRequest, errors.New("bad object")), live: answer(admission.Allowed("")), calls: 0,
+		{name: "allowed", first: admission.Allowed("fine"), live: answer(module.Upheld(liveDenial)), calls: 0, code: 200, allowed: true, decision: metrics.DecisionAllowed},
+		{name: "errored", first: admission.Errored(http.StatusBadRequest, errors.New("bad object")), live: answer(module.Overturned(liveAdmission)), calls: 0,
 			code: 200, message: "bad object", decision: metrics.DecisionErrored},
-		{name: "not-permitted", first: module.NotPermitted("you may not"), live: answer(admission.Allowed("")), calls: 0, code: 200,
+		{name: "not-permitted", first: module.NotPermitted("you may not"), live: answer(module.Overturned(liveAdmission)), calls: 0, code: 200,
 			message: "you may not", decision: metrics.DecisionDenied, reason: module.ReasonNotPermittedLabel, annotated: module.ReasonNotPermittedLabel},
 	}
 	calls := make([]atomic.Int32, len(cases))
@@ -127,6 +142,20 @@ func TestTheServerConfirmsDenialsBeforeAnswering(t *testing.T) {
 				if got := resp.AuditAnnotations[module.ReasonAnnotation]; got != tc.annotated {
 					t.Fatalf("audit annotation reason %q, want %q", got, tc.annotated)
 				}
+				// The outcome travels beside the answer: nothing of it is
+				// written (the allowed answer's status goes, the denial's
+				// is the module's, the one annotation is the reason).
+				for key := range resp.AuditAnnotations {
+					if key != module.ReasonAnnotation {
+						t.Fatalf("the answer carries the audit annotation %q: %s", key, body)
+					}
+				}
+				if resp.Allowed && resp.Result != nil {
+					t.Fatalf("an admission carries a status: %s", body)
+				}
+				if !resp.Allowed && resp.Result.Reason != "" && resp.Result.Reason != metav1.StatusReasonForbidden && resp.Result.Reason != module.ReasonNotPermitted {
+					t.Fatalf("a denial carries the reason %q: %s", resp.Result.Reason, body)
+				}
 			} else if !strings.Contains(string(body), tc.message) {
 				t.Fatalf("503 body %s lacks %q", body, tc.message)
 			}
@@ -161,8 +190,8 @@ func TestWarnModeAppliesAfterTheConfirmation(t *testing.T) {
 	var upheld, overturned atomic.Int32
 	cached := module.Deny("cached-reason", "denied from the cache")
 	h := start(t, nil, func(s *server.Server) {
-		s.Admission("confirmwarn", confirmed("warn-upheld", cached, answer(module.Deny("live-reason", "denied from the API server")), &upheld), module.Warn)
-		s.Admission("confirmwarn", confirmed("warn-overturned", cached, answer(admission.Allowed("")), &overturned), module.Warn)
+		s.Admission("confirmwarn", confirmed("warn-upheld", cached, answer(module.Upheld(module.Deny("live-reason", "denied from the API server"))), &upheld), module.Warn)
+		s.Admission("confirmwarn", confirmed("warn-overturned", cached, answer(module.Overturned(admission.Allowed(""))), &overturned), module.Warn)
 	})
 	warned := metrics.Denials.WithLabelValues("warn-upheld", "confirmwarn", "live-reason", metrics.DecisionWarned)
 	before := testutil.ToFloat64(warned)

@@ -68,8 +68,8 @@ func (m *ownerLabel) Webhooks() []module.Webhook {
 		Admit: func(ctx context.Context, req admission.Request) admission.Response {
 			return m.decide(ctx, m.namespaces, req)
 		},
-		Confirm: &module.Confirmation{Decide: func(ctx context.Context, req admission.Request, _ admission.Response) admission.Response {
-			return m.decide(ctx, m.live, req)
+		Confirm: &module.Confirmation{Decide: func(ctx context.Context, req admission.Request, _ admission.Response) module.Confirmed {
+			return module.LiveDecision(m.decide(ctx, m.live, req))
 		}},
 		DenialReasons: []string{reasonNoOwner},
 	}}
