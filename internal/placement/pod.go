@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -202,23 +203,57 @@ func (m *Module) admitPod(ctx context.Context, req admission.Request) admission.
 	return m.judgePod(ctx, m.view, req, true)
 }
 
-// confirmPod makes a Pod's denial again from the API server.
+// confirmPod makes a Pod's denial again from the API server. When the API
+// server cannot be read in time (a read fails, or the webhook's timeout
+// less a second is spent), the caches' denial stands (module.Unconfirmed,
+// counted undecided), as pvsafe's does. The Pod webhook fails open so that
+// a Gatehouse the API server cannot reach never stops Pods from starting;
+// this one was reached, and its caches found the Pod outside its class. An
+// API server slow for a moment (a node under load while Gatehouse's own
+// replicas roll) would otherwise admit, for good, every Pod the caches
+// refuse meanwhile: the install suite saw two admitted during an upgrade,
+// each confirmation cut at its 2 s. Only an API no longer served (the
+// class CRD gone) leaves the Pod undecided: that was read live, and the
+// cached denial rests on what is gone.
 func (m *Module) confirmPod(ctx context.Context, req admission.Request, denial admission.Response) module.Confirmed {
 	if m.live == nil {
 		return module.Upheld(denial)
 	}
-	return module.LiveDecision(m.judgePod(ctx, *m.live, req, false))
+	pod, bad := decodePod(req)
+	if bad != nil {
+		return module.LiveDecision(*bad)
+	}
+	v := m.decidePod(ctx, *m.live, req.Namespace, pod)
+	if v.Err != nil && !errors.Is(v.Err, errClassAPI) {
+		logf.FromContext(ctx).WithValues("pod", req.Namespace+"/"+podName(pod)).Error(v.Err,
+			"could not confirm the Pod's denial against the API server; denying from the caches")
+		return module.Unconfirmed(denial)
+	}
+	return module.LiveDecision(m.answerPod(ctx, req, pod, v, false))
 }
 
 // judgePod judges a Pod over src; cached says src is the caches, whose
 // unresolved links are counted and logged.
 func (m *Module) judgePod(ctx context.Context, src view, req admission.Request, cached bool) admission.Response {
+	pod, bad := decodePod(req)
+	if bad != nil {
+		return *bad
+	}
+	return m.answerPod(ctx, req, pod, m.decidePod(ctx, src, req.Namespace, pod), cached)
+}
+
+func decodePod(req admission.Request) (*corev1.Pod, *admission.Response) {
 	pod := &corev1.Pod{}
 	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode Pod: %w", err))
+		resp := admission.Errored(http.StatusBadRequest, fmt.Errorf("decode Pod: %w", err))
+		return nil, &resp
 	}
+	return pod, nil
+}
+
+// answerPod turns a verdict into the webhook's answer.
+func (m *Module) answerPod(ctx context.Context, req admission.Request, pod *corev1.Pod, v podVerdict, cached bool) admission.Response {
 	log := logf.FromContext(ctx).WithValues("pod", req.Namespace+"/"+podName(pod))
-	v := m.decidePod(ctx, src, req.Namespace, pod)
 	if cached && len(v.Unresolved) > 0 {
 		unresolved.Inc()
 		log.Info("ownership not fully resolved from the caches; judged on what was found", "unresolved", v.Unresolved)

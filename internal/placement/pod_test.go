@@ -3,8 +3,10 @@ package placement
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -107,6 +109,59 @@ func TestPodDenialIsConfirmedLive(t *testing.T) {
 	if module.ClassOf(resp) != module.ClassUndecided || !strings.Contains(resp.Result.Message, "could not be decided") {
 		t.Fatalf("undecidable Pod: allowed=%v result=%+v", resp.Allowed, resp.Result)
 	}
+}
+
+// A Pod the caches refuse keeps its denial when the API server cannot be
+// read in time to confirm it: the Pod webhook fails open (Ignore), so an
+// undecided answer would admit, for good, a Pod outside its class whenever
+// the API server is slow for a moment (the install suite's upgrade on
+// Kubernetes 1.34 saw two). The answer is the cached denial, counted as an
+// undecided confirmation. An API no longer served is read live, and leaves
+// the Pod undecided.
+func TestPodDenialStandsWhenTheAPIServerCannotBeReadInTime(t *testing.T) {
+	m := podModule()
+	pod := podOf("web-1-", nil, ref("ReplicaSet", "web-1", "r1"))
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: "app", Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}}
+	var hook module.Webhook
+	for _, w := range m.Webhooks() {
+		if w.Name == PodWebhookName {
+			hook = w
+		}
+	}
+	// The live read outlasts the confirmation's deadline (the caller's,
+	// here, rather than the webhook's timeout less a second).
+	m.live = &view{classes: testClasses, releases: stalledReleases{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	d := hook.Decide(ctx, req)
+	if d.Class != module.ClassDenied {
+		t.Fatalf("a Pod outside its class, unconfirmable in time: allowed=%v result=%+v; want the cached denial", d.Response.Allowed, d.Response.Result)
+	}
+	if !strings.Contains(d.Response.Result.Message, `missing required nodeSelector topology.kubernetes.io/zone=dc1`) {
+		t.Fatalf("answer %q is not the cached denial", d.Response.Result.Message)
+	}
+	if d.Confirmation != module.OutcomeUnconfirmed || d.Confirmation.Result() != module.ConfirmationUndecided {
+		t.Fatalf("confirmation %s counted %q, want unconfirmed counted %q", d.Confirmation, d.Confirmation.Result(), module.ConfirmationUndecided)
+	}
+	// The class API no longer served, read live: undecided.
+	m.live = &view{classes: failingClasses{}, releases: m.view.releases}
+	d = hook.Decide(context.Background(), req)
+	if d.Class != module.ClassUndecided {
+		t.Fatalf("a Pod whose class API is gone: allowed=%v result=%+v; want undecided", d.Response.Allowed, d.Response.Result)
+	}
+}
+
+// stalledReleases answers no read before its caller gives up, as an API
+// server under load does.
+type stalledReleases struct{ memReleases }
+
+func (stalledReleases) get(ctx context.Context, k releaseKey) (*metav1.PartialObjectMetadata, bool, error) {
+	<-ctx.Done()
+	return nil, false, fmt.Errorf("read HelmRelease %s: %w", k, ctx.Err())
 }
 
 // decideBy decides req as the server does, through the declaration of the

@@ -10,7 +10,7 @@ import (
 )
 
 // TestHelmConfigcheckSeparateIdentity: with configcheck on, checks and
-// renderings run in a second container under another user and group, which
+// renderings run in a sidecar container under another user and group, which
 // gets no ServiceAccount token and nothing of the server's but the shared
 // emptyDir; the server alone mounts the token. Off, the Pod is as before.
 func TestHelmConfigcheckSeparateIdentity(t *testing.T) {
@@ -19,12 +19,18 @@ func TestHelmConfigcheckSeparateIdentity(t *testing.T) {
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		t.Errorf("automountServiceAccountToken %v: want false, or the runner container gets the token", pod.AutomountServiceAccountToken)
 	}
-	if len(pod.Containers) != 2 {
-		t.Fatalf("want the server and the sandbox runner, got %d containers", len(pod.Containers))
+	// The runner is a sidecar (an init container that keeps running): the
+	// kubelet stops it only once the server has exited, so that the
+	// server's drain still has it (the install suite's upgrade).
+	if len(pod.Containers) != 1 || len(pod.InitContainers) != 1 {
+		t.Fatalf("want the server and the sandbox runner as its sidecar, got %d containers and %d init containers", len(pod.Containers), len(pod.InitContainers))
 	}
-	server, runner := pod.Containers[0], pod.Containers[1]
+	server, runner := pod.Containers[0], pod.InitContainers[0]
 	if runner.Name != "sandbox-runner" || runner.Image != server.Image || !slices.Equal(runner.Args[:1], []string{"sandbox-runner"}) {
-		t.Fatalf("second container %s %s %v: want sandbox-runner of the server's image", runner.Name, runner.Image, runner.Args)
+		t.Fatalf("init container %s %s %v: want sandbox-runner of the server's image", runner.Name, runner.Image, runner.Args)
+	}
+	if runner.RestartPolicy == nil || *runner.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Fatalf("sandbox-runner restartPolicy %v: want Always (a sidecar, stopped after the server)", runner.RestartPolicy)
 	}
 	sc, ssc := runner.SecurityContext, server.SecurityContext
 	if sc == nil || ssc == nil || sc.RunAsUser == nil || ssc.RunAsUser == nil || sc.RunAsGroup == nil {
@@ -68,8 +74,8 @@ func TestHelmConfigcheckSeparateIdentity(t *testing.T) {
 
 	objs = renderChart(t, "gatehouse-system", "modules.configcheck.enabled=true", "modules.configcheck.separateIdentity=false")
 	pod = findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec
-	if len(pod.Containers) != 1 || pod.AutomountServiceAccountToken != nil {
-		t.Errorf("separateIdentity=false: want one container and the token mounted as usual, got %d containers, automount %v", len(pod.Containers), pod.AutomountServiceAccountToken)
+	if len(pod.Containers) != 1 || len(pod.InitContainers) != 0 || pod.AutomountServiceAccountToken != nil {
+		t.Errorf("separateIdentity=false: want one container, no sidecar and the token mounted as usual, got %d containers, %d init containers, automount %v", len(pod.Containers), len(pod.InitContainers), pod.AutomountServiceAccountToken)
 	}
 }
 

@@ -226,11 +226,11 @@ func committedWebhooks(t *testing.T) []string {
 func deploymentArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
 	t.Helper()
 	d := findObject[appsv1.Deployment](t, objs, "Deployment")
-	// The server, and with configcheck its sandbox runner
+	// The server alone; with configcheck its sandbox runner is a sidecar
 	// (TestHelmConfigcheckSeparateIdentity).
 	containers := d.Spec.Template.Spec.Containers
-	if len(containers) < 1 || containers[0].Name != "gatehouse" || len(containers) > 2 || (len(containers) == 2 && containers[1].Name != "sandbox-runner") {
-		t.Fatalf("want the gatehouse container (and sandbox-runner), got %d containers", len(containers))
+	if len(containers) != 1 || containers[0].Name != "gatehouse" {
+		t.Fatalf("want the gatehouse container alone, got %d containers", len(containers))
 	}
 	c := containers[0]
 	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||

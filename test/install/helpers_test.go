@@ -237,14 +237,35 @@ func dumpPods(t *testing.T, release string) {
 		}
 		tool(t, "kubectl", "-n", releaseNamespace, "logs", p.Name, "--all-containers", "--tail=20")
 	}
-	// The node's logs, kept where GATEHOUSE_INSTALL_LOGS says (CI's
-	// artifacts): the node's directory goes with the control plane.
+	// The node's and the API server's logs, kept where
+	// GATEHOUSE_INSTALL_LOGS says (CI's artifacts): their directories go
+	// with the control plane.
 	if dir := os.Getenv("GATEHOUSE_INSTALL_LOGS"); dir != "" {
-		for _, name := range []string{"kubelet.log", "containerd.log"} {
-			if b, err := os.ReadFile(filepath.Join(controlPlane.RealNode.Dir, name)); err == nil {
-				_ = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+		for _, path := range []string{
+			filepath.Join(controlPlane.RealNode.Dir, "kubelet.log"),
+			filepath.Join(controlPlane.RealNode.Dir, "containerd.log"),
+			filepath.Join(controlPlane.Dir, "kube-apiserver.log"),
+		} {
+			if b, err := os.ReadFile(path); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, filepath.Base(path)), b, 0o644)
 			}
 		}
+	}
+	// Why kube-apiserver failed its webhook calls, in its own words: the
+	// load sees an admission a webhook with failurePolicy Ignore let
+	// through only as "admitted"; the API server logs the call's error
+	// (a timeout, a refused connection, Gatehouse's undecided answer).
+	if b, err := os.ReadFile(filepath.Join(controlPlane.Dir, "kube-apiserver.log")); err == nil {
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "Failed calling webhook") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) > 20 {
+			lines = lines[len(lines)-20:]
+		}
+		t.Logf("kube-apiserver.log, its failed webhook calls (the last 20):\n%s", strings.Join(lines, "\n"))
 	}
 	// Why the kubelet stopped a container, in its own words.
 	if b, err := os.ReadFile(filepath.Join(controlPlane.RealNode.Dir, "kubelet.log")); err == nil {
