@@ -268,6 +268,10 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	}
 	if g.kinds, err = kinds.New(ctx, platform, kinds.Options{
 		Scheme: scheme, Mapper: mgr.GetRESTMapper(), MayListWatch: kinds.SelfAccess(writer),
+		// The followed kinds' caches are built as the modules' are.
+		NewCache: func(opts cache.Options) (cache.Cache, error) {
+			return cache.New(mgr.GetConfig(), g.cacheOptions(opts))
+		},
 	}); err != nil {
 		return nil, err
 	}

@@ -285,11 +285,11 @@ func (h *host) StartCache(name string, opts cache.Options) (cache.Cache, func(),
 	return c, stop, nil
 }
 
-func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (module.Kind, error) {
+func (h *host) FollowKind(obj client.Object, scope module.Scope, onChange func()) (module.Kind, error) {
 	if h.failed.Load() {
 		return nil, h.errFailed()
 	}
-	k, err := h.g.kinds.Follow(c, obj, onChange)
+	k, err := h.g.kinds.Follow(obj, scope, onChange)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: follow %T: %w", h.name, obj, err)
 	}
