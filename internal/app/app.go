@@ -223,8 +223,8 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		Scheme: scheme,
 		// The graceful release of the lease is logged at info (leader.go).
 		Logger: managerLogger(log),
-		// Every read goes through a module's own scoped cache or the
-		// platform cache; the manager's cache must never start an informer
+		// Every read goes through a module's own scoped cache, a followed
+		// kind's cache or the platform cache; the manager's cache must never start an informer
 		// by accident.
 		Cache:                         cache.Options{ReaderFailOnMissingInformer: true},
 		Metrics:                       metricsOptions(opts, certSource),
