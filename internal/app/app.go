@@ -230,8 +230,8 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		Scheme: scheme,
 		// The graceful release of the lease is logged at info (leader.go).
 		Logger: managerLogger(log),
-		// Every read goes through a module's own scoped cache or the
-		// platform cache; the manager's cache must never start an informer
+		// Every read goes through a module's own scoped cache, a followed
+		// kind's cache or the platform cache; the manager's cache must never start an informer
 		// by accident.
 		Cache:                         cache.Options{ReaderFailOnMissingInformer: true},
 		Metrics:                       metricsOptions(opts, certSource),
@@ -275,6 +275,10 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	}
 	if g.kinds, err = kinds.New(ctx, platform, kinds.Options{
 		Scheme: scheme, Mapper: mgr.GetRESTMapper(), MayListWatch: kinds.SelfAccess(writer),
+		// The followed kinds' caches are built as the modules' are.
+		NewCache: func(opts cache.Options) (cache.Cache, error) {
+			return cache.New(mgr.GetConfig(), g.cacheOptions(opts))
+		},
 	}); err != nil {
 		return nil, err
 	}

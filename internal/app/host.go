@@ -154,7 +154,7 @@ func (h *host) add(r manager.Runnable) error {
 // series, or stages it while Setup runs.
 func (h *host) addSyncCheck(name string, synced func() bool) {
 	// A module that failed while running no longer holds /readyz back
-	// by a cache of its own: the others serve.
+	// by one of its caches: the others serve.
 	inner := synced
 	synced = func() bool { return inner() || h.failed.Load() }
 	h.mu.Lock()
@@ -285,11 +285,11 @@ func (h *host) StartCache(name string, opts cache.Options) (cache.Cache, func(),
 	return c, stop, nil
 }
 
-func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (module.Kind, error) {
+func (h *host) FollowKind(obj client.Object, scope module.Scope, onChange func()) (module.Kind, error) {
 	if h.failed.Load() {
 		return nil, h.errFailed()
 	}
-	k, err := h.g.kinds.Follow(c, obj, onChange)
+	k, err := h.g.kinds.Follow(obj, scope, onChange)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: follow %T: %w", h.name, obj, err)
 	}

@@ -127,7 +127,7 @@ func (m *Module) settledState(key types.NamespacedName) (settled, gone bool) {
 		if f.synced() {
 			continue
 		}
-		if k := f.watch.kind; k == nil || k.State() == module.KindPending || k.State() == module.KindServed {
+		if k := f.kind; k.State() == module.KindPending || k.State() == module.KindServed {
 			// Served but not handed to this feed yet counts as loading.
 			return false, false
 		}

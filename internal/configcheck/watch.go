@@ -2,7 +2,6 @@ package configcheck
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,47 +17,35 @@ import (
 )
 
 // watchKey identifies one shared informer: a kind and the label selector the
-// API server applies to it. Configs watching the same kind with the same
-// label selector share it, as Gatekeeper's watch manager shares watches.
+// API server applies to it. The host shares one cache between the configs
+// watching the same kind with the same label selector, as Gatekeeper's watch
+// manager shares watches, and stops it with the last one.
 type watchKey struct {
 	gvk    schema.GroupVersionKind
 	labels string
 }
 
-// watchSet starts an informer for each watchKey some config needs, counts
-// its users, and stops it with the last one.
+// watchSet follows, through the host, the kind of every watched resource
+// a config needs, and indexes the feeds by watchKey so that reading the
+// current state can use an informer that has synced (listWatched).
 type watchSet struct {
 	ctx  context.Context
 	host module.Host
 
-	mu      sync.Mutex
-	watches map[watchKey]*sharedWatch
-	seq     int
+	mu    sync.Mutex
+	feeds map[watchKey]map[*feed]bool
 }
 
 func newWatchSet(ctx context.Context, host module.Host) *watchSet {
-	return &watchSet{ctx: ctx, host: host, watches: map[watchKey]*sharedWatch{}}
+	return &watchSet{ctx: ctx, host: host, feeds: map[watchKey]map[*feed]bool{}}
 }
 
-// sharedWatch is one informer, in a cache of its own scoped by the label
-// selector, followed through the host so that a CRD installed later (or
-// removed) starts (or stops) it.
-type sharedWatch struct {
-	set  *watchSet
-	key  watchKey
-	stop func()
-	kind module.Kind
-	refs int
-
-	mu       sync.Mutex
-	informer cache.Informer // nil while the kind is not readable
-	feeds    map[*feed]bool
-}
-
-// feed fills one config's store of one watched resource from a shared
-// informer, keeping the objects the watched resource's selectors select.
+// feed fills one config's store of one watched resource from the kind's
+// shared informer, keeping the objects the watched resource's selectors
+// select.
 type feed struct {
-	watch         *sharedWatch
+	set           *watchSet
+	key           watchKey
 	spec          *watchedSpec
 	store         *render.MemoryStore
 	clusterScoped bool
@@ -68,8 +55,13 @@ type feed struct {
 	permit   func(namespace string) bool
 	onChange func()
 
-	mu  sync.Mutex
-	reg toolscache.ResourceEventHandlerRegistration
+	mu sync.Mutex
+	// kind is the feed's hold on the watched kind, set once FollowKind
+	// returned.
+	kind module.Kind
+	// informer is the one reg is registered with.
+	informer cache.Informer
+	reg      toolscache.ResourceEventHandlerRegistration
 }
 
 // acquire returns a feed of spec's objects (kind gvk) into a new store.
@@ -79,26 +71,28 @@ func (s *watchSet) acquire(spec *watchedSpec, gvk schema.GroupVersionKind, clust
 	if err != nil {
 		return nil, err
 	}
-	f := &feed{spec: spec, store: store, clusterScoped: clusterScoped, nsLabels: nsLabels, permit: permit, onChange: onChange}
-	key := watchKey{gvk: gvk, labels: spec.labels.String()}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w, ok := s.watches[key]
-	if !ok {
-		if w, err = s.start(key, spec); err != nil {
-			return nil, err
-		}
-		s.watches[key] = w
+	f := &feed{set: s, key: watchKey{gvk: gvk, labels: spec.labels.String()}, spec: spec, store: store,
+		clusterScoped: clusterScoped, nsLabels: nsLabels, permit: permit, onChange: onChange}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	kind, err := s.host.FollowKind(u, module.Scope{Labels: spec.labels}, f.kindChanged)
+	if err != nil {
+		return nil, err
 	}
-	w.refs++
-	f.watch = w
-	w.mu.Lock()
-	w.feeds[f] = true
-	informer := w.informer
-	w.mu.Unlock()
-	if informer != nil {
+	f.mu.Lock()
+	f.kind = kind
+	f.mu.Unlock()
+	// The kind may have been readable already (another config follows
+	// it): no change is reported then.
+	if informer := kind.Informer(); informer != nil {
 		f.attach(informer)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.feeds[f.key] == nil {
+		s.feeds[f.key] = map[*feed]bool{}
+	}
+	s.feeds[f.key][f] = true
 	return f, nil
 }
 
@@ -106,90 +100,59 @@ func (s *watchSet) acquire(spec *watchedSpec, gvk schema.GroupVersionKind, clust
 // when it has synced, for reading its cache; nil when there is none.
 func (s *watchSet) synced(gvk schema.GroupVersionKind, selector labels.Selector) module.Kind {
 	s.mu.Lock()
-	w := s.watches[watchKey{gvk: gvk, labels: selector.String()}]
-	s.mu.Unlock()
-	if w == nil || w.kind == nil || w.kind.Informer() == nil {
-		return nil
-	}
-	return w.kind
-}
-
-func (s *watchSet) start(key watchKey, spec *watchedSpec) (*sharedWatch, error) {
-	s.seq++
-	c, stop, err := s.host.StartCache(fmt.Sprintf("watch-%d-%s", s.seq, module.GVKString(key.gvk)), cache.Options{
-		DefaultLabelSelector: spec.labels,
-	})
-	if err != nil {
-		return nil, err
-	}
-	w := &sharedWatch{set: s, key: key, stop: stop, feeds: map[*feed]bool{}}
-	kind, err := s.host.FollowKind(c, w.object(), w.kindChanged)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	w.kind = kind
-	return w, nil
-}
-
-func (w *sharedWatch) object() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(w.key.gvk)
-	return u
-}
-
-// kindChanged attaches the feeds when the informer became readable and
-// empties them when the kind went away.
-func (w *sharedWatch) kindChanged() {
-	var informer cache.Informer
-	if w.kind != nil {
-		informer = w.kind.Informer()
-	}
-	w.mu.Lock()
-	w.informer = informer
-	feeds := make([]*feed, 0, len(w.feeds))
-	for f := range w.feeds {
-		feeds = append(feeds, f)
-	}
-	w.mu.Unlock()
-	for _, f := range feeds {
-		if informer != nil {
-			f.attach(informer)
-		} else {
-			f.detach()
-			_ = f.store.Replace(nil)
-			f.onChange()
+	defer s.mu.Unlock()
+	for f := range s.feeds[watchKey{gvk: gvk, labels: selector.String()}] {
+		if f.kind.Informer() != nil {
+			return f.kind
 		}
 	}
+	return nil
 }
 
-// release drops f; the informer stops with its last feed.
+// kindChanged attaches the feed when the informer became readable and
+// empties it when the kind went away.
+func (f *feed) kindChanged() {
+	f.mu.Lock()
+	kind := f.kind
+	f.mu.Unlock()
+	if kind == nil {
+		// Still in acquire, which looks at the kind once it holds it.
+		return
+	}
+	if informer := kind.Informer(); informer != nil {
+		f.attach(informer)
+		return
+	}
+	f.detach()
+	_ = f.store.Replace(nil)
+	f.onChange()
+}
+
+// release drops f; the host stops the informer with its last follower.
 func (s *watchSet) release(f *feed) {
 	f.detach()
-	w := f.watch
-	w.mu.Lock()
-	delete(w.feeds, f)
-	w.mu.Unlock()
 	s.mu.Lock()
-	w.refs--
-	last := w.refs == 0
-	if last {
-		delete(s.watches, w.key)
+	delete(s.feeds[f.key], f)
+	if len(s.feeds[f.key]) == 0 {
+		delete(s.feeds, f.key)
 	}
 	s.mu.Unlock()
-	if last {
-		if w.kind != nil {
-			w.kind.Release()
-		}
-		w.stop()
-	}
+	f.kind.Release()
 }
 
+// attach registers the feed's handler with informer. An informer that
+// replaced the one the feed was attached to (the kind gone and back)
+// starts the store again from its initial list.
 func (f *feed) attach(informer cache.Informer) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.reg != nil {
+	if f.reg != nil && f.informer == informer {
 		return
+	}
+	if f.reg != nil {
+		_ = f.informer.RemoveEventHandler(f.reg)
+		f.reg, f.informer = nil, nil
+		_ = f.store.Replace(nil)
 	}
 	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.upsert(obj) },
@@ -197,24 +160,18 @@ func (f *feed) attach(informer cache.Informer) {
 		DeleteFunc: f.remove,
 	})
 	if err != nil {
-		logf.FromContext(f.watch.set.ctx).Error(err, "event handler of a watched resource", "watched", f.spec.name)
+		logf.FromContext(f.set.ctx).Error(err, "event handler of a watched resource", "watched", f.spec.name)
 		return
 	}
-	f.reg = reg
+	f.reg, f.informer = reg, informer
 }
 
 func (f *feed) detach() {
 	f.mu.Lock()
-	reg := f.reg
-	f.reg = nil
+	reg, informer := f.reg, f.informer
+	f.reg, f.informer = nil, nil
 	f.mu.Unlock()
-	if reg == nil {
-		return
-	}
-	f.watch.mu.Lock()
-	informer := f.watch.informer
-	f.watch.mu.Unlock()
-	if informer != nil {
+	if reg != nil {
 		_ = informer.RemoveEventHandler(reg)
 	}
 }
@@ -234,7 +191,7 @@ func (f *feed) upsert(obj any) {
 	}
 	if f.selects(u) {
 		if err := f.store.Upsert(f.spec.stored(u.Object)); err != nil {
-			logf.FromContext(f.watch.set.ctx).Error(err, "store of a watched resource", "watched", f.spec.name,
+			logf.FromContext(f.set.ctx).Error(err, "store of a watched resource", "watched", f.spec.name,
 				"namespace", u.GetNamespace(), "name", u.GetName())
 		}
 	} else {
@@ -268,12 +225,12 @@ func (f *feed) selects(u *unstructured.Unstructured) bool {
 // resync judges every object of the informer again, after the namespaces
 // the author may have read changed.
 func (f *feed) resync(ctx context.Context) {
-	if f.watch.kind == nil || f.watch.kind.Informer() == nil {
+	if f.kind.Informer() == nil {
 		return
 	}
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(f.watch.key.gvk.GroupVersion().WithKind(f.watch.key.gvk.Kind + "List"))
-	if err := f.watch.kind.List(ctx, list); err != nil {
+	list.SetGroupVersionKind(f.key.gvk.GroupVersion().WithKind(f.key.gvk.Kind + "List"))
+	if err := f.kind.List(ctx, list); err != nil {
 		logf.FromContext(ctx).Error(err, "re-judging a watched resource's objects", "watched", f.spec.name)
 		return
 	}
@@ -290,8 +247,8 @@ func (f *feed) namespaceChanged(ctx context.Context, namespace string) {
 		return
 	}
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(f.watch.key.gvk.GroupVersion().WithKind(f.watch.key.gvk.Kind + "List"))
-	if err := f.watch.kind.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	list.SetGroupVersionKind(f.key.gvk.GroupVersion().WithKind(f.key.gvk.Kind + "List"))
+	if err := f.kind.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		logf.FromContext(ctx).Error(err, "re-judging a namespace's watched objects", "namespace", namespace)
 		return
 	}

@@ -5,12 +5,13 @@
 // list and watch.
 //
 // One Tracker per process is a controller-runtime controller over CRDs
-// (their schemas stripped): for every followed kind it starts the kind's
-// informer in the follower's cache when a CRD serves the kind and Gatehouse
-// may list and watch it, and removes it (cache.RemoveInformer) when the CRD
-// stops serving it, without a restart. Followers of the same kind in the
-// same cache share one informer, counted, as in Gatekeeper's pkg/watch.
-// Built-in kinds are always served.
+// (their schemas stripped). It builds the cache of every followed kind,
+// scoped as its followers ask (namespaces, labels, fields), and shares it
+// between the followers of the same kind, shape and scope, counted, as in
+// Gatekeeper's pkg/watch: the kind's informer starts in that cache when a
+// CRD serves the kind and Gatehouse may list and watch it, and is removed
+// (cache.RemoveInformer) when the CRD stops serving it, without a restart;
+// the cache stops with its last follower. Built-in kinds are always served.
 //
 // Each follower holds a Handle, which is also the kind's reader: NotFound
 // and empty lists while the kind cannot be read, and Wait for its state, so

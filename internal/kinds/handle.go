@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
@@ -87,6 +88,11 @@ func (h *Handle) Release() {
 		if h.e.running {
 			t.stopInformer(t.ctx, h.e, "no follower left")
 		}
+		h.e.removed = true
+		metrics.CacheSynced.DeleteLabelValues(h.e.series)
+		if h.e.stopCache != nil {
+			h.e.stopCache()
+		}
 	})
 }
 
@@ -98,7 +104,7 @@ func (h *Handle) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	if h.State() != module.KindServed {
 		return module.NoObjects(h.e.key.gvk).Get(ctx, key, obj)
 	}
-	err := h.e.key.cache.Get(ctx, key, obj, opts...)
+	err := h.e.cache.Get(ctx, key, obj, opts...)
 	if unreadable(err) {
 		// Its CRD removed, or the last follower gone, since the check.
 		return module.NoObjects(h.e.key.gvk).Get(ctx, key, obj)
@@ -115,7 +121,7 @@ func (h *Handle) List(ctx context.Context, list client.ObjectList, opts ...clien
 	if h.State() != module.KindServed {
 		return module.NoObjects(h.e.key.gvk).List(ctx, list)
 	}
-	err := h.e.key.cache.List(ctx, list, opts...)
+	err := h.e.cache.List(ctx, list, opts...)
 	if unreadable(err) {
 		return module.NoObjects(h.e.key.gvk).List(ctx, list)
 	}

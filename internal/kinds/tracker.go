@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -22,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/trigger"
 )
@@ -34,6 +38,10 @@ type Options struct {
 	// Mapper resolves a kind's resource for the access check. Required
 	// when MayListWatch is set.
 	Mapper meta.RESTMapper
+	// NewCache builds the cache of one followed kind in one scope, from
+	// the scope's options (module.Scope.CacheOptions), completed as the
+	// host completes every cache. Required.
+	NewCache func(cache.Options) (cache.Cache, error)
 	// MayListWatch says whether Gatehouse may list and watch a resource
 	// cluster-wide (see SelfAccess). nil: every kind is permitted.
 	MayListWatch func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error)
@@ -74,21 +82,38 @@ type Tracker struct {
 	// triggers queues evaluations once the controller runs.
 	triggers *trigger.Source[evaluation]
 	entries  map[entryKey]*entry
+	// seq numbers the caches' gatehouse_cache_synced series.
+	seq int
 	// initial are the kinds followed before Start; Ready waits for them.
 	initial []*entry
 	ready   atomic.Bool
 }
 
+// entryKey is what followers share one cache by: the kind, the shape its
+// objects are read in (a cache keeps one informer per shape), and the
+// scope.
 type entryKey struct {
-	cache cache.Cache
 	gvk   schema.GroupVersionKind
+	shape string
+	scope string
 }
 
-// entry is one kind in one cache, shared by its followers.
+// entry is one kind in one scope, shared by its followers, and its cache.
 type entry struct {
 	key     entryKey
 	obj     client.Object
 	builtin bool
+
+	// cache holds the kind's informer; the tracker runs it from the
+	// tracker's start (or the entry's, when later) until the last follower
+	// released it (stopCache).
+	cache     cache.Cache
+	stopCache context.CancelFunc
+	// series is the cache's gatehouse_cache_synced label: 0 while the
+	// kind's state is not known, 1 once it is.
+	series string
+	// removed is set when the last follower released the entry.
+	removed bool
 
 	followers map[int]func()
 	nextID    int
@@ -118,6 +143,9 @@ type entry struct {
 // context.
 func New(ctx context.Context, crds cache.Cache, opts Options) (*Tracker, error) {
 	opts.setDefaults()
+	if opts.NewCache == nil {
+		return nil, errors.New("kinds: Options.NewCache is required")
+	}
 	if _, err := crds.GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
 		return nil, fmt.Errorf("CustomResourceDefinition informer: %w", err)
 	}
@@ -145,22 +173,33 @@ func StripSchemas(obj any) (any, error) {
 // first evaluation covers it.
 func (t *Tracker) enqueue(after time.Duration) { t.triggers.AddAfter(evaluation{}, after) }
 
-// Follow follows obj's kind in c. onChange, if not nil, is called after the
-// kind became readable or stopped being readable.
-func (t *Tracker) Follow(c cache.Cache, obj client.Object, onChange func()) (*Handle, error) {
+// Follow follows obj's kind within scope, in a cache the tracker builds
+// for it and shares with every follower of the same kind, shape and scope.
+// onChange, if not nil, is called after the kind became readable or
+// stopped being readable.
+func (t *Tracker) Follow(obj client.Object, scope module.Scope, onChange func()) (*Handle, error) {
 	gvk, err := apiutil.GVKForObject(obj, t.opts.Scheme)
 	if err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	key := entryKey{cache: c, gvk: gvk}
+	key := entryKey{gvk: gvk, shape: shapeOf(obj), scope: scope.Key()}
 	e, ok := t.entries[key]
 	if !ok {
-		e = &entry{key: key, obj: obj, builtin: clientgoscheme.Scheme.Recognizes(gvk), followers: map[int]func(){}, changed: make(chan struct{})}
+		c, err := t.opts.NewCache(scope.CacheOptions())
+		if err != nil {
+			return nil, fmt.Errorf("cache of %s: %w", module.GVKString(gvk), err)
+		}
+		t.seq++
+		e = &entry{key: key, obj: obj, builtin: clientgoscheme.Scheme.Recognizes(gvk), followers: map[int]func(){}, changed: make(chan struct{}),
+			cache: c, series: fmt.Sprintf("kinds/%d-%s", t.seq, module.GVKString(gvk))}
+		metrics.CacheSynced.WithLabelValues(e.series).Set(0)
 		t.entries[key] = e
 		if t.ctx == nil {
 			t.initial = append(t.initial, e)
+		} else {
+			t.startCache(e)
 		}
 	}
 	id := e.nextID
@@ -224,6 +263,9 @@ func (t *Tracker) Start(ctx context.Context) error {
 	}
 	t.mu.Lock()
 	t.ctx = logf.IntoContext(ctx, log)
+	for _, e := range t.entries {
+		t.startCache(e)
+	}
 	t.mu.Unlock()
 	err = c.Start(ctx)
 	t.mu.Lock()
@@ -262,6 +304,30 @@ func (t *Tracker) reconcile(ctx context.Context, _ evaluation) (reconcile.Result
 		}
 	}
 	return reconcile.Result{RequeueAfter: retry}, nil
+}
+
+// startCache runs e's cache until the last follower released it or the
+// tracker stops. Called with t.mu held, once t.ctx is set.
+func (t *Tracker) startCache(e *entry) {
+	ctx, cancel := context.WithCancel(t.ctx)
+	e.stopCache = cancel
+	go func() {
+		if err := e.cache.Start(ctx); err != nil {
+			logf.FromContext(ctx).Error(err, "the cache of an optional kind stopped", "kind", e.key.gvk.String())
+		}
+	}()
+}
+
+// shapeOf is the shape obj's kind is read in: a cache keeps typed,
+// unstructured and metadata informers of one kind apart.
+func shapeOf(obj client.Object) string {
+	switch obj.(type) {
+	case *unstructured.Unstructured:
+		return "unstructured"
+	case *metav1.PartialObjectMetadata:
+		return "metadata"
+	}
+	return "typed"
 }
 
 // servedKinds lists the kinds the CRDs serve now: an established CRD not
@@ -360,7 +426,7 @@ func (t *Tracker) startInformer(ctx context.Context, e *entry) {
 		}
 		// On a started cache GetInformer starts the informer and blocks
 		// until it has synced; on one not started yet it only registers it.
-		informer, err := e.key.cache.GetInformer(ctx, e.obj)
+		informer, err := e.cache.GetInformer(ctx, e.obj)
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Error(err, "starting the informer of an optional kind; will retry")
@@ -368,7 +434,7 @@ func (t *Tracker) startInformer(ctx context.Context, e *entry) {
 			}
 			return
 		}
-		if !e.key.cache.WaitForCacheSync(ctx) {
+		if !e.cache.WaitForCacheSync(ctx) {
 			return
 		}
 		t.mu.Lock()
@@ -409,7 +475,7 @@ func (t *Tracker) stopInformer(ctx context.Context, e *entry, why string) {
 	e.running, e.stopStart = false, nil
 	wasReadable := e.stateNow() == module.KindServed
 	t.setState(e, module.KindNotServed, nil)
-	if err := e.key.cache.RemoveInformer(context.Background(), e.obj); err != nil {
+	if err := e.cache.RemoveInformer(context.Background(), e.obj); err != nil {
 		log.Error(err, "removing the informer of an optional kind")
 	}
 	log.Info("optional kind no longer followed", "reason", why)
@@ -418,12 +484,20 @@ func (t *Tracker) stopInformer(ctx context.Context, e *entry, why string) {
 	}
 }
 
-// setState records e's state and wakes its waiters.
+// setState records e's state and wakes its waiters. Called with t.mu
+// held.
 func (t *Tracker) setState(e *entry, s module.KindState, informer cache.Informer) {
 	e.stateMu.Lock()
 	defer e.stateMu.Unlock()
 	if s != module.KindPending {
 		e.decided.Store(true)
+	}
+	if !e.removed {
+		synced := 0.0
+		if s != module.KindPending {
+			synced = 1
+		}
+		metrics.CacheSynced.WithLabelValues(e.series).Set(synced)
 	}
 	if e.state == s && e.informer == informer {
 		return

@@ -76,23 +76,23 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 
 	mapper, newCache := cachesOf(t, cp)
 	crds := newCache(cache.Options{DefaultTransform: kinds.StripSchemas})
-	widgets := newCache(cache.Options{})
-	tracker, err := kinds.New(ctx, crds, kinds.Options{Scheme: cp.Scheme, Mapper: mapper, MayListWatch: kinds.SelfAccess(cp.Client)})
+	var built builtCaches
+	tracker, err := kinds.New(ctx, crds, kinds.Options{Scheme: cp.Scheme, Mapper: mapper, MayListWatch: kinds.SelfAccess(cp.Client),
+		NewCache: built.maker(newCache)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	changes := make(chan struct{}, 10)
-	first, err := tracker.Follow(widgets, widget(), func() { changes <- struct{}{} })
+	first, err := tracker.Follow(widget(), module.Scope{}, func() { changes <- struct{}{} })
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := tracker.Follow(widgets, widget(), nil)
+	second, err := tracker.Follow(widget(), module.Scope{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []cache.Cache{crds, widgets} {
-		go func() { _ = c.Start(ctx) }()
-	}
+	widgets := built.only(t)
+	go func() { _ = crds.Start(ctx) }()
 	// The tracker logs through the logger its runnable is started with,
 	// as the manager's runnables and controller-runtime's reconcilers do.
 	var logs testlog.Lines
@@ -186,6 +186,7 @@ func TestOptionalKindFollowsItsCRDAndIsSharedCounted(t *testing.T) {
 	waitFor(t, "the last follower's release removes the informer", func() bool {
 		return errors.As(widgets.List(ctx, list), &notCached)
 	})
+	<-widgets.stopped
 }
 
 // assertUnreadable checks that k reads as a kind without objects.
@@ -235,18 +236,18 @@ func TestForbiddenKindReadsAsEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	crds := newCache(cache.Options{DefaultTransform: kinds.StripSchemas})
-	widgets := newCache(cache.Options{})
-	tracker, err := kinds.New(ctx, crds, kinds.Options{Scheme: cp.Scheme, Mapper: mapper, MayListWatch: kinds.SelfAccess(asNobody)})
+	var built builtCaches
+	tracker, err := kinds.New(ctx, crds, kinds.Options{Scheme: cp.Scheme, Mapper: mapper, MayListWatch: kinds.SelfAccess(asNobody),
+		NewCache: built.maker(newCache)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := tracker.Follow(widgets, obj.DeepCopy(), nil)
+	k, err := tracker.Follow(obj.DeepCopy(), module.Scope{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []cache.Cache{crds, widgets} {
-		go func() { _ = c.Start(ctx) }()
-	}
+	widgets := built.only(t)
+	go func() { _ = crds.Start(ctx) }()
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)

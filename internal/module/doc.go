@@ -8,7 +8,7 @@
 //     declarations alone.
 //   - Setup receives a Host: scoped caches (with readiness and the
 //     gatehouse_cache_synced series wired), optional kinds whose CRDs come and
-//     go, webhooks registered and removed at run time, clients for the rare
+//     go (their caches built and shared by the host), webhooks registered and removed at run time, clients for the rare
 //     live read or write, and a place for the module's own runnables.
 //
 // The server owns everything around a webhook call (TLS, request decoding,

@@ -35,10 +35,8 @@ type Host interface {
 
 	// NewCache returns a cache of the module's own, scoped by opts, started
 	// with the host and required by /readyz and gatehouse_cache_synced
-	// (labelled "<module>/<name>"). The types in opts.ByObject get their
-	// informers at once. A cache resolves its ByObject kinds when it is
-	// built, so a kind whose CRD may be absent is not listed there: give it a
-	// cache of its own scoped by the Default* options, and FollowKind it.
+	// (labelled "<module>/<name>"), for the kinds the API server always
+	// serves. The types in opts.ByObject get their informers at once.
 	// Reading a type without an informer fails rather than starting a
 	// cluster-wide informer by accident. managedFields are stripped unless
 	// opts.DefaultTransform says otherwise.
@@ -46,21 +44,26 @@ type Host interface {
 	// StartCache returns a cache of the module's own, scoped by opts like
 	// NewCache's, for what configuration objects ask for at run time: it
 	// starts at once, runs until stop is called or the host stops, and does
-	// not gate /readyz (the module reads its kinds through FollowKind and
-	// checks its handlers' sync before reading). Its gatehouse_cache_synced series
-	// ("<module>/<name>") is removed by stop. The name must be unique among
-	// the module's running caches.
+	// not gate /readyz (the module checks its handlers' sync before
+	// reading). Its gatehouse_cache_synced series ("<module>/<name>") is
+	// removed by stop. The name must be unique among the module's running
+	// caches.
 	StartCache(name string, opts cache.Options) (c cache.Cache, stop func(), err error)
-	// FollowKind follows a kind whose CRD may be installed or removed at any
-	// time: obj's informer runs in c while the CRD is served and Gatehouse
-	// may list and watch the kind cluster-wide, and is removed when either
-	// stops. Built-in kinds are always served. The Kind returned reads the
-	// kind (NotFound, empty lists while it cannot be read; read it with
-	// objects shaped as obj: typed, unstructured or metadata). onChange, if
-	// not nil, is called after the kind became readable or stopped being
-	// readable. /readyz waits until the state of the kinds followed during
-	// Setup is known (and, when served, their informers have synced).
-	FollowKind(c cache.Cache, obj client.Object, onChange func()) (Kind, error)
+	// FollowKind follows obj's kind within scope, a kind whose CRD may be
+	// installed or removed at any time (built-in kinds are always served).
+	// The host builds the kind's cache, scoped, its managedFields stripped,
+	// and shares it with every follower of the same kind, shape (typed,
+	// unstructured or metadata, as obj) and scope, whichever module follows
+	// it: its informer runs while the CRD is served and Gatehouse may list
+	// and watch the kind cluster-wide, and is removed when either stops;
+	// the cache stops when its last follower released it. The Kind
+	// returned reads the kind (NotFound, empty lists while it cannot be
+	// read; read it with objects shaped as obj). onChange, if not nil, is
+	// called after the kind became readable or stopped being readable.
+	// /readyz waits until the state of the kinds followed during Setup is
+	// known (and, when served, their informers have synced); kinds
+	// followed later never make a serving replica unready.
+	FollowKind(obj client.Object, scope Scope, onChange func()) (Kind, error)
 	// Served says whether the API server serves a kind as FollowKind
 	// judges it (built-in, or served by an established CRD), from the
 	// host's CRD cache: no API call, whatever kind a request names.
@@ -101,7 +104,7 @@ type Host interface {
 // host owns "the kind may not be served yet", so that a module reads an
 // optional kind as it reads any other.
 type Kind interface {
-	// Get and List read the kind from the cache it is followed in. While
+	// Get and List read the kind from the cache the host built for it. While
 	// the kind is not served, Gatehouse may not list and watch it, or its
 	// informer has not synced, Get answers NotFound and List an empty list:
 	// a kind that cannot be read holds no objects. Reading another kind
@@ -119,8 +122,8 @@ type Kind interface {
 	// Informer is the kind's informer while the kind is served and synced,
 	// nil otherwise; onChange says when that changes. For event handlers.
 	Informer() cache.Informer
-	// Release stops following the kind for this caller. The informer stops
-	// when its last follower released it.
+	// Release stops following the kind for this caller. The kind's cache
+	// (its informer) stops when its last follower released it.
 	Release()
 }
 

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -35,13 +34,9 @@ func moduleConfigObject() *unstructured.Unstructured {
 }
 
 func newModuleConfigReader(_ context.Context, host module.Host, log logr.Logger) (*moduleConfigReader, error) {
-	// A cache resolves the kinds of ByObject when it is built, and the CRD
-	// may be absent then: this cache's only kind is scoped by its default.
-	c, err := host.NewCache("moduleconfig", cache.Options{DefaultFieldSelector: fields.OneTermEqualSelector("metadata.name", globalModuleName)})
-	if err != nil {
-		return nil, err
-	}
-	k, err := host.FollowKind(c, moduleConfigObject(), func() {
+	// Only ModuleConfig global is read: the API server sends no other.
+	scope := module.Scope{Fields: fields.OneTermEqualSelector("metadata.name", globalModuleName)}
+	k, err := host.FollowKind(moduleConfigObject(), scope, func() {
 		log.Info("ModuleConfig API changed; custom toleration keys follow it")
 	})
 	if err != nil {

@@ -93,11 +93,7 @@ func (t *tenantIndex) get(_ context.Context, namespace string) (*tenant, error) 
 // is followed as an optional kind all the same: a missing CRD reads as no
 // classes, not as a cache that never syncs.
 func newClassKind(host module.Host) (module.Kind, error) {
-	c, err := host.NewCache("affinityclasses", cache.Options{})
-	if err != nil {
-		return nil, err
-	}
-	return host.FollowKind(c, &cozyv1alpha1.AffinityClass{}, nil)
+	return host.FollowKind(&cozyv1alpha1.AffinityClass{}, module.Scope{}, nil)
 }
 
 // newReleaseKind follows the metadata of the HelmReleases Cozystack creates
@@ -105,13 +101,7 @@ func newClassKind(host module.Host) (module.Kind, error) {
 // CRD may be absent: the module then serves Pods only, and follows
 // HelmReleases once the CRD appears.
 func newReleaseKind(host module.Host) (module.Kind, error) {
-	// A cache resolves ByObject kinds when built, and the Flux CRD may be
-	// absent then: this cache's only kind is scoped by its default.
-	c, err := host.NewCache("helmreleases", cache.Options{DefaultLabelSelector: labelExists(applicationKindLabel)})
-	if err != nil {
-		return nil, err
-	}
-	return host.FollowKind(c, releaseMetadata(), nil)
+	return host.FollowKind(releaseMetadata(), module.Scope{Labels: labelExists(applicationKindLabel)}, nil)
 }
 
 var errClassAPI = errors.New("the AffinityClass API (cozystack.io/v1alpha1) is not served: install its CRD")
@@ -456,7 +446,7 @@ func (o *ownerCache) startFollowing(ctx context.Context, gvk schema.GroupVersion
 		delete(o.timedOut, gvk)
 		o.mu.Unlock()
 	}
-	k, err = o.host.FollowKind(o.cache, metadataOf(gvk), onChange)
+	k, err = o.host.FollowKind(metadataOf(gvk), module.Scope{}, onChange)
 	if err != nil {
 		return nil, err
 	}

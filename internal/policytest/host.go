@@ -219,10 +219,12 @@ func (h *host) StartCache(name string, opts cache.Options) (cache.Cache, func(),
 	return c, cancel, nil
 }
 
-// FollowKind runs obj's informer in c when the suite's API server serves
-// the kind (the scheme or the suite's objects know it); otherwise the kind
-// is never readable, as an absent CRD.
-func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (module.Kind, error) {
+// FollowKind builds obj's cache, scoped, and runs obj's informer in it when
+// the suite's API server serves the kind (the scheme or the suite's objects
+// know it); otherwise the kind is never readable, as an absent CRD. A
+// suite lives for one run, so followers do not share caches: Release stops
+// a cache built after the start, and the suite's end the others.
+func (h *host) FollowKind(obj client.Object, scope module.Scope, onChange func()) (module.Kind, error) {
 	gvk, err := apiutil.GVKForObject(obj, h.env.scheme)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: follow %T: %w", h.name, obj, err)
@@ -230,27 +232,37 @@ func (h *host) FollowKind(c cache.Cache, obj client.Object, onChange func()) (mo
 	if !h.Served(gvk) {
 		return followedKind{gvk: gvk}, nil
 	}
+	c, err := cache.New(h.env.config, h.env.cacheOptions(scope.CacheOptions()))
+	if err != nil {
+		return nil, fmt.Errorf("module %s: follow %s: %w", h.name, module.GVKString(gvk), err)
+	}
 	inf, err := c.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return nil, fmt.Errorf("module %s: follow %s: %w", h.name, module.GVKString(gvk), err)
 	}
-	if onChange != nil {
-		h.env.mu.Lock()
-		started := h.env.ctx != nil
-		if !started {
+	h.env.mu.Lock()
+	ctx := h.env.ctx
+	if ctx == nil {
+		// Followed during Setup: it starts with the other caches, and its
+		// follower is told once they synced.
+		h.env.pending = append(h.env.pending, namedCache{name: h.name + "/" + module.GVKString(gvk), cache: c})
+		if onChange != nil {
 			h.env.followers = append(h.env.followers, follower{informer: inf, onChange: onChange})
 		}
-		ctx := h.env.ctx
 		h.env.mu.Unlock()
-		if started {
-			go func() {
-				if toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-					onChange()
-				}
-			}()
-		}
+		return followedKind{gvk: gvk, cache: c, informer: inf, release: func() {}}, nil
 	}
-	return followedKind{gvk: gvk, cache: c, informer: inf}, nil
+	h.env.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	go func() { _ = c.Start(ctx) }()
+	if onChange != nil {
+		go func() {
+			if toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+				onChange()
+			}
+		}()
+	}
+	return followedKind{gvk: gvk, cache: c, informer: inf, release: cancel}, nil
 }
 
 func (h *host) Served(gvk schema.GroupVersionKind) bool {
@@ -276,6 +288,8 @@ type followedKind struct {
 	gvk      schema.GroupVersionKind
 	cache    cache.Cache
 	informer cache.Informer
+	// release stops a cache started after the suite's start.
+	release func()
 }
 
 func (k followedKind) readable() bool { return k.informer != nil && k.informer.HasSynced() }
@@ -322,4 +336,8 @@ func (k followedKind) Informer() cache.Informer {
 	return k.informer
 }
 
-func (followedKind) Release() {}
+func (k followedKind) Release() {
+	if k.release != nil {
+		k.release()
+	}
+}

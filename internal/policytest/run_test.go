@@ -49,13 +49,9 @@ func (p *probe) Setup(_ context.Context, host module.Host) error {
 	if err != nil {
 		return err
 	}
-	widgets, err := host.NewCache("widgets", cache.Options{})
-	if err != nil {
-		return err
-	}
 	w := &metav1.PartialObjectMetadata{}
 	w.SetGroupVersionKind(widgetGVK)
-	p.widget, err = host.FollowKind(widgets, w, nil)
+	p.widget, err = host.FollowKind(w, module.Scope{}, nil)
 	return err
 }
 

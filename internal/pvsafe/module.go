@@ -105,7 +105,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) error {
 	}
 	var followed []module.Kind
 	for _, obj := range snapshotKinds {
-		k, err := host.FollowKind(volumes, obj, nil)
+		k, err := host.FollowKind(obj, module.Scope{}, nil)
 		if err != nil {
 			return err
 		}

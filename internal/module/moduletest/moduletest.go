@@ -37,9 +37,11 @@ type Host struct {
 	Runnables []manager.Runnable
 	Audits    []module.Audit
 
-	mu          sync.Mutex
-	Caches      map[string]cache.Cache
-	Followed    []client.Object
+	mu       sync.Mutex
+	Caches   map[string]cache.Cache
+	Followed []client.Object
+	// Scopes are the scopes the kinds in Followed were followed in.
+	Scopes      []module.Scope
 	Runtime     []module.Webhook
 	Controllers map[string]controller.Controller
 	// ReadyChecks are the module's /readyz conditions, by name.
@@ -146,8 +148,9 @@ func (h *Host) NewController(name string, opts controller.Options) (controller.C
 	return c, nil
 }
 
-// FollowKind records obj; the kind is in the state KindStates says.
-func (h *Host) FollowKind(_ cache.Cache, obj client.Object, _ func()) (module.Kind, error) {
+// FollowKind records obj and scope; the kind is in the state KindStates
+// says.
+func (h *Host) FollowKind(obj client.Object, scope module.Scope, _ func()) (module.Kind, error) {
 	gvk, err := apiutil.GVKForObject(obj, h.Types)
 	if err != nil {
 		return nil, err
@@ -155,6 +158,7 @@ func (h *Host) FollowKind(_ cache.Cache, obj client.Object, _ func()) (module.Ki
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.Followed = append(h.Followed, obj)
+	h.Scopes = append(h.Scopes, scope)
 	return &unreadableKind{NoObjects: module.NoObjects(gvk), h: h, gvk: gvk}, nil
 }
 
