@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -33,23 +31,14 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/nodegroup"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/clustertest"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
-const policyDenied = `admission webhook "nodegroup-policy.gatehouse.dev" denied the request: `
+const policyDenied = clustertest.NodeGroupPolicyDenied
 
-// ngScheme knows the three NodeGroup versions, so that one client can
-// write through any of them: the Go type picks the version.
-var ngScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
-		ngv1.AddToScheme, v1alpha1.AddToScheme, v1alpha2.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}()
+// ngScheme is clustertest.NodeGroupScheme: every NodeGroup version.
+var ngScheme = clustertest.NodeGroupScheme
 
 // ngWarnings collects the warnings the API server relays.
 type ngWarnings struct {
@@ -77,20 +66,10 @@ type ngEnv struct {
 	g        *testenv.Gatehouse
 }
 
+// ngClient is clustertest.NodeGroupClient on the shared control plane.
 func ngClient(t testing.TB, warnings rest.WarningHandler) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(controlPlane.Config)
-	cfg.WarningHandler = rest.NoWarnings{}
-	if warnings != nil {
-		cfg.WarningHandler = warnings
-	}
-	// A logger of its own: controller-runtime's global one complains on
-	// stderr, in the middle of benchmark output, when nobody set it.
-	c, err := client.New(cfg, client.Options{Scheme: ngScheme, Log: testr.NewWithInterface(t, testr.Options{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return clustertest.NodeGroupClient(t, controlPlane.Config, warnings)
 }
 
 // startNodeGroup starts Gatehouse with the nodegroup module and waits until
@@ -108,63 +87,14 @@ func startNodeGroup(t *testing.T) *ngEnv {
 
 func startNodeGroupWith(t testing.TB, opts app.Options) *ngEnv {
 	t.Helper()
-	g := startGatehouse(t, opts)
-	// Registered after startGatehouse's cleanup, so it runs first: the CRD
-	// stops pointing at the server before the server stops.
-	t.Cleanup(func() {
-		ctx := context.Background()
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: nodegroup.CRDName}, crd); err == nil {
-			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
-			if err := controlPlane.Client.Update(ctx, crd); err != nil {
-				t.Errorf("reset the CRD conversion: %v", err)
-			}
-		}
-	})
-	env := &ngEnv{warnings: &ngWarnings{}, g: g}
+	env := &ngEnv{warnings: &ngWarnings{}}
 	env.c = ngClient(t, env.warnings)
-	env.waitUntilServed(t)
+	env.g = clustertest.ServeNodeGroups(t, controlPlane, opts, env.c)
 	return env
 }
 
-// waitUntilServed waits until the API server has picked up the CRD's new
-// conversion webhook and the new validating webhook: both reach it through
-// informers of its own, a moment after Gatehouse wrote them.
-func (e *ngEnv) waitUntilServed(t testing.TB) {
-	t.Helper()
-	ctx := context.Background()
-	probe := &v1alpha2.NodeGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-		Spec:       v1alpha2.NodeGroupSpec{NodeType: v1alpha2.NodeTypeStatic, CRI: &v1alpha2.CRISpec{Type: v1alpha2.CRITypeDocker}},
-	}
-	eventually(t, "the API server converts and validates NodeGroups through Gatehouse", func() error {
-		err := e.c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		if err == nil {
-			return errors.New("a Docker group was admitted")
-		}
-		if !strings.Contains(err.Error(), policyDenied+"it is forbidden to set cri type to Docker") {
-			return err
-		}
-		return nil
-	})
-}
-
-// eventually retries check until it passes; the deadline only bounds a
-// failing test and asserts nothing about speed.
-func eventually(t testing.TB, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+// eventually is clustertest.Eventually: retry until the check passes.
+var eventually = clustertest.Eventually
 
 // create creates obj and deletes it when the test ends. A group of the same
 // name left by an interrupted run is deleted first: some names, such as
@@ -322,9 +252,8 @@ func providerConfigListing(group string) string {
 	return strings.Replace(openStackProviderConfig, "name: front-nm", "name: "+group, 1)
 }
 
-func classRef() ngv1.ClassReference {
-	return ngv1.ClassReference{Kind: "OpenStackInstanceClass", Name: "worker"}
-}
+// classRef is clustertest.NodeGroupClassRef: the cloud groups' class.
+var classRef = clustertest.NodeGroupClassRef
 
 func TestNodeGroupWrittenThroughV1alpha1IsReadThroughEveryVersion(t *testing.T) {
 	env := startNodeGroup(t)

@@ -56,20 +56,6 @@ var (
 	applicationGVK = schema.GroupVersionKind{Group: benchBenchGroup, Version: "v1", Kind: "Application"}
 )
 
-// schemalessCRD is a namespaced CRD of one served version that keeps any
-// field: an operator's kind, as far as ownership walks are concerned.
-func schemalessCRD(gvk schema.GroupVersionKind, plural string) *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + gvk.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: gvk.Group, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: gvk.Kind, ListKind: gvk.Kind + "List"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: gvk.Version, Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
-		},
-	}
-}
-
 // benchLineage is what the fixture made: a reference to each Pod's
 // ReplicaSet, in order.
 type benchLineage struct {
