@@ -119,12 +119,11 @@ func configcheckOptions() app.Options {
 	}
 }
 
-// exampleConfig, scopeTo and unscoped are clustertest's: the example
-// config, watching the namespaces of one scope or every namespace.
+// exampleConfig and scopeTo are clustertest's: the example config,
+// watching the namespaces of one scope.
 var (
 	exampleConfig = clustertest.ExampleConfig
 	scopeTo       = clustertest.ScopeTo
-	unscoped      = clustertest.Unscoped
 )
 
 func (e *configcheckEnv) waitFor(what string, check func() error) {
