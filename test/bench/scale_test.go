@@ -113,12 +113,17 @@ func BenchmarkGatehouseMemoryAtScale(b *testing.B) {
 		// Ready means every module's caches synced; configcheck's stores
 		// are synced once the config's status says Published for a new
 		// generation, which only this instance can have written.
-		current := &gatehousev1alpha1.HAProxyTemplateConfig{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), current); err != nil {
-			b.Fatal(err)
-		}
-		current.Spec.TemplatingSettings.ExtraContext = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"run":%d}`, rssBefore))}
-		eventually(b, "the config is updated", func() error { return c.Update(ctx, current.DeepCopy()) })
+		// Read again on each try: the new instance writes the config's
+		// status as it starts, and an update of the copy read before that
+		// conflicts on every retry.
+		eventually(b, "the config is updated", func() error {
+			current := &gatehousev1alpha1.HAProxyTemplateConfig{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), current); err != nil {
+				return err
+			}
+			current.Spec.TemplatingSettings.ExtraContext = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"run":%d}`, rssBefore))}
+			return c.Update(ctx, current)
+		})
 		eventually(b, "configcheck published the rendering of 1,000 Ingresses", func() error {
 			current := &gatehousev1alpha1.HAProxyTemplateConfig{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), current); err != nil {
