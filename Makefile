@@ -383,7 +383,7 @@ fuzz: ## Run every native Go fuzz target for FUZZTIME each (default 30s), one af
 
 .PHONY: bench
 bench: $(RUN_TOOLS) build ## Go benchmarks, then the HTTPS load generator against Gatehouse and the bare-TLS floor.
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./internal/... ./api/... ./test/e2e/ | tee bin/bench-go.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 -timeout 60m ./internal/... ./api/... ./test/bench/ | tee bin/bench-go.txt
 	$(GO) run ./test/bench/loadgen
 
 ##@ Run

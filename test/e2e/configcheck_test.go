@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -20,12 +19,12 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/yaml"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/clustertest"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
@@ -42,7 +41,7 @@ type configcheckEnv struct {
 	g      *testenv.Gatehouse
 }
 
-const scopeLabel = "gatehouse.test/configcheck"
+const scopeLabel = clustertest.ScopeLabel
 
 // label puts namespace in the test's scope.
 func (e *configcheckEnv) label(namespace string) {
@@ -120,42 +119,12 @@ func configcheckOptions() app.Options {
 	}
 }
 
-// exampleConfig is examples/configcheck's config, watching only the
-// namespaces labelled with a scope of its own that no namespace carries
-// yet: a config outlives its test until its namespace is deleted, and one
-// watching every namespace would judge the next tests' Ingresses. A test
-// that means it to watch something scopes it (scopeTo) or labels a
-// namespace with its scope.
-func exampleConfig(t testing.TB) *gatehousev1alpha1.HAProxyTemplateConfig {
-	t.Helper()
-	data, err := os.ReadFile("../../examples/configcheck/config.yaml")
-	if err == nil {
-		cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
-		if err = yaml.UnmarshalStrict(data, cfg); err == nil {
-			scopeTo(cfg, "cc-"+randSuffix())
-			return cfg
-		}
-	}
-	t.Fatal(err)
-	return nil
-}
-
-// scopeTo has cfg watch the namespaces labelled scopeLabel=scope only.
-func scopeTo(cfg *gatehousev1alpha1.HAProxyTemplateConfig, scope string) {
-	for name, w := range cfg.Spec.WatchedResources {
-		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: scope}}
-		cfg.Spec.WatchedResources[name] = w
-	}
-}
-
-// unscoped has cfg watch every namespace, for a benchmark that owns the
-// cluster.
-func unscoped(cfg *gatehousev1alpha1.HAProxyTemplateConfig) {
-	for name, w := range cfg.Spec.WatchedResources {
-		w.NamespaceSelector = nil
-		cfg.Spec.WatchedResources[name] = w
-	}
-}
+// exampleConfig and scopeTo are clustertest's: the example config,
+// watching the namespaces of one scope.
+var (
+	exampleConfig = clustertest.ExampleConfig
+	scopeTo       = clustertest.ScopeTo
+)
 
 func (e *configcheckEnv) waitFor(what string, check func() error) {
 	e.t.Helper()
@@ -163,17 +132,7 @@ func (e *configcheckEnv) waitFor(what string, check func() error) {
 }
 
 func (e *configcheckEnv) ingress(name, class, host, service string, port int32) *networkingv1.Ingress {
-	return &networkingv1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.app, Name: name},
-		Spec: networkingv1.IngressSpec{
-			IngressClassName: ptr.To(class),
-			Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: networkingv1.IngressBackend{
-					Service: &networkingv1.IngressServiceBackend{Name: service, Port: networkingv1.ServiceBackendPort{Number: port}},
-				}}},
-			}}}},
-		},
-	}
+	return clustertest.Ingress(e.app, name, class, host, service, port)
 }
 
 func (e *configcheckEnv) service(name string) *corev1.Service {

@@ -1,19 +1,12 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"testing"
 
-	"github.com/go-logr/logr/testr"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/clustertest"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
-	"github.com/gatehouse-dev/gatehouse/internal/uninstall"
-	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
 // controlPlane is shared by the package's tests; each test starts its own
@@ -21,48 +14,11 @@ import (
 var controlPlane *testenv.ControlPlane
 
 func TestMain(m *testing.M) {
-	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
-	}
-	controlPlane = cp
-	code := m.Run()
-	if err := cp.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: stop control plane:", err)
-	}
-	os.Exit(code)
+	os.Exit(clustertest.Run(m, func(cp *testenv.ControlPlane) { controlPlane = cp }))
 }
 
-// startGatehouse starts an in-process Gatehouse on the shared control plane
-// and, when the test ends, stops it and removes its webhook configuration, so
-// that no later test is called into a stopped server.
+// startGatehouse is clustertest.StartGatehouse on the shared control plane.
 func startGatehouse(t testing.TB, opts app.Options) *testenv.Gatehouse {
 	t.Helper()
-	if opts.Log.GetSink() == nil {
-		opts.Log = testr.NewWithInterface(t, testr.Options{Verbosity: 0})
-	}
-	if opts.Namespace == "" {
-		opts.Namespace = "gatehouse-e2e"
-	}
-	g, err := testenv.StartGatehouse(context.Background(), controlPlane, t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := g.Stop(); err != nil {
-			t.Errorf("stop gatehouse: %v", err)
-		}
-		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.ValidatingName}})
-		_ = controlPlane.Client.Delete(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookconfig.MutatingName}})
-		// Its configurations and the conversions it took go with it, as
-		// `gatehouse uninstall` removes them: a later test must never be
-		// called into this stopped server, and an install of another name
-		// never takes over a conversion this one left (a NodeGroup
-		// conversion pointing here failed a later install's test).
-		if err := uninstall.Run(context.Background(), uninstall.Options{Client: controlPlane.Client, Instance: opts.Instance}); err != nil {
-			t.Errorf("uninstall %s: %v", opts.Instance, err)
-		}
-	})
-	return g
+	return clustertest.StartGatehouse(t, controlPlane, opts)
 }

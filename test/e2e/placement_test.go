@@ -23,10 +23,14 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/clustertest"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 const zoneKey = "topology.kubernetes.io/zone"
+
+// schemalessCRD is clustertest.SchemalessCRD: an operator's kind.
+var schemalessCRD = clustertest.SchemalessCRD
 
 // placementEnv is one test's classes (named after the test, as classes are
 // cluster-scoped), tenant namespace and Gatehouse.

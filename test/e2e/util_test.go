@@ -5,9 +5,10 @@ import (
 	"encoding/pem"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testing/clustertest"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -16,9 +17,8 @@ func pemEncode(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
-// randSuffix keeps object names unique, so that the suite can run again on
-// the same control plane and in any order.
-func randSuffix() string { return rand.String(6) }
+// randSuffix is clustertest.RandSuffix: object names unique to this run.
+var randSuffix = clustertest.RandSuffix
 
 // impersonated is a client acting as user (in system:authenticated, as
 // every authenticated user is), through kube-apiserver's impersonation.

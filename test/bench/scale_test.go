@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/nodegroup"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
 	"github.com/gatehouse-dev/gatehouse/internal/pvsafe"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/clustertest"
 )
 
 // The scale cluster of the reliability issue: 10,000 Namespaces, 50,000
@@ -87,7 +88,7 @@ func createScaleFixture(b *testing.B) {
 // and its cost per 10,000 cached objects. The test process's own heap is
 // measured before Gatehouse starts and subtracted.
 //
-//	go test ./test/e2e -run '^$' -bench GatehouseMemoryAtScale -benchtime 1x -timeout 60m
+//	go test ./test/bench -run '^$' -bench GatehouseMemoryAtScale -benchtime 1x -timeout 60m
 func BenchmarkGatehouseMemoryAtScale(b *testing.B) {
 	createPlacementFixture(b)
 	cb := startConfigcheckBench(b)      // 1,000 Ingresses, their Services and the config
@@ -97,13 +98,13 @@ func BenchmarkGatehouseMemoryAtScale(b *testing.B) {
 	createScaleFixture(b)
 	ctx := context.Background()
 	c := controlPlane.Client
-	cfg := exampleConfig(b)
-	unscoped(cfg)
+	cfg := clustertest.ExampleConfig(b)
+	clustertest.Unscoped(cfg)
 	cfg.Namespace = ccBenchLB
 	for i := 0; i < b.N; i++ {
 		before := heapInUse()
 		rssBefore := rss()
-		g := startGatehouse(b, app.Options{
+		g := clustertest.StartGatehouse(b, controlPlane, app.Options{
 			Catalogue: []module.Module{pvsafe.New(pvsafe.Options{}), nodegroup.New(), placement.New(placement.Options{}), configcheck.New(configcheck.Options{})},
 			Modules: map[string]app.ModuleConfig{
 				"pvsafe": {Enabled: true}, "nodegroup": {Enabled: true}, "placement": {Enabled: true}, "configcheck": {Enabled: true},
@@ -112,12 +113,17 @@ func BenchmarkGatehouseMemoryAtScale(b *testing.B) {
 		// Ready means every module's caches synced; configcheck's stores
 		// are synced once the config's status says Published for a new
 		// generation, which only this instance can have written.
-		current := &gatehousev1alpha1.HAProxyTemplateConfig{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), current); err != nil {
-			b.Fatal(err)
-		}
-		current.Spec.TemplatingSettings.ExtraContext = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"run":%d}`, rssBefore))}
-		eventually(b, "the config is updated", func() error { return c.Update(ctx, current.DeepCopy()) })
+		// Read again on each try: the new instance writes the config's
+		// status as it starts, and an update of the copy read before that
+		// conflicts on every retry.
+		eventually(b, "the config is updated", func() error {
+			current := &gatehousev1alpha1.HAProxyTemplateConfig{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), current); err != nil {
+				return err
+			}
+			current.Spec.TemplatingSettings.ExtraContext = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"run":%d}`, rssBefore))}
+			return c.Update(ctx, current)
+		})
 		eventually(b, "configcheck published the rendering of 1,000 Ingresses", func() error {
 			current := &gatehousev1alpha1.HAProxyTemplateConfig{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), current); err != nil {

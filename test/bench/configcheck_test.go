@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"bytes"
@@ -23,7 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/clustertest"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
@@ -38,7 +41,7 @@ const (
 )
 
 type ccBench struct {
-	e    *configcheckEnv
+	c    client.Client
 	g    *testenv.Gatehouse
 	path string // the Ingress webhook's path
 }
@@ -57,7 +60,7 @@ func startConfigcheckBench(b *testing.B) *ccBench {
 			b.Fatal(err)
 		}
 	}
-	e := &configcheckEnv{c: c, app: ccBenchNamespace, cfgKey: types.NamespacedName{Namespace: ccBenchLB, Name: "edge"}}
+	cfgKey := types.NamespacedName{Namespace: ccBenchLB, Name: "edge"}
 	parallel(b, ccBenchIngresses, func(i int) {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ccBenchNamespace, Name: fmt.Sprintf("svc-%04d", i)},
@@ -66,7 +69,7 @@ func startConfigcheckBench(b *testing.B) *ccBench {
 		if err := c.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
 			b.Error(err)
 		}
-		ing := e.ingress(fmt.Sprintf("ing-%04d", i), "haproxy", fmt.Sprintf("h%04d.example", i), svc.Name, 80)
+		ing := clustertest.Ingress(ccBenchNamespace, fmt.Sprintf("ing-%04d", i), "haproxy", fmt.Sprintf("h%04d.example", i), svc.Name, 80)
 		if err := c.Create(ctx, ing); err != nil && !apierrors.IsAlreadyExists(err) {
 			b.Error(err)
 		}
@@ -75,15 +78,15 @@ func startConfigcheckBench(b *testing.B) *ccBench {
 		b.FailNow()
 	}
 	g := startConfigcheckGatehouse(b)
-	cfg := exampleConfig(b)
-	unscoped(cfg)
+	cfg := clustertest.ExampleConfig(b)
+	clustertest.Unscoped(cfg)
 	cfg.Namespace = ccBenchLB
 	_ = c.Delete(ctx, cfg.DeepCopy())
 	eventually(b, "the config is admitted", func() error { return c.Create(ctx, cfg.DeepCopy()) })
 	b.Cleanup(func() { _ = c.Delete(context.Background(), cfg.DeepCopy()) })
 	eventually(b, "the rendering of 1,000 Ingresses is published", func() error {
 		current := &gatehousev1alpha1.HAProxyTemplateConfig{}
-		if err := c.Get(ctx, e.cfgKey, current); err != nil {
+		if err := c.Get(ctx, cfgKey, current); err != nil {
 			return err
 		}
 		cm := &corev1.ConfigMap{}
@@ -95,7 +98,17 @@ func startConfigcheckBench(b *testing.B) *ccBench {
 		}
 		return nil
 	})
-	return &ccBench{e: e, g: g, path: "/validate/configcheck/" + ccBenchLB + "/edge/ingresses"}
+	return &ccBench{c: c, g: g, path: "/validate/configcheck/" + ccBenchLB + "/edge/ingresses"}
+}
+
+// startConfigcheckGatehouse starts Gatehouse with the configcheck module
+// alone.
+func startConfigcheckGatehouse(b *testing.B) *testenv.Gatehouse {
+	b.Helper()
+	return clustertest.StartGatehouse(b, controlPlane, app.Options{
+		Catalogue: []module.Module{configcheck.New(configcheck.Options{})},
+		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
+	})
 }
 
 // review is the AdmissionReview of creating ing.
@@ -166,7 +179,7 @@ func (cb *ccBench) admit(b *testing.B, body []byte) {
 //
 //   - haproxy-c: the floor, exec of haproxy -c on the published files.
 //
-//     go test ./test/e2e -run '^$' -bench ConfigcheckAdmission1000 -benchtime 30x -count 3
+//     go test ./test/bench -run '^$' -bench ConfigcheckAdmission1000 -benchtime 30x -count 3
 func BenchmarkConfigcheckAdmission1000(b *testing.B) {
 	cb := startConfigcheckBench(b)
 	dir := b.TempDir()
@@ -174,12 +187,12 @@ func BenchmarkConfigcheckAdmission1000(b *testing.B) {
 	b.Run("miss", func(b *testing.B) {
 		for i := range b.N {
 			host := fmt.Sprintf("miss-%d-%d.example", time.Now().UnixNano(), i)
-			cb.admit(b, cb.review(b, cb.e.ingress("new", "haproxy", host, "svc-0001", 80), fmt.Sprint("miss-", i)))
+			cb.admit(b, cb.review(b, clustertest.Ingress(ccBenchNamespace, "new", "haproxy", host, "svc-0001", 80), fmt.Sprint("miss-", i)))
 		}
 	})
 	b.Run("hit", func(b *testing.B) {
 		// An annotation no template reads: the same rendering each time.
-		ing := cb.e.ingress("same", "haproxy", "same.example", "svc-0001", 80)
+		ing := clustertest.Ingress(ccBenchNamespace, "same", "haproxy", "same.example", "svc-0001", 80)
 		cb.admit(b, cb.review(b, ing, "hit")) // the first one runs haproxy
 		b.ResetTimer()
 		for i := range b.N {
@@ -191,7 +204,7 @@ func BenchmarkConfigcheckAdmission1000(b *testing.B) {
 		// A label-only UPDATE of a stored Ingress: the config ignores
 		// labels, so what the templates see does not change.
 		stored := &networkingv1.Ingress{}
-		if err := cb.e.c.Get(context.Background(), client.ObjectKey{Namespace: ccBenchNamespace, Name: "ing-0003"}, stored); err != nil {
+		if err := cb.c.Get(context.Background(), client.ObjectKey{Namespace: ccBenchNamespace, Name: "ing-0003"}, stored); err != nil {
 			b.Fatal(err)
 		}
 		for i := range b.N {
@@ -215,7 +228,7 @@ func BenchmarkConfigcheckAdmission1000(b *testing.B) {
 // lays it out.
 func writePublished(b *testing.B, cb *ccBench, dir string) {
 	cm := &corev1.ConfigMap{}
-	if err := cb.e.c.Get(context.Background(), types.NamespacedName{Namespace: ccBenchLB, Name: configcheck.RenderedConfigMapName("edge")}, cm); err != nil {
+	if err := cb.c.Get(context.Background(), types.NamespacedName{Namespace: ccBenchLB, Name: configcheck.RenderedConfigMapName("edge")}, cm); err != nil {
 		b.Fatal(err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "maps"), 0o755); err != nil {
@@ -245,7 +258,7 @@ func cutPrefix(s, prefix string) (string, bool) {
 // must be admitted: none refused for lack of time, none timed out. Reports
 // the p50 and p99 of the creates as the client sees them.
 //
-//	go test ./test/e2e -run '^$' -bench ConfigcheckBurst50 -benchtime 1x -count 3
+//	go test ./test/bench -run '^$' -bench ConfigcheckBurst50 -benchtime 1x -count 3
 func BenchmarkConfigcheckBurst50(b *testing.B) {
 	cb := startConfigcheckBench(b)
 	ctx := context.Background()
@@ -264,7 +277,7 @@ func BenchmarkConfigcheckBurst50(b *testing.B) {
 			go func(name string) {
 				defer wg.Done()
 				start := time.Now()
-				err := cb.e.c.Create(ctx, cb.e.ingress(name, "haproxy", name+".example", "svc-0002", 80))
+				err := cb.c.Create(ctx, clustertest.Ingress(ccBenchNamespace, name, "haproxy", name+".example", "svc-0002", 80))
 				mu.Lock()
 				defer mu.Unlock()
 				lat = append(lat, time.Since(start))
@@ -279,7 +292,7 @@ func BenchmarkConfigcheckBurst50(b *testing.B) {
 			b.Fatalf("%d of 50 creates failed, first: %v", len(errs), errs[0])
 		}
 		for _, name := range names {
-			_ = cb.e.c.Delete(ctx, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ccBenchNamespace, Name: name}}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			_ = cb.c.Delete(ctx, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ccBenchNamespace, Name: name}}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		}
 		b.StartTimer()
 	}

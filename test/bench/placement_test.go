@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"context"
@@ -29,8 +29,10 @@ import (
 
 	cozyv1alpha1 "github.com/gatehouse-dev/gatehouse/api/cozystack.io/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/app"
+	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/placement"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/clustertest"
 )
 
 // The placement benchmark's cluster: 10,000 Pods, each four ownership hops
@@ -55,20 +57,6 @@ var (
 	databaseGVK    = schema.GroupVersionKind{Group: benchBenchGroup, Version: "v1", Kind: "Database"}
 	applicationGVK = schema.GroupVersionKind{Group: benchBenchGroup, Version: "v1", Kind: "Application"}
 )
-
-// schemalessCRD is a namespaced CRD of one served version that keeps any
-// field: an operator's kind, as far as ownership walks are concerned.
-func schemalessCRD(gvk schema.GroupVersionKind, plural string) *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + gvk.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: gvk.Group, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: gvk.Kind, ListKind: gvk.Kind + "List"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: gvk.Version, Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
-		},
-	}
-}
 
 // benchLineage is what the fixture made: a reference to each Pod's
 // ReplicaSet, in order.
@@ -98,11 +86,11 @@ func createPlacementFixture(b *testing.B) benchLineage {
 		return obj
 	}
 	mustCreate(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}})
-	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{schemalessCRD(databaseGVK, "databases"), schemalessCRD(applicationGVK, "applications")} {
+	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{clustertest.SchemalessCRD(databaseGVK, "databases"), clustertest.SchemalessCRD(applicationGVK, "applications")} {
 		mustCreate(crd)
 	}
 	mustCreate(&cozyv1alpha1.AffinityClass{ObjectMeta: metav1.ObjectMeta{Name: "bench-dc1"},
-		Spec: cozyv1alpha1.AffinityClassSpec{NodeSelector: map[string]string{zoneKey: "zone-a"}}})
+		Spec: cozyv1alpha1.AffinityClassSpec{NodeSelector: map[string]string{corev1.LabelTopologyZone: "zone-a"}}})
 	mustCreate(&helmv2.HelmRelease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: benchReleaseName, Labels: map[string]string{
 			"apps.cozystack.io/application.kind": "Bench", "apps.cozystack.io/affinity-class": "bench-dc1"}},
@@ -173,7 +161,7 @@ func createPlacementFixture(b *testing.B) benchLineage {
 func benchPodSpec() corev1.PodSpec {
 	return corev1.PodSpec{
 		SchedulerName: "bench-no-scheduler",
-		NodeSelector:  map[string]string{zoneKey: "zone-a"},
+		NodeSelector:  map[string]string{corev1.LabelTopologyZone: "zone-a"},
 		Containers:    []corev1.Container{{Name: "app", Image: "registry.example/app:1"}},
 	}
 }
@@ -222,7 +210,7 @@ func podReview(b *testing.B, setRef metav1.OwnerReference, i int, selector map[s
 // Gatehouse's real caches holding 10,000 Pods and their owners, against
 // Cozystack's way in the same run: one live GET per hop.
 //
-//	go test ./test/e2e -run '^$' -bench PlacementPodDecision -benchtime 20000x -count 3
+//	go test ./test/bench -run '^$' -bench PlacementPodDecision -benchtime 20000x -count 3
 func BenchmarkPlacementPodDecision(b *testing.B) {
 	ctx := context.Background()
 	fixture := createPlacementFixture(b)
@@ -313,7 +301,7 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 // cache per 10,000 objects (the owners), next to a typed cache of the same
 // Pods (what a full cache would hold) and placement's slimmed Pod cache.
 //
-//	go test ./test/e2e -run '^$' -bench PlacementCacheMemory -benchtime 1x -count 3
+//	go test ./test/bench -run '^$' -bench PlacementCacheMemory -benchtime 1x -count 3
 func BenchmarkPlacementCacheMemory(b *testing.B) {
 	createPlacementFixture(b)
 	ctx := context.Background()
@@ -366,4 +354,17 @@ func heapInUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+func mustCertDir(b *testing.B) string {
+	b.Helper()
+	dir := b.TempDir()
+	bundle, err := certs.SelfSigned([]string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := bundle.WriteDir(dir); err != nil {
+		b.Fatal(err)
+	}
+	return dir
 }
