@@ -13,9 +13,11 @@
 
 # The only base image: Go's, on the builder's own platform (the binary is
 # cross-compiled, and hack/image downloads the target's packages itself,
-# so nothing runs under emulation). Pin it by digest where a registry is
-# reachable: make pin-dockerfile rewrites this line to tag@sha256:digest.
-ARG GOLANG_IMAGE=golang:1.26.8-bookworm
+# so nothing runs under emulation). Pinned by digest: the tag's image
+# index as public Dockerfiles pin it (no registry is reachable from the
+# development machines); make pin-dockerfile, where one is, rewrites this
+# line to the digest the tag has then.
+ARG GOLANG_IMAGE=golang:1.26.8-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c826660eb7ba0b641b8b175d
 
 FROM --platform=$BUILDPLATFORM ${GOLANG_IMAGE} AS build
 ARG TARGETOS=linux
