@@ -78,7 +78,7 @@ func (s *Server) guard(path string, next http.Handler, authenticated bool) http.
 		err := budget.Acquire(waitCtx, charge)
 		cancel()
 		if err != nil {
-			w.Header().Set("Retry-After", "1")
+			// No Retry-After (refuse): the API server must not retry.
 			s.refuse(w, path, http.StatusTooManyRequests, fmt.Sprintf("too many requests in flight: a request of %d bytes found no room in %s", charge, s.opts.InFlightWait))
 			return
 		}
@@ -110,6 +110,14 @@ func requestBody(r *http.Request) []byte {
 	return b.body
 }
 
+// refuse answers a request the server does not decide, with code and msg.
+// Refusals for load (429, 503) carry no Retry-After header on purpose:
+// kube-apiserver calls webhooks through client-go's REST client, which
+// retries a 429 or 5xx naming a Retry-After, up to ten times. A refusal
+// meant to apply the webhook's failurePolicy at once would instead be sent
+// again every second until the webhook's timeout, adding the load it
+// refused and ending as a timeout (BenchmarkConfigcheckBurst50 saw 20 of 50
+// creates fail so, after 10 s; TestLoadRefusalsAreNotRetried).
 func (s *Server) refuse(w http.ResponseWriter, path string, code int, msg string) {
 	metrics.BadRequests.WithLabelValues(path, strconv.Itoa(code)).Inc()
 	s.opts.Log.V(1).Info("request refused", "path", path, "code", code, "reason", msg)

@@ -124,9 +124,9 @@ type concurrencyBound struct {
 // then the decision's estimated memory in the budget of decisions in
 // flight, waiting for both until the request's wait ends (InFlightWait
 // after it arrived). It answers the request itself when there is none: 503
-// when the module is busy, 429 when the memory budget is full (both with
-// Retry-After, for the API server to apply the webhook's failurePolicy at
-// once), 413 when the decision alone would exceed the budget.
+// when the module is busy, 429 when the memory budget is full, 413 when the
+// decision alone would exceed the budget. None carries Retry-After
+// (refuse): the API server applies the webhook's failurePolicy at once.
 func (s *Server) hold(w http.ResponseWriter, r *http.Request, path string, concurrency *semaphore.Weighted, cost module.Cost) (release func(), ok bool) {
 	body := requestBody(r)
 	charge := decisionCost(body, cost)
@@ -140,7 +140,6 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, path string, concu
 	defer cancel()
 	if concurrency != nil {
 		if err := concurrency.Acquire(ctx, 1); err != nil {
-			w.Header().Set("Retry-After", "1")
 			s.refuse(w, path, http.StatusServiceUnavailable, fmt.Sprintf("too many decisions of this module in flight: none ended within %s", s.opts.InFlightWait))
 			return nil, false
 		}
@@ -149,7 +148,6 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, path string, concu
 		if concurrency != nil {
 			concurrency.Release(1)
 		}
-		w.Header().Set("Retry-After", "1")
 		s.refuse(w, path, http.StatusTooManyRequests, fmt.Sprintf("too many requests in flight: a decision estimated at %d MiB found no room in %s", charge>>20, s.opts.InFlightWait))
 		return nil, false
 	}

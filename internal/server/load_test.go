@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,11 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -62,8 +68,8 @@ func TestReviewCostlierThanTheBudgetIsRefusedUndecoded(t *testing.T) {
 
 // TestModuleConcurrencyIsBoundedAcrossItsWebhooks: a module declaring a
 // concurrency of 2 on two webhooks has at most two decisions running, of
-// either; a third request gets 503 with Retry-After once its wait ends,
-// and a module declaring none is not held up.
+// either; a third request gets 503, without Retry-After, once its wait
+// ends, and a module declaring none is not held up.
 func TestModuleConcurrencyIsBoundedAcrossItsWebhooks(t *testing.T) {
 	release := make(chan struct{})
 	var running, most atomic.Int32
@@ -104,8 +110,8 @@ func TestModuleConcurrencyIsBoundedAcrossItsWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
-		t.Errorf("a third decision of the module: status %d, Retry-After %q; want 503 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "" {
+		t.Errorf("a third decision of the module: status %d, Retry-After %q; want 503 and none", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	if code, out := h.post(t, "/other", review("other", admissionv1.Create)); code != http.StatusOK {
 		t.Errorf("another module's review: status %d: %s", code, out)
@@ -122,6 +128,59 @@ func TestModuleConcurrencyIsBoundedAcrossItsWebhooks(t *testing.T) {
 		t.Errorf("%d decisions ran at once, want 2", most.Load())
 	}
 }
+
+// TestLoadRefusalsAreNotRetried posts, as kube-apiserver calls a webhook
+// (client-go's REST client, which retries a 429 or 5xx naming a
+// Retry-After), to a module whose one decision is held: the 503 reaches
+// the caller after one request, so that the API server applies the
+// failurePolicy at once instead of sending the request again every second
+// until the webhook's timeout.
+func TestLoadRefusalsAreNotRetried(t *testing.T) {
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	var received atomic.Int32
+	slow := func(context.Context, admission.Request) admission.Response {
+		held <- struct{}{}
+		<-release
+		return admission.Allowed("")
+	}
+	a := validating("a.test", "/a", slow)
+	a.Cost.Concurrency = 1
+	h := start(t, func(o *server.Options) { o.InFlightWait = 100 * time.Millisecond }, func(s *server.Server) {
+		s.Admission("busy", a, module.Enforce)
+	})
+	go func() { _, _ = h.post(t, "/a", review("held", admissionv1.Create)) }()
+	<-held
+	defer close(release)
+
+	base, err := url.Parse(h.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counting := *h.client
+	counting.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		received.Add(1)
+		return h.client.Transport.RoundTrip(r)
+	})
+	c, err := rest.NewRESTClient(base, "", rest.ClientContentConfig{
+		ContentType: "application/json",
+		Negotiator:  runtime.NewClientNegotiator(scheme.Codecs.WithoutConversion(), schema.GroupVersion{}),
+	}, nil, &counting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Post().AbsPath("/a").Body(review("refused", admissionv1.Create)).Do(t.Context()).Error()
+	if !apierrors.IsServiceUnavailable(err) {
+		t.Errorf("want 503, got %v", err)
+	}
+	if n := received.Load(); n != 1 {
+		t.Errorf("client-go sent the refused review %d times, want once", n)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestWebhooksOfAModuleDeclareOneConcurrency: two webhooks of one module
 // declaring different bounds are a programming error, refused at run time.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -254,15 +255,22 @@ func cutPrefix(s, prefix string) (string, bool) {
 
 // BenchmarkConfigcheckBurst50: 50 Ingresses created at once through the
 // real kube-apiserver (each a new host, so 50 distinct renderings and haproxy
-// -c runs, two at a time), with 1,000 Ingresses in the stores. Every create
-// must be admitted: none refused for lack of time, none timed out. Reports
-// the p50 and p99 of the creates as the client sees them.
+// -c runs, two at a time), with 1,000 Ingresses in the stores. The module
+// decides as many at once as its concurrency allows (twice its workers and
+// checks) and refuses the rest at once (503: the webhook's failurePolicy
+// applies); none may wait out kube-apiserver's 10 s, as they did while the
+// refusals carried a Retry-After that client-go obeys by sending the review
+// again every second. Reports the p50 and p99 of the creates as the client
+// sees them, and how many were admitted.
 //
 //	go test ./test/bench -run '^$' -bench ConfigcheckBurst50 -benchtime 1x -count 3
 func BenchmarkConfigcheckBurst50(b *testing.B) {
 	cb := startConfigcheckBench(b)
 	ctx := context.Background()
-	var lat []time.Duration
+	var (
+		lat      []time.Duration
+		admitted int
+	)
 	b.ResetTimer()
 	for round := range b.N {
 		var (
@@ -288,8 +296,14 @@ func BenchmarkConfigcheckBurst50(b *testing.B) {
 		}
 		wg.Wait()
 		b.StopTimer()
-		if len(errs) > 0 {
-			b.Fatalf("%d of 50 creates failed, first: %v", len(errs), errs[0])
+		admitted += 50 - len(errs)
+		for _, err := range errs {
+			// Refused by Gatehouse at once: kube-apiserver reports the 503
+			// as a service unavailable; a wait until its own deadline says
+			// "context deadline exceeded".
+			if !strings.Contains(err.Error(), "the server is currently unable to handle the request") {
+				b.Fatalf("%d of 50 creates failed, one of them not by the module's fast refusal: %v", len(errs), err)
+			}
 		}
 		for _, name := range names {
 			_ = cb.c.Delete(ctx, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ccBenchNamespace, Name: name}}, client.PropagationPolicy(metav1.DeletePropagationBackground))
@@ -297,4 +311,5 @@ func BenchmarkConfigcheckBurst50(b *testing.B) {
 		b.StartTimer()
 	}
 	reportPercentiles(b, lat)
+	b.ReportMetric(float64(admitted)/float64(b.N), "admitted/50")
 }
