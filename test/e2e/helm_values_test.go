@@ -39,23 +39,7 @@ func TestHelmWebhookSettingsReachBothModes(t *testing.T) {
 	dryRunApply(t, objs)
 	args := deploymentArgs(t, objs)
 	wantArgs(t, args, "--config=/etc/gatehouse/config/config.yaml", "--instance-name="+helmRelease+"-gatehouse")
-	var config *corev1.ConfigMap
-	for _, cm := range findObjects[corev1.ConfigMap](t, objs, "ConfigMap") {
-		if cm.Name == helmRelease+"-gatehouse-config" {
-			config = cm
-		}
-	}
-	if config == nil {
-		t.Fatal("no ConfigMap with the --config file")
-	}
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(config.Data["config.yaml"]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := app.LoadFile(path)
-	if err != nil {
-		t.Fatalf("the rendered --config file does not load: %v\n%s", err, config.Data["config.yaml"])
-	}
+	cfg, _ := renderedConfig(t, objs)
 	settings := cfg.Modules["pvsafe"].Webhook
 	want := &webhookconfig.Settings{
 		FailurePolicy: ptr.To(admissionregistrationv1.Ignore), TimeoutSeconds: ptr.To[int32](4),
@@ -77,7 +61,7 @@ func TestHelmWebhookSettingsReachBothModes(t *testing.T) {
 		t.Errorf("configuration %s labels %v: want the install's name and label", vwc.Name, vwc.Labels)
 	}
 	hook := pvsafe.New(pvsafe.Options{}).Webhooks()[0]
-	hook, err = settings.Apply(hook, nil)
+	hook, err := settings.Apply(hook, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +238,18 @@ func TestHelmRendersForGitOps(t *testing.T) {
 // rendered --config file, as the server configures them.
 func renderedModules(t *testing.T, objs []*unstructured.Unstructured) []module.Module {
 	t.Helper()
+	cfg, text := renderedConfig(t, objs)
+	mods := catalogue.All()
+	if err := app.ConfigureModules(mods, cfg.Modules, nil); err != nil {
+		t.Fatalf("the rendered settings are refused: %v\n%s", err, text)
+	}
+	return mods
+}
+
+// renderedConfig loads the chart's rendered --config file as the server
+// does, and returns it with its text.
+func renderedConfig(t *testing.T, objs []*unstructured.Unstructured) (*app.FileConfig, string) {
+	t.Helper()
 	var config *corev1.ConfigMap
 	for _, cm := range findObjects[corev1.ConfigMap](t, objs, "ConfigMap") {
 		if cm.Name == helmRelease+"-gatehouse-config" {
@@ -263,19 +259,16 @@ func renderedModules(t *testing.T, objs []*unstructured.Unstructured) []module.M
 	if config == nil {
 		t.Fatal("no ConfigMap with the --config file")
 	}
+	text := config.Data["config.yaml"]
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(config.Data["config.yaml"]), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := app.LoadFile(path)
 	if err != nil {
-		t.Fatalf("the rendered --config file does not load: %v\n%s", err, config.Data["config.yaml"])
+		t.Fatalf("the rendered --config file does not load: %v\n%s", err, text)
 	}
-	mods := catalogue.All()
-	if err := app.ConfigureModules(mods, cfg.Modules, nil); err != nil {
-		t.Fatalf("the rendered settings are refused: %v\n%s", err, config.Data["config.yaml"])
-	}
-	return mods
+	return cfg, text
 }
 
 // wantSettings checks the settings the server takes from the rendered
