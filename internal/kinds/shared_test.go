@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gatehouse-dev/gatehouse/internal/kinds"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
@@ -150,13 +148,7 @@ func TestFollowersShareTheCacheOfTheirKindAndScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	shared := built.only(t)
-	go func() { _ = crds.Start(ctx) }()
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = tracker.Start(logf.IntoContext(ctx, testr.New(t)))
-	}()
-	defer func() { cancel(); <-stopped }() // it logs through t
+	defer startTracker(ctx, t, cancel, crds, tracker)()
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, time.Minute)
 	defer cancelWait()
@@ -276,13 +268,7 @@ func TestKindsFollowedBeforeStartGateReadiness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = crds.Start(ctx) }()
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = tracker.Start(logf.IntoContext(ctx, testr.New(t)))
-	}()
-	defer func() { cancel(); <-stopped }() // it logs through t
+	defer startTracker(ctx, t, cancel, crds, tracker)()
 
 	if r := <-asked; r != "configmaps" {
 		t.Fatalf("access asked for %s, want configmaps", r)

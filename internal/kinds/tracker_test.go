@@ -247,13 +247,7 @@ func TestForbiddenKindReadsAsEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	widgets := built.only(t)
-	go func() { _ = crds.Start(ctx) }()
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = tracker.Start(logf.IntoContext(ctx, testr.New(t)))
-	}()
-	defer func() { cancel(); <-stopped }() // it logs through t
+	defer startTracker(ctx, t, cancel, crds, tracker)()
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, time.Minute)
 	defer cancelWait()
@@ -290,4 +284,17 @@ func cachesOf(t *testing.T, cp *testenv.ControlPlane) (meta.RESTMapper, func(cac
 		}
 		return c
 	}
+}
+
+// startTracker starts the CRD cache and the tracker, logging through t,
+// and returns what stops them: the tracker is waited for, since it logs
+// through t, which must not outlive the test.
+func startTracker(ctx context.Context, t *testing.T, cancel context.CancelFunc, crds cache.Cache, tracker *kinds.Tracker) func() {
+	go func() { _ = crds.Start(ctx) }()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = tracker.Start(logf.IntoContext(ctx, testr.New(t)))
+	}()
+	return func() { cancel(); <-stopped }
 }
