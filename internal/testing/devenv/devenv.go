@@ -65,7 +65,10 @@ type Env struct {
 	args   []string
 	env    []string
 	logOut io.Writer
-	lock   *dirLock
+	// logPath is Gatehouse's log file when Start made it (Options.Log
+	// unset): its tail goes into the error of a start that fails.
+	logPath string
+	lock    *dirLock
 }
 
 // Start brings the environment up and returns once Gatehouse is ready.
@@ -157,7 +160,8 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	env.binary, env.args, env.env = binary, args, opts.Env
 	env.logOut = opts.Log
 	if env.logOut == nil {
-		f, err := os.Create(filepath.Join(opts.Dir, "gatehouse.log"))
+		env.logPath = filepath.Join(opts.Dir, "gatehouse.log")
+		f, err := os.Create(env.logPath)
 		if err != nil {
 			return fail(err)
 		}
@@ -230,13 +234,30 @@ func (e *Env) waitReady(ctx context.Context, timeout time.Duration) error {
 		select {
 		case err := <-e.exited:
 			e.exited <- err
-			return fmt.Errorf("gatehouse exited before it was ready: %v", err)
+			return fmt.Errorf("gatehouse exited before it was ready: %v%s", err, e.logTail())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 	return fmt.Errorf("gatehouse not ready after %s: %s", timeout, last)
+}
+
+// logTail is the end of Gatehouse's log file, for an error that says why it
+// did not start ("" when its output goes elsewhere).
+func (e *Env) logTail() string {
+	if e.logPath == "" {
+		return ""
+	}
+	b, err := os.ReadFile(e.logPath)
+	if err != nil {
+		return "; " + err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return "; the end of " + e.logPath + ":\n" + strings.Join(lines, "\n")
 }
 
 // Exited reports Gatehouse's exit.

@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -120,21 +121,59 @@ func (c *component) exitError() error {
 	return fmt.Errorf("%s exited by itself (%w); log %s", c.name, c.waitErr, c.logPath)
 }
 
-// freePort asks the kernel for an unused loopback port. Another process may
-// take it before the component binds it; the components are started right
-// away and a clash surfaces as a failed start, not a silent mix-up.
-// FreePort is a TCP port free on loopback now (tests and local components bind it next).
+// FreePort is a TCP port free on loopback now, which the caller (a test, a
+// local component) binds next. It is chosen below the kernel's ephemeral
+// range and never twice in one process: a port the kernel handed out for
+// port 0 goes back into that range once released, where the next outgoing
+// connection of any process on the machine (make test runs the e2e and
+// chaos packages side by side, each with thousands of connections) may take
+// it before the caller binds it, and the caller then fails to start.
+// Outgoing connections and port-0 listeners only use
+// the ephemeral range, so a port below it stays free until someone binds it
+// by number.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	low, high := portRangeBelowEphemeral()
+	freePorts.Lock()
+	defer freePorts.Unlock()
+	for range 200 {
+		port := low + rand.IntN(high-low)
+		if freePorts.given[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // bound by someone else
+		}
+		_ = l.Close()
+		freePorts.given[port] = true
+		return port, nil
 	}
-	defer l.Close()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("not a TCP address")
+	return 0, fmt.Errorf("no free loopback port in %d-%d after 200 tries", low, high-1)
+}
+
+// freePorts are the ports FreePort gave in this process.
+var freePorts = struct {
+	sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}
+
+// portRangeBelowEphemeral is [low, high): the ports from 10000 up to the
+// start of the kernel's ephemeral range (net.ipv4.ip_local_port_range,
+// 32768 by default), or 20000-30000 if that range starts too low to leave
+// room.
+func portRangeBelowEphemeral() (low, high int) {
+	low, high = 10000, 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if fields := strings.Fields(string(b)); len(fields) == 2 {
+			if start, err := strconv.Atoi(fields[0]); err == nil {
+				high = start
+			}
+		}
 	}
-	return addr.Port, nil
+	if high-low < 5000 {
+		return 20000, 30000
+	}
+	return low, high
 }
 
 // ProcAttr returns the attributes every process the harness starts gets:
