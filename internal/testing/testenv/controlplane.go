@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -289,6 +291,20 @@ func (cp *ControlPlane) configureProcesses() error {
 		cp.Env.ControlPlane.Etcd = &envtest.Etcd{}
 	}
 	apiServer, etcd := cp.Env.ControlPlane.GetAPIServer(), cp.Env.ControlPlane.Etcd
+	// Their ports from FreePort, below the ephemeral range, rather than
+	// envtest's port-0 suggestion, which any outgoing connection on the
+	// machine may take before the process binds it (FreePort says more).
+	// etcd's peer port is envtest's alone to choose.
+	etcdPort, err := FreePort()
+	if err != nil {
+		return err
+	}
+	etcd.URL = &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPort))}
+	apiPort, err := FreePort()
+	if err != nil {
+		return err
+	}
+	apiServer.SecureServing.Address, apiServer.SecureServing.Port = "127.0.0.1", strconv.Itoa(apiPort)
 	for _, p := range []struct {
 		name     string
 		path     *string
