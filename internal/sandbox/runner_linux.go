@@ -75,6 +75,10 @@ type reply struct {
 	Pid    int    `json:",omitempty"`
 	Error  string `json:",omitempty"`
 	Status *int   `json:",omitempty"` // syscall.WaitStatus
+	// CPU is the process's CPU time (user and system), with Status: the
+	// proxy reports it on the process's stderr when the process was
+	// killed (CPUTime).
+	CPU time.Duration `json:",omitempty"`
 	// UID and GID are the runner's, in the answer to a Ping.
 	UID, GID int `json:",omitempty"`
 }
@@ -611,7 +615,8 @@ func serveConn(conn *net.UnixConn, serveUID int) {
 	mu.Unlock()
 	_ = cmd.Wait()
 	status := int(cmd.ProcessState.Sys().(syscall.WaitStatus))
-	_ = writeJSON(conn, reply{Status: &status}, nil)
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	_ = writeJSON(conn, reply{Status: &status, CPU: cpu}, nil)
 }
 
 // proxyConfig is argv[1] of the proxy.
@@ -653,7 +658,9 @@ func proxyMain(arg string) {
 		os.Exit(ws.ExitStatus())
 	case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
 		// Ends as the process did: the caller reads "signal: killed"
-		// (RLIMIT_CPU, the memory limit).
+		// (RLIMIT_CPU, the memory limit), and on stderr the CPU time the
+		// process used, which its ProcessState (the proxy's) lacks.
+		fmt.Fprintf(os.Stderr, "%s%v%s\n", cpuReportPrefix, rep.CPU, cpuReportSuffix)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	case ws.Signaled():

@@ -261,6 +261,36 @@ func TestRunnerCancelKillsTheProcess(t *testing.T) {
 	waitForNoProcess(t, m)
 }
 
+// TestRunnerReportsTheCPUTimeOfAProcessKilledForIt: a process that spends
+// its RLIMIT_CPU through the runner is killed, and its caller's
+// ProcessState is the proxy's, which hardly used any CPU; the CPU time the
+// process used reaches the caller on its stderr, which CPUTime reads (and
+// takes out), so that a render worker's kill is worded by its CPU time
+// through a runner as without one.
+func TestRunnerReportsTheCPUTimeOfAProcessKilledForIt(t *testing.T) {
+	r := startRunner(t)
+	cmd, err := sandbox.Command(t.Context(), sandbox.Spec{Path: "/bin/sh", Args: []string{"-c", "echo spinning >&2; while :; do :; done"},
+		Limits: sandbox.Limits{CPUTime: time.Second}, Runner: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := new(lockedBuffer)
+	cmd.Stderr = stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("want the process killed by SIGKILL for its CPU time, got %v (stderr %q)", err, stderr.String())
+	}
+	proxyOwn := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	used, rest := sandbox.CPUTime(cmd.ProcessState, stderr.String())
+	if used < 900*time.Millisecond || used <= proxyOwn {
+		t.Fatalf("CPU time %v (the proxy's own %v), want the process's, about its limit of 1s; stderr %q", used, proxyOwn, stderr.String())
+	}
+	if rest != "spinning\n" {
+		t.Fatalf("stderr without the report: %q, want the process's own output alone", rest)
+	}
+}
+
 // TestRunnerCrashFailsClearly kills the runner under a running process:
 // the process dies with it, and its caller gets the sandbox's setup
 // failure, saying so, instead of waiting forever. The runner is started

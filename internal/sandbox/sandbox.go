@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 )
@@ -167,4 +168,40 @@ func (c Capabilities) Missing() []string {
 		m = append(m, "the ban on creating processes, TCP and Unix sockets, signals to other processes and privileged calls (no seccomp filters: "+c.SeccompReason+")")
 	}
 	return m
+}
+
+// cpuReportPrefix starts the line a runner's proxy writes on a killed
+// process's stderr, with the CPU time the process used: through a runner
+// the caller's exec.Cmd is the proxy's, whose ProcessState holds the
+// proxy's own CPU time, not the process's (RLIMIT_CPU's SIGKILL says
+// nothing more).
+const cpuReportPrefix = "sandbox: the process was killed after "
+
+// cpuReportSuffix ends that line.
+const cpuReportSuffix = " of CPU time"
+
+// CPUTime is the CPU time (user and system) of a process [Command]
+// started, from its ProcessState and its stderr, and that stderr without
+// the line a runner's proxy added to report it. Callers that word a kill
+// by its CPU time (RLIMIT_CPU) read it here rather than from the
+// ProcessState, which through a runner is the proxy's.
+func CPUTime(ps *os.ProcessState, stderr string) (time.Duration, string) {
+	var used time.Duration
+	if ps != nil {
+		used = ps.UserTime() + ps.SystemTime()
+	}
+	// The proxy writes last, once the process is dead: its line is the
+	// last one of the prefix, at a line's start.
+	at := strings.LastIndex(stderr, cpuReportPrefix)
+	if at < 0 || (at > 0 && stderr[at-1] != '\n') {
+		return used, stderr
+	}
+	before := stderr[:at]
+	line, after, _ := strings.Cut(stderr[at+len(cpuReportPrefix):], "\n")
+	text, ok := strings.CutSuffix(line, cpuReportSuffix)
+	reported, err := time.ParseDuration(text)
+	if !ok || err != nil {
+		return used, stderr
+	}
+	return max(used, reported), before + after
 }

@@ -588,7 +588,9 @@ func (w *worker) failure(err error, memoryLimit int64, cpuLimit time.Duration) e
 	}
 	killedBefore := w.killed.Load()
 	w.reap()
-	stderr := w.stderr.String()
+	// Through a sandbox runner the ProcessState is its proxy's, and the
+	// worker's CPU time is a line on its stderr.
+	used, stderr := sandbox.CPUTime(w.cmd.ProcessState, w.stderr.String())
 	if ranOutOfMemory(stderr) {
 		return &BudgetError{Limit: memoryLimit}
 	}
@@ -597,7 +599,7 @@ func (w *worker) failure(err error, memoryLimit int64, cpuLimit time.Duration) e
 		state = ps.String()
 		// RLIMIT_CPU ends a process with SIGKILL, which says nothing more;
 		// the limit is counted in whole seconds.
-		if used := ps.UserTime() + ps.SystemTime(); fatal == "" && used > cpuLimit-time.Second {
+		if fatal == "" && used > cpuLimit-time.Second {
 			fatal = fmt.Sprintf("it used %v of CPU time, its limit being %v", used.Round(time.Millisecond), cpuLimit)
 		}
 	}
