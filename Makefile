@@ -269,6 +269,7 @@ test: tools build test-alerts ## Unit tests (race detector), the alerts' promtoo
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
 	$(GO) test -count=1 -shuffle=on -timeout 30m $$($(GO) list ./test/... | grep -v /test/install)
 	$(MAKE) test-examples
+	$(MAKE) test-emulated
 	$(MAKE) test-install
 	$(MAKE) test-minors KUBE_MINORS='$(CI_KUBE_MINORS)' MINOR_INSTALL='$(CI_MINOR_INSTALL)'
 
@@ -278,6 +279,31 @@ GATEHOUSE ?= $(BIN)/gatehouse
 .PHONY: test-examples
 test-examples: build ## Run the example suites, examples/*/suite.yaml, with gatehouse test (docs/testing-policies.md).
 	$(GATEHOUSE) test $(addprefix -f ,$(wildcard examples/*/suite.yaml))
+
+# FOREIGN_ARCH is the image's other architecture (arm64 on an amd64
+# machine, amd64 on an arm64 one); QEMU_USER its static emulator
+# (Debian's qemu-user-static).
+FOREIGN_ARCH := $(if $(filter arm64,$(shell $(GO) env GOARCH)),amd64,arm64)
+QEMU_USER    := /usr/bin/qemu-$(if $(filter arm64,$(FOREIGN_ARCH)),aarch64,x86_64)-static
+
+.PHONY: test-emulated
+# What runs of the other architecture's Gatehouse under emulation: its
+# version and the example suites that need no sandbox. configcheck's suite
+# is left out: its checks run confined, and qemu-user neither installs a
+# seccomp filter nor starts the confined re-execution of its own binary
+# (docs/testing.md, "The other architecture").
+test-emulated: ## Cross-compile Gatehouse for the image's other architecture (FOREIGN_ARCH) and run its version, the example suites but configcheck's and the sandbox's seccomp table tests under qemu-user (needs qemu-user-static).
+	@[ -x $(QEMU_USER) ] || { echo "make: test-emulated needs $(QEMU_USER): sudo apt-get install qemu-user-static (.ci/run installs it)"; exit 1; }
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(FOREIGN_ARCH) $(GO) build $(IMAGE_GOFLAGS) -ldflags "-s -w -X github.com/gatehouse-dev/gatehouse/internal/version.Version=$(VERSION)" \
+		-o $(IMAGE_BUILD)/$(FOREIGN_ARCH)/gatehouse ./cmd/gatehouse
+	set -o pipefail; $(QEMU_USER) $(IMAGE_BUILD)/$(FOREIGN_ARCH)/gatehouse version | grep -F 'gatehouse $(VERSION) '
+	$(QEMU_USER) $(IMAGE_BUILD)/$(FOREIGN_ARCH)/gatehouse test $(addprefix -f ,$(filter-out examples/configcheck/%,$(wildcard examples/*/suite.yaml)))
+	@# The sandbox's seccomp table of that architecture against its x/sys
+	@# numbers, and its filter in the BPF machine, as that build sees them.
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(FOREIGN_ARCH) $(GO) test -c -o $(IMAGE_BUILD)/$(FOREIGN_ARCH)/sandbox.test ./internal/sandbox/
+	@# Both must have run and passed: a renamed test would match nothing.
+	set -o pipefail; $(QEMU_USER) $(IMAGE_BUILD)/$(FOREIGN_ARCH)/sandbox.test -test.count=1 -test.run '^(TestSeccompTableMatchesXSys|TestSeccompProgram)$$' -test.v \
+		| grep -E '^--- ' | tee /dev/stderr | grep -cE '^--- PASS: (TestSeccompTableMatchesXSys|TestSeccompProgram) ' | grep -qx 2
 
 .PHONY: test-alerts
 test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/files/alerts.yaml) and run their promtool unit tests (test/monitoring).

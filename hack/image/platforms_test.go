@@ -8,6 +8,7 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -357,48 +358,83 @@ func checkSBOM(t *testing.T, o options, index v1.Hash) {
 	}
 }
 
-// TestHaproxyRunsFromTheImageFiles: the image's files alone (no file of
-// this machine) run haproxy -c: the dynamic loader, every library and
-// nothing loaded at run time that the headers do not name. It runs the
-// image's root file system under chroot, which needs root and one of the
-// image's architectures (CI has both; the test fails, never skips, without).
+// TestHaproxyRunsFromTheImageFiles: each image architecture's files alone
+// (no file of this machine) run haproxy -c: the dynamic loader, every
+// library and nothing loaded at run time that the headers do not name. It
+// runs the image's root file system under chroot, which needs root; the
+// architecture of this machine natively, the other one through qemu-user
+// (Debian's qemu-user-static, whose static emulator is copied into the
+// root file system as its only foreign file; .ci/run installs it), so that
+// an arm64 image whose haproxy cannot start is caught on an amd64 machine.
+// Without root or the emulator the test fails, never skips.
 func TestHaproxyRunsFromTheImageFiles(t *testing.T) {
-	// Never skipped: make test runs as root on amd64 or arm64, as CI does
-	// (the real node needs it too), and a skip would let a broken image
-	// pass unnoticed.
+	// Never skipped: make test runs as root, as CI does (the real node
+	// needs it too), and a skip would let a broken image pass unnoticed.
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs the image's files under chroot, which needs root: run make test as root, as CI does")
 	}
-	if elfMachine[runtime.GOARCH] == 0 {
-		t.Fatalf("the image is built for amd64 and arm64 only; this machine is %s", runtime.GOARCH)
+	for _, arch := range []string{"amd64", "arm64"} {
+		t.Run(arch, func(t *testing.T) {
+			var emulator string
+			if arch != runtime.GOARCH {
+				var err error
+				if emulator, err = qemuUser(arch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o := realOptions(t)
+			o.Output, o.IndexOutput, o.Listing, o.SBOM = "", "", "", ""
+			o.Platforms = listFlag{"linux/" + arch}
+			o.Rootfs = filepath.Join(t.TempDir(), "rootfs")
+			if err := run(o, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			argv := []string{"/usr/sbin/haproxy", "-c", "-f", "/tmp/check.cfg"}
+			if emulator != "" {
+				data, err := os.ReadFile(emulator)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(o.Rootfs, "emulator"), data, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				argv = append([]string{"/emulator"}, argv...)
+			}
+			check := func(config string) (string, error) {
+				if err := os.WriteFile(filepath.Join(o.Rootfs, "tmp", "check.cfg"), []byte(config), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				cmd := exec.Command(argv[0], argv[1:]...)
+				cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: o.Rootfs}
+				cmd.Dir = "/"
+				cmd.Env = []string{"PATH=/usr/sbin"}
+				out, err := cmd.CombinedOutput()
+				return string(out), err
+			}
+			good := "defaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n" +
+				"frontend f\n  bind 127.0.0.1:8080\n  default_backend b\nbackend b\n  http-request set-header X %[req.hdr(host),lower]\n" +
+				"  server s1 127.0.0.1:80 ssl verify required ca-file /etc/ssl/certs/ca-certificates.crt\n"
+			if out, err := check(good); err != nil || !strings.Contains(out, "Configuration file is valid") {
+				t.Fatalf("haproxy -c of a valid configuration: %v\n%s", err, out)
+			}
+			// And it judges: a wrong configuration is refused (the run
+			// above did not pass by not running).
+			if out, err := check(good + "  bogus-keyword\n"); err == nil || !strings.Contains(out, "bogus-keyword") {
+				t.Fatalf("haproxy -c of a wrong configuration: %v\n%s", err, out)
+			}
+		})
 	}
-	o := realOptions(t)
-	o.Output, o.IndexOutput, o.Listing, o.SBOM = "", "", "", ""
-	o.Platforms = listFlag{"linux/" + runtime.GOARCH}
-	o.Rootfs = filepath.Join(t.TempDir(), "rootfs")
-	if err := run(o, io.Discard); err != nil {
-		t.Fatal(err)
+}
+
+// qemuUser is the path of Debian's static qemu-user emulator of arch.
+func qemuUser(arch string) (string, error) {
+	name, ok := map[string]string{"amd64": "qemu-x86_64-static", "arm64": "qemu-aarch64-static"}[arch]
+	if !ok {
+		return "", fmt.Errorf("no emulator is known for %s", arch)
 	}
-	check := func(config string) (string, error) {
-		if err := os.WriteFile(filepath.Join(o.Rootfs, "tmp", "check.cfg"), []byte(config), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("/usr/sbin/haproxy", "-c", "-f", "/tmp/check.cfg")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: o.Rootfs}
-		cmd.Dir = "/"
-		cmd.Env = []string{"PATH=/usr/sbin"}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
+	p := filepath.Join("/usr/bin", name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("running the %s image's files on %s needs %s: apt-get install qemu-user-static (.ci/run installs it): %w", arch, runtime.GOARCH, p, err)
 	}
-	good := "defaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n" +
-		"frontend f\n  bind 127.0.0.1:8080\n  default_backend b\nbackend b\n  http-request set-header X %[req.hdr(host),lower]\n" +
-		"  server s1 127.0.0.1:80 ssl verify required ca-file /etc/ssl/certs/ca-certificates.crt\n"
-	if out, err := check(good); err != nil || !strings.Contains(out, "Configuration file is valid") {
-		t.Fatalf("haproxy -c of a valid configuration: %v\n%s", err, out)
-	}
-	// And it judges: a wrong configuration is refused (the run above
-	// did not pass by not running).
-	if out, err := check(good + "  bogus-keyword\n"); err == nil {
-		t.Fatalf("haproxy -c accepted a wrong configuration:\n%s", out)
-	}
+	return p, nil
 }
