@@ -96,7 +96,8 @@ func (m *Module) admitWatched(key types.NamespacedName, watched string) module.A
 		// Its renderings take render workers in the config's turn
 		// (fair).
 		ctx = fair.WithShare(ctx, configParty(key), classOf(req))
-		resp = forCaller(m.decide(ctx, st, w, req), req)
+		resp, judged := m.decide(ctx, st, w, req)
+		resp = forCaller(resp, req, st.compiled, judged)
 		if !module.ClassOf(resp).IsDenial() {
 			// A denial's time is observed with its confirmation.
 			observeAdmission(watched, resp, time.Since(start))
@@ -124,22 +125,22 @@ func (m *Module) watchedOf(key types.NamespacedName, watched string) (*configSta
 }
 
 // decide judges the change over the caches.
-func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, req admission.Request) admission.Response {
+func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, req admission.Request) (admission.Response, map[string]render.IndexedStore) {
 	if errs := m.checkBounds(st, w, req); len(errs) > 0 {
 		// Refused first, before the object is copied for the stores,
 		// before the config's turn and any rendering: an object this
 		// large would slow every tenant's admissions.
 		countPhase(phaseBounds, "denied")
-		return module.Deny(phaseBounds, boundsDenial(errs))
+		return module.Deny(phaseBounds, boundsDenial(errs)), nil
 	}
 	op, obj, reason, err := m.proposal(st, w, req)
 	if err != nil {
 		countPhase(phaseStructure, "denied")
-		return module.Deny(phaseStructure, err.Error())
+		return module.Deny(phaseStructure, err.Error()), nil
 	}
 	if op == "" {
 		countPhase(phaseStructure, "unselected")
-		return admission.Allowed(reason)
+		return admission.Allowed(reason), nil
 	}
 	if req.Operation == admissionv1.Delete && m.namespaceTerminating(req.Namespace) {
 		// The namespace controller deletes a namespace's objects in no
@@ -147,11 +148,11 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 		// dying namespace still names would only hold the namespace in
 		// Terminating until the Ingress went first.
 		countPhase(phaseStructure, "namespace-terminating")
-		return admission.Allowed("namespace " + req.Namespace + " is being deleted")
+		return admission.Allowed("namespace " + req.Namespace + " is being deleted"), nil
 	}
 	if !st.waitSynced(ctx) {
 		countUndecided("not-synced")
-		return module.Undecided(fmt.Sprintf("configcheck: the watched resources of HAProxyTemplateConfig %s are still loading; try again in a moment", st.key))
+		return module.Undecided(fmt.Sprintf("configcheck: the watched resources of HAProxyTemplateConfig %s are still loading; try again in a moment", st.key)), nil
 	}
 	// Judged in the config's turn, against the stores and the changes
 	// admitted before this one (pending.go).
@@ -159,7 +160,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	release, err := adm.acquire(ctx, tenantParty(req.Namespace), classOf(req))
 	if err != nil {
 		countUndecided("deadline")
-		return module.Undecided("configcheck: " + err.Error())
+		return module.Undecided("configcheck: " + err.Error()), nil
 	}
 	defer release()
 	adm.prune(st.cachedGetter())
@@ -167,35 +168,35 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 		// What the templates see would not change, so neither would the
 		// rendering: refusing the change could protect nothing.
 		HAProxyChecks.WithLabelValues("unchanged").Inc()
-		return admission.Allowed("what the templates see is unchanged")
+		return admission.Allowed("what the templates see is unchanged"), nil
 	}
 	stores, err := adm.overlay(st.stores())
 	if err != nil {
-		return module.Deny(phaseStructure, err.Error())
+		return module.Deny(phaseStructure, err.Error()), nil
 	}
 	data, err := overlaid(stores, w.name, op, obj)
 	if err != nil {
-		return module.Deny(phaseStructure, err.Error())
+		return module.Deny(phaseStructure, err.Error()), nil
 	}
 	v := m.judge(ctx, st.compiled, data, st.failedTests())
 	if v.undecided != "" {
 		countUndecided("deadline")
-		return module.Undecided(v.undecided)
+		return module.Undecided(v.undecided), nil
 	}
 	if v.denial == "" {
 		if v = m.judgeAlone(ctx, st, adm, st.stores(), w, op, obj); v.undecided != "" {
 			countUndecided("deadline")
-			return module.Undecided(v.undecided)
+			return module.Undecided(v.undecided), nil
 		}
 	}
 	if v.denial == "" {
 		if !dryRun(req) {
 			adm.record(w.name, op, obj)
 		}
-		return admission.Allowed("")
+		return admission.Allowed(""), nil
 	}
 	// Counted once confirmed.
-	return module.Deny(v.phase, v.denial)
+	return module.Deny(v.phase, v.denial), stores
 }
 
 // checkBounds checks the object a create or update would store against
@@ -283,41 +284,41 @@ func (m *Module) confirmWatched(key types.NamespacedName, watched string) module
 		if deadline, ok := ctx.Deadline(); ok {
 			start = deadline.Add(-(time.Duration(st.compiled.timeout)*time.Second - m.opts.Margin))
 		}
-		c := m.confirm(fair.WithShare(ctx, configParty(key), classOf(req)), st, w, req, denial)
-		c.Response = forCaller(c.Response, req)
+		c, judged := m.confirm(fair.WithShare(ctx, configParty(key), classOf(req)), st, w, req, denial)
+		c.Response = forCaller(c.Response, req, st.compiled, judged)
 		observeAdmission(watched, c.Response, time.Since(start))
 		return c
 	}
 }
 
-func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, req admission.Request, denial admission.Response) module.Confirmed {
+func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, req admission.Request, denial admission.Response) (module.Confirmed, map[string]render.IndexedStore) {
 	if r := denial.AuditAnnotations[module.ReasonAnnotation]; r == phaseStructure || r == phaseBounds {
 		// The request's own shape: no state to read again.
-		return module.Upheld(denial)
+		return module.Upheld(denial), nil
 	}
 	log := logf.FromContext(ctx).WithValues("config", st.key, "watched", w.name)
 	op, obj, _, err := m.proposal(st, w, req)
 	if err != nil || op == "" {
-		return module.Upheld(denial)
+		return module.Upheld(denial), nil
 	}
 	adm := m.admissionsOf(st.key)
 	release, err := adm.acquire(ctx, tenantParty(req.Namespace), classOf(req))
 	if err != nil {
-		return module.LiveDecision(module.Undecided("configcheck: " + err.Error()))
+		return module.LiveDecision(module.Undecided("configcheck: " + err.Error())), nil
 	}
 	defer release()
 	adm.prune(st.cachedGetter())
 	live, err := m.liveStores(ctx, st)
 	if err != nil {
-		return module.LiveDecision(module.Undecided(fmt.Sprintf("configcheck: the denial could not be confirmed against the API server in time (%v); the first check said: %s", err, bounded(denial.Result.Message, 1000))))
+		return module.LiveDecision(module.Undecided(fmt.Sprintf("configcheck: the denial could not be confirmed against the API server in time (%v); the first check said: %s", err, bounded(denial.Result.Message, 1000)))), nil
 	}
 	withPending, err := adm.overlay(live)
 	if err != nil {
-		return module.Upheld(module.Deny(phaseStructure, err.Error()))
+		return module.Upheld(module.Deny(phaseStructure, err.Error())), nil
 	}
 	liveData, err := overlaid(withPending, w.name, op, obj)
 	if err != nil {
-		return module.Upheld(module.Deny(phaseStructure, err.Error()))
+		return module.Upheld(module.Deny(phaseStructure, err.Error())), nil
 	}
 	confirmed := m.judge(ctx, st.compiled, liveData, st.failedTests())
 	alone := false
@@ -326,12 +327,12 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 	}
 	switch {
 	case confirmed.undecided != "":
-		return module.LiveDecision(module.Undecided(confirmed.undecided))
+		return module.LiveDecision(module.Undecided(confirmed.undecided)), nil
 	case confirmed.denial == "":
 		if !dryRun(req) {
 			adm.record(w.name, op, obj)
 		}
-		return module.Overturned(admission.Allowed(""))
+		return module.Overturned(admission.Allowed("")), nil
 	}
 	// A change refused for needing a pending change is not judged against
 	// a failing state: it passed there.
@@ -345,11 +346,11 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 			// Live state upholds the failure; its standing without the
 			// change admits it: counted as confirmed, not as a cache
 			// behind.
-			return module.Excused(admission.Allowed("").WithWarnings(preexistingWarnings(st.key, way)...))
+			return module.Excused(admission.Allowed("").WithWarnings(preexistingWarnings(st.key, way)...)), withPending
 		}
 	}
 	countPhase(confirmed.phase, "denied")
-	return module.Upheld(module.Deny(confirmed.phase, confirmed.denial))
+	return module.Upheld(module.Deny(confirmed.phase, confirmed.denial)), withPending
 }
 
 // proposal reads the request as a change to w's store: the operation to

@@ -31,6 +31,10 @@ const (
 // that can be derived from its spec alone, without the cluster. It is
 // immutable once built.
 type compiled struct {
+	// words are the config's own (every string of its spec): the
+	// author's, kept in what a tenant is shown of a render failure
+	// (redactData).
+	words        callerWords
 	renderer     render.Renderer
 	watched      map[string]*watchedSpec
 	tests        map[string]suite.Test
@@ -124,6 +128,7 @@ func compileConfig(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, compile te
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	c.words = specWords(spec)
 	return c, nil
 }
 
@@ -327,4 +332,14 @@ func convertTests(path *field.Path, in map[string]gatehousev1alpha1.ValidationTe
 		out[name] = test
 	}
 	return out, errs
+}
+
+// specWords are the words of every string of the spec (compiled.words).
+func specWords(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) callerWords {
+	w := callerWords{}
+	var tree map[string]any
+	if raw, err := json.Marshal(spec); err == nil && json.Unmarshal(raw, &tree) == nil {
+		w.addWordsOf(tree)
+	}
+	return w
 }

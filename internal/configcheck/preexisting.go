@@ -75,6 +75,10 @@ func addsNoFailure(proposed, current verdict) bool {
 	return proposed.alerts.Within(current.alerts)
 }
 
+// failureWarningPrefix starts the warning that quotes the failure a change
+// was admitted over (forCaller redacts it).
+const failureWarningPrefix = "the failure: "
+
 // preexistingWarnings tell the person whose change was admitted what
 // fails and that their change was checked only up to it.
 func preexistingWarnings(key types.NamespacedName, denial string) []string {
@@ -87,6 +91,6 @@ func preexistingWarnings(key types.NamespacedName, denial string) []string {
 	return []string{
 		bounded(fmt.Sprintf("HAProxyTemplateConfig %s fails without this change too, so the change was admitted, checked only up to that failure; "+
 			"nothing is published until it is fixed", key), 250),
-		bounded("the failure: "+first, 250),
+		bounded(failureWarningPrefix+first, 250),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
@@ -50,6 +51,28 @@ func (w callerWords) add(s string) {
 	for _, part := range nameSeparators.Split(s, -1) {
 		if part != "" {
 			w[part] = true
+		}
+	}
+}
+
+// addWordsOf adds the words of every string in v, of any length and depth
+// (dataWords, specWords: what a rendering read, bounded by the stores'
+// bounds, or the config's spec), as a render failure's text is split
+// (dataWord).
+func (w callerWords) addWordsOf(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			w.addWordsOf(k)
+			w.addWordsOf(e)
+		}
+	case []any:
+		for _, e := range t {
+			w.addWordsOf(e)
+		}
+	case string:
+		for _, word := range dataWord.FindAllString(t, -1) {
+			w[word] = true
 		}
 	}
 }
@@ -102,8 +125,10 @@ func isNumber(s string) bool {
 	return s != ""
 }
 
-// quotedName is a name haproxy quotes in an alert: 'be_a', "x".
-var quotedName = regexp.MustCompile(`'[^'\n]*'|"[^"\n]*"`)
+// quotedName is a name haproxy quotes in an alert ('be_a', "x"), or a
+// line the check policy quotes with strconv.Quote, whose own quotes are
+// escaped ("server s1 \"${X}\""): an escaped quote does not end it.
+var quotedName = regexp.MustCompile(`'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"`)
 
 // quotedLine is a configuration line a denial quotes ("  line 12: ...").
 var quotedLine = regexp.MustCompile(`^(\s*line \d+: )(.*)$`)
@@ -138,28 +163,108 @@ func redactFor(text string, w callerWords) string {
 	return strings.Join(lines, "\n")
 }
 
-// forCaller redacts what a watched object's answer quotes of haproxy
-// (redactFor): a denial of the haproxy or policy phase, and the warnings
-// of a change admitted over a failing state.
-func forCaller(resp admission.Response, req admission.Request) admission.Response {
+// A render failure is the template's text (its fail messages) or the
+// engine's, and either may quote what the rendering read: a fail text
+// names the objects it is about ("Service 'api' not found (Ingress
+// shop/web, host a.example)"), an index collision names the other objects
+// of its key, an escaping error quotes the value. The rendering read every
+// tenant's objects, so such a failure, shown to a tenant whose change it
+// refuses or who is admitted over it, keeps the words of the text that are
+// not of the data (the template's and the engine's own, "not found") and
+// the data's words the caller sent; the data's other words are replaced.
+
+// dataWords are the words of what a rendering read (redactData) that the
+// caller may not read: the words of the judged objects (the stores, with
+// the changes admitted before overlaid) of namespaces other than the
+// caller's, less the words of the caller's namespace's objects (taken as
+// the caller's to read: a tenant who may change objects of a namespace
+// reads that namespace's Ingresses and Services) and of the config itself,
+// which are its author's (compiled.words: a fail text's "Service" is an
+// object's kind too). A cluster-scoped request (namespace "") reads none.
+func dataWords(stores map[string]render.IndexedStore, author callerWords, namespace string) callerWords {
+	others, readable := callerWords{}, callerWords{}
+	for _, s := range stores {
+		for _, obj := range s.List() {
+			if namespace != "" && namespaceOf(obj) == namespace {
+				readable.addWordsOf(obj)
+			} else {
+				others.addWordsOf(obj)
+			}
+		}
+	}
+	for word := range others {
+		if readable[word] || author[word] {
+			delete(others, word)
+		}
+	}
+	return others
+}
+
+// namespaceOf is obj's metadata.namespace ("" when cluster-scoped).
+func namespaceOf(obj map[string]any) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	ns, _ := meta["namespace"].(string)
+	return ns
+}
+
+// dataWord is a word of a render failure's text, as names are joined.
+var dataWord = regexp.MustCompile(`[A-Za-z0-9-]+`)
+
+// redactData replaces in text (a render failure) the words of data the
+// caller did not send (callerWords.mine: theirs, a number, or too short to
+// name anything).
+func redactData(text string, caller, data callerWords) string {
+	return dataWord.ReplaceAllStringFunc(text, func(word string) string {
+		if !data[word] || caller.mine(word) {
+			return word
+		}
+		return redactedName
+	})
+}
+
+// forCaller redacts what a watched object's answer quotes of what the
+// rendering read: a denial, and the warnings of a change admitted over a
+// failing state. haproxy's and the check policy's text keeps only the
+// names made of the caller's words (redactFor); a render failure loses the
+// words of judged's objects the caller did not send (redactData). judged
+// are the stores the answer was judged with (nil: none was read).
+func forCaller(resp admission.Response, req admission.Request, c *compiled, judged map[string]render.IndexedStore) admission.Response {
 	phase := ""
 	if resp.AuditAnnotations != nil {
 		phase = resp.AuditAnnotations[module.ReasonAnnotation]
 	}
-	denied := !resp.Allowed && (phase == phaseHAProxy || phase == phasePolicy)
-	if !denied && len(resp.Warnings) == 0 {
+	deniedQuotingHAProxy := !resp.Allowed && (phase == phaseHAProxy || phase == phasePolicy)
+	deniedRendering := !resp.Allowed && phase == phaseRender
+	if !deniedQuotingHAProxy && !deniedRendering && len(resp.Warnings) == 0 {
 		return resp
 	}
 	var obj, old map[string]any
 	_ = utiljson.Unmarshal(req.Object.Raw, &obj)
 	_ = utiljson.Unmarshal(req.OldObject.Raw, &old)
 	w := wordsOf(req, obj, old)
-	if denied {
+	var data callerWords
+	renderText := func(text string) string {
+		if data == nil {
+			var author callerWords
+			if c != nil {
+				author = c.words
+			}
+			data = dataWords(judged, author, req.Namespace)
+		}
+		return redactData(text, w, data)
+	}
+	switch {
+	case deniedQuotingHAProxy:
 		resp.Result.Message = redactFor(resp.Result.Message, w)
+	case deniedRendering:
+		resp.Result.Message = renderText(resp.Result.Message)
 	}
 	for i, warning := range resp.Warnings {
-		if quotesHAProxy(warning) {
+		switch {
+		case quotesHAProxy(warning):
 			resp.Warnings[i] = redactFor(warning, w)
+		case strings.HasPrefix(warning, failureWarningPrefix):
+			resp.Warnings[i] = renderText(warning)
 		}
 	}
 	return resp

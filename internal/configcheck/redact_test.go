@@ -1,9 +1,13 @@
 package configcheck
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
 func TestRedactForKeepsOnlyTheCallersNames(t *testing.T) {
@@ -33,27 +37,76 @@ func TestRedactForKeepsOnlyTheCallersNames(t *testing.T) {
 	}
 }
 
-func TestForCallerRedactsHAProxyDenialsOnly(t *testing.T) {
+func TestForCallerRedactsWhatTheRenderingRead(t *testing.T) {
 	req := admission.Request{}
 	req.Namespace = "tenant-a"
-	req.Object.Raw = []byte(`{"metadata":{"namespace":"tenant-a","name":"web"}}`)
-	deny := func(phase string) admission.Response {
-		resp := admission.Denied("[ALERT] backend 'be_tenant-b_x' is broken")
+	req.Object.Raw = []byte(`{"metadata":{"namespace":"tenant-a","name":"web"},"spec":{"rules":[{"host":"a.example"}]}}`)
+	deny := func(phase, message string) admission.Response {
+		resp := admission.Denied(message)
 		resp.AuditAnnotations = map[string]string{"reason": phase}
 		return resp
 	}
-	if got := forCaller(deny(phaseHAProxy), req).Result.Message; got != "[ALERT] backend '…' is broken" {
+	// What the rendering read: tenant A's Ingress and tenant B's, whose
+	// words A did not send; the config's own words are its author's.
+	indexer, err := render.NewIndexer([]string{"metadata.namespace", "metadata.name"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := render.NewMemoryStore(indexer,
+		map[string]any{"kind": "Ingress", "metadata": map[string]any{"namespace": "tenant-a", "name": "web"}, "spec": map[string]any{"rules": []any{map[string]any{"host": "a.example"}}}},
+		map[string]any{"kind": "Ingress", "metadata": map[string]any{"namespace": "tenant-a", "name": "shopfront"}, "spec": map[string]any{"rules": []any{map[string]any{"host": "shop.a-only.example"}}}},
+		map[string]any{"kind": "Ingress", "metadata": map[string]any{"namespace": "tenant-b", "name": "billing"},
+			"spec": map[string]any{"rules": []any{map[string]any{"host": "pay.b.example", "http": map[string]any{"paths": []any{map[string]any{"backend": map[string]any{"service": map[string]any{"name": "ledger"}}}}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	judged := map[string]render.IndexedStore{"ingresses": store}
+	c := &compiled{words: callerWords{}}
+	c.words.addWordsOf(`{{ fail (printf "Service '%s' not found (Ingress %s/%s, host %s)" ...) }}`)
+
+	if got := forCaller(deny(phaseHAProxy, "[ALERT] backend 'be_tenant-b_x' is broken"), req, c, judged).Result.Message; got != "[ALERT] backend '…' is broken" {
 		t.Fatalf("haproxy denial: %q", got)
 	}
-	// A template's own failure message is the config author's words.
-	if got := forCaller(deny(phaseRender), req).Result.Message; got != "[ALERT] backend 'be_tenant-b_x' is broken" {
-		t.Fatalf("render denial changed: %q", got)
+	// A render failure about B's objects keeps the template's words and
+	// A's, and loses B's.
+	got := forCaller(deny(phaseRender, "Service 'ledger' not found (Ingress tenant-b/billing, host pay.b.example)"), req, c, judged).Result.Message
+	if want := "Service '…' not found (Ingress …/…, host ….b.example)"; got != want {
+		t.Fatalf("render denial about another tenant's objects: %q, want %q", got, want)
 	}
-	// So are the warnings of a change admitted over a state whose render
-	// fails; those quoting haproxy are redacted.
-	admitted := admission.Allowed("").WithWarnings("the failure: Service 'missing' not found", "the failure: [ALERT] backend 'be_tenant-b_x' is broken")
-	got := forCaller(admitted, req).Warnings
-	if got[0] != "the failure: Service 'missing' not found" || got[1] != "the failure: [ALERT] backend '…' is broken" {
-		t.Fatalf("warnings: %q", got)
+	// About A's own, it is quoted whole.
+	own := "Service 'api' not found (Ingress tenant-a/web, host a.example)"
+	if got := forCaller(deny(phaseRender, own), req, c, judged).Result.Message; got != own {
+		t.Fatalf("render denial about the caller's objects changed: %q", got)
+	}
+	// About another object of A's namespace (a Service's DELETE refused
+	// for an Ingress beside it), too: A reads its own namespace.
+	beside := "Service 'api' not found (Ingress tenant-a/shopfront, host shop.a-only.example)"
+	if got := forCaller(deny(phaseRender, beside), req, c, judged).Result.Message; got != beside {
+		t.Fatalf("render denial about the caller's namespace changed: %q", got)
+	}
+	// The warnings of a change admitted over a failing state, likewise;
+	// the first, Gatehouse's own, stays.
+	admitted := admission.Allowed("").WithWarnings("HAProxyTemplateConfig lb/edge fails without this change too", failureWarningPrefix+"Service 'ledger' not found", failureWarningPrefix+"[ALERT] backend 'be_tenant-b_x' is broken")
+	warnings := forCaller(admitted, req, c, judged).Warnings
+	if warnings[0] != "HAProxyTemplateConfig lb/edge fails without this change too" || warnings[1] != failureWarningPrefix+"Service '…' not found" || warnings[2] != failureWarningPrefix+"[ALERT] backend '…' is broken" {
+		t.Fatalf("warnings: %q", warnings)
+	}
+}
+
+// TestRedactForReadsEscapedQuotes: the check policy quotes a line with
+// strconv.Quote, so a line that holds quotes has them escaped; the quoted
+// line is one name to redact, not pieces between its inner quotes.
+func TestRedactForReadsEscapedQuotes(t *testing.T) {
+	w := wordsOf(admission.Request{}, map[string]any{"metadata": map[string]any{"namespace": "tenant-a", "name": "web"}})
+	line := `server s1 "${SECRET_B}" sni str("billing.b.example")`
+	denial := "[POLICY] line 40: " + strconv.Quote(line) + " (rule no-environment)"
+	got := redactFor(denial, w)
+	for _, secret := range []string{"SECRET_B", "billing"} {
+		if strings.Contains(got, secret) {
+			t.Fatalf("redacted %q still quotes %q", got, secret)
+		}
+	}
+	if want := `[POLICY] line 40: "…" (rule no-environment)`; got != want {
+		t.Fatalf("redacted %q, want %q", got, want)
 	}
 }

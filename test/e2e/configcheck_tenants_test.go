@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -250,6 +251,83 @@ func TestConfigcheckWayOutOfAFailingState(t *testing.T) {
 	for _, want := range []string{"b0-moved.example", "b-new-5.example", "a2.example"} {
 		if !strings.Contains(hosts, want) {
 			t.Fatalf("published host map lacks %s:\n%s", want, hosts)
+		}
+	}
+}
+
+// TestConfigcheckRenderFailureOfAnotherTenantIsNotShown plays a tenant
+// admitted over a state another tenant's object breaks. Another namespace,
+// not yet selected, holds an Ingress to a Service that does not exist;
+// once the administrator selects it, the example config's rendering stops
+// at its fail text, which names that Ingress, its namespace, its Service
+// and its host. Tenant B, who may read none of them, creates an Ingress of
+// its own: it is admitted (it adds no failure), and its warnings say that
+// the state fails and how far the change was checked, with the other
+// tenant's names replaced. B's own failure, in a namespace of its own, is
+// still quoted whole.
+func TestConfigcheckRenderFailureOfAnotherTenantIsNotShown(t *testing.T) {
+	e := startConfigcheck(t)
+	ctx := context.Background()
+	nsB := namespace(t, "tenant-b")
+	e.label(nsB)
+	_, userB := tenantClient(t, nsB)
+	rec := &warningRecorder{}
+	cfg := rest.CopyConfig(controlPlane.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: userB, Groups: []string{"system:authenticated"}}
+	cfg.WarningHandler = rec
+	tenantB, err := client.New(cfg, client.Options{Scheme: controlPlane.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "api"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, Selector: map[string]string{"app": "api"}},
+	}
+	eventually(t, "tenant B's Service is admitted", func() error { return tenantB.Create(ctx, svc) })
+
+	// B's own failure is B's to read, whole.
+	err = tenantB.Create(ctx, &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "shop"},
+		Spec: networkingv1.IngressSpec{IngressClassName: ptr.To("haproxy"), Rules: []networkingv1.IngressRule{{Host: "shop.b.example",
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "nosuch", Port: networkingv1.ServiceBackendPort{Number: 80}}},
+			}}}}}}},
+	})
+	denied(t, err, fmt.Sprintf("Service 'nosuch' not found (Ingress %s/shop, host shop.b.example): create the Service first", nsB))
+
+	// The other tenant's broken Ingress, stored while its namespace was
+	// not selected, then selected.
+	hidden := namespace(t, "ledger-team")
+	broken := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: hidden, Name: "vault-7"},
+		Spec: networkingv1.IngressSpec{IngressClassName: ptr.To("haproxy"), Rules: []networkingv1.IngressRule{{Host: "payroll.hidden.example",
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "salaries", Port: networkingv1.ServiceBackendPort{Number: 80}}},
+			}}}}}}},
+	}
+	if err := e.c.Create(ctx, broken); err != nil {
+		t.Fatal(err)
+	}
+	e.label(hidden)
+	e.waitCondition("Published", metav1.ConditionFalse, "RenderFailed")
+
+	rec.mu.Lock()
+	rec.msgs = nil
+	rec.mu.Unlock()
+	eventually(t, "tenant B's Ingress is admitted over the failing state", func() error {
+		return tenantB.Create(ctx, tenantIngress(nsB, "web", "web.b.example", ""))
+	})
+	rec.mu.Lock()
+	warnings := strings.Join(rec.msgs, "\n")
+	rec.mu.Unlock()
+	if !strings.Contains(warnings, "fails without this change too") || !strings.Contains(warnings, "the failure: Service '…' not found (Ingress …/…, host ….….example)") {
+		t.Fatalf("warnings %q: want the failing state named and its failure with the other tenant's words replaced", warnings)
+	}
+	for _, secret := range []string{hidden, "vault-7", "salaries", "payroll", "hidden"} {
+		if strings.Contains(warnings, secret) {
+			t.Fatalf("tenant B's warnings quote %q of another tenant's Ingress: %q", secret, warnings)
 		}
 	}
 }
