@@ -57,7 +57,8 @@ func TestPVSafeExampleShowsTheRefusalKubectlPrints(t *testing.T) {
 	if err == nil {
 		t.Fatal("the example's claim was deleted")
 	}
-	if got := "Error from server (Forbidden): " + err.Error(); got != quoted {
+	// kubectl ends the message's own trailing newline with its own.
+	if got := "Error from server (Forbidden): " + strings.TrimRight(err.Error(), "\n"); got != quoted {
 		t.Fatalf("the refusal differs from what examples/pvsafe/README.md quotes.\ngot:\n%s\n\nREADME:\n%s", got, quoted)
 	}
 	mustDeny(t, c.Delete(ctx, namespace.DeepCopy(), client.DryRunAll),
