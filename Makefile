@@ -302,8 +302,9 @@ test-emulated: ## Cross-compile Gatehouse for the image's other architecture (FO
 	@# numbers, and its filter in the BPF machine, as that build sees them.
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(FOREIGN_ARCH) $(GO) test -c -o $(IMAGE_BUILD)/$(FOREIGN_ARCH)/sandbox.test ./internal/sandbox/
 	@# Both must have run and passed: a renamed test would match nothing.
-	set -o pipefail; $(QEMU_USER) $(IMAGE_BUILD)/$(FOREIGN_ARCH)/sandbox.test -test.count=1 -test.run '^(TestSeccompTableMatchesXSys|TestSeccompProgram)$$' -test.v \
-		| grep -E '^--- ' | tee /dev/stderr | grep -cE '^--- PASS: (TestSeccompTableMatchesXSys|TestSeccompProgram) ' | grep -qx 2
+	$(QEMU_USER) $(IMAGE_BUILD)/$(FOREIGN_ARCH)/sandbox.test -test.count=1 -test.run '^(TestSeccompTableMatchesXSys|TestSeccompProgram)$$' -test.v \
+		> $(IMAGE_BUILD)/$(FOREIGN_ARCH)/sandbox.out; status=$$?; grep -E '^--- ' $(IMAGE_BUILD)/$(FOREIGN_ARCH)/sandbox.out; \
+		[ $$status = 0 ] && [ "$$(grep -cE '^--- PASS: (TestSeccompTableMatchesXSys|TestSeccompProgram) ' $(IMAGE_BUILD)/$(FOREIGN_ARCH)/sandbox.out)" = 2 ]
 
 .PHONY: test-alerts
 test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/files/alerts.yaml) and run their promtool unit tests (test/monitoring).
