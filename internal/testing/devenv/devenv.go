@@ -249,15 +249,7 @@ func (e *Env) logTail() string {
 	if e.logPath == "" {
 		return ""
 	}
-	b, err := os.ReadFile(e.logPath)
-	if err != nil {
-		return "; " + err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 15 {
-		lines = lines[len(lines)-15:]
-	}
-	return "; the end of " + e.logPath + ":\n" + strings.Join(lines, "\n")
+	return "; the end of " + e.logPath + ":\n" + testenv.LogTail(e.logPath, 15)
 }
 
 // Exited reports Gatehouse's exit.

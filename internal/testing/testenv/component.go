@@ -81,14 +81,18 @@ func (c *component) waitHealthy(ctx context.Context, port int, timeout time.Dura
 	}
 }
 
-func (c *component) logTail() string {
-	b, err := os.ReadFile(c.logPath)
+func (c *component) logTail() string { return LogTail(c.logPath, 20) }
+
+// LogTail is the last n lines of the log file at path (or why it could not
+// be read), for an error that says why a process did not start.
+func LogTail(path string, n int) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
 }
@@ -128,9 +132,8 @@ func (c *component) exitError() error {
 // connection of any process on the machine (make test runs the e2e and
 // chaos packages side by side, each with thousands of connections) may take
 // it before the caller binds it, and the caller then fails to start.
-// Outgoing connections and port-0 listeners only use
-// the ephemeral range, so a port below it stays free until someone binds it
-// by number.
+// Outgoing connections and port-0 listeners only use the ephemeral range,
+// so a port below it stays free until someone binds it by number.
 func FreePort() (int, error) {
 	low, high := portRangeBelowEphemeral()
 	freePorts.Lock()
