@@ -108,10 +108,21 @@ func (w callerWords) mine(name string) bool {
 		return true
 	}
 	for _, part := range nameSeparators.Split(name, -1) {
-		if part == "" || len(part) <= 2 || w[part] || isNumber(part) {
+		if part == "" || w[part] || uninformative(part) {
 			continue
 		}
 		return false
+	}
+	return true
+}
+
+// uninformative says whether a name names nothing on its own: every part
+// of it is a number or too short (s1, 80, 10.96.4.7).
+func uninformative(name string) bool {
+	for _, part := range nameSeparators.Split(name, -1) {
+		if part != "" && len(part) > 2 && !isNumber(part) {
+			return false
+		}
 	}
 	return true
 }
@@ -137,30 +148,60 @@ var quotedLine = regexp.MustCompile(`^(\s*line \d+: )(.*)$`)
 // keywords and operators.
 var configWords = map[string]bool{"if": true, "unless": true, "or": true, "||": true, "!": true, "{": true, "}": true}
 
-// redactFor keeps in text (a haproxy or policy denial) only the names made
-// of the caller's words: quoted names in alerts, and in quoted
-// configuration lines every word but the keyword that opens the line.
+// redactFor keeps in text (a haproxy or policy denial) the lines whose
+// names are all made of the caller's words, and in every other line
+// replaces each name (quoted names in alerts; in quoted configuration lines
+// every word but the keyword that opens the line) that names anything.
+//
+// A line is kept or redacted whole, never name by name: if a name the
+// caller sent were shown where the names beside it are hidden, a tenant
+// could put guesses in its request (an annotation is enough) and read,
+// name by name, which of them another tenant's failure holds. Whole lines
+// leave only a guess of every name of a line at once.
 func redactFor(text string, w callerWords) string {
 	lines := strings.Split(text, "\n")
 	for i, line := range lines {
 		if m := quotedLine.FindStringSubmatch(line); m != nil {
 			fields := strings.Fields(m[2])
+			hide := func(j int, f string) bool { return j > 0 && !configWords[f] }
+			if linesNames(fields, hide, w) {
+				continue
+			}
 			for j, f := range fields {
-				if j > 0 && !configWords[f] && !w.mine(f) {
+				if hide(j, f) && !uninformative(f) {
 					fields[j] = redactedName
 				}
 			}
 			lines[i] = m[1] + strings.Join(fields, " ")
 			continue
 		}
+		quoted := quotedName.FindAllString(line, -1)
+		names := make([]string, len(quoted))
+		for j, q := range quoted {
+			names[j] = q[1 : len(q)-1]
+		}
+		if linesNames(names, func(int, string) bool { return true }, w) {
+			continue
+		}
 		lines[i] = quotedName.ReplaceAllStringFunc(line, func(q string) string {
-			if w.mine(q[1 : len(q)-1]) {
+			if uninformative(q[1 : len(q)-1]) {
 				return q
 			}
 			return q[:1] + redactedName + q[len(q)-1:]
 		})
 	}
 	return strings.Join(lines, "\n")
+}
+
+// linesNames says whether every name of a line that could be hidden is
+// the caller's.
+func linesNames(names []string, hideable func(int, string) bool, w callerWords) bool {
+	for j, n := range names {
+		if hideable(j, n) && !w.mine(n) {
+			return false
+		}
+	}
+	return true
 }
 
 // A render failure is the template's text (its fail messages) or the
@@ -173,18 +214,28 @@ func redactFor(text string, w callerWords) string {
 // not of the data (the template's and the engine's own, "not found") and
 // the data's words the caller sent; the data's other words are replaced.
 
-// dataWords are the words of what a rendering read (redactData) that the
-// caller may not read: the words of the judged objects (the stores, with
-// the changes admitted before overlaid) of namespaces other than the
-// caller's, less the words of the caller's namespace's objects (taken as
-// the caller's to read: a tenant who may change objects of a namespace
-// reads that namespace's Ingresses and Services) and of the config itself,
-// which are its author's (compiled.words: a fail text's "Service" is an
-// object's kind too). A cluster-scoped request (namespace "") reads none.
-func dataWords(stores map[string]render.IndexedStore, author callerWords, namespace string) callerWords {
-	others, readable := callerWords{}, callerWords{}
+// renderWords are the words of what a rendering read (the judged
+// objects: the stores, with the changes admitted before overlaid), less the
+// config's own, which are its author's (compiled.words: a fail text's
+// "Service" is an object's kind too).
+type renderWords struct {
+	// objects are the words of every judged object.
+	objects callerWords
+	// others are the words the caller may not read: those of objects of
+	// namespaces other than the caller's, less the words of the caller's
+	// namespace's objects (taken as the caller's to read: a tenant who may
+	// change objects of a namespace reads that namespace's Ingresses and
+	// Services). A cluster-scoped request (namespace "") reads none.
+	others callerWords
+	// author are the config's words, shown to all.
+	author callerWords
+}
+
+func dataWords(stores map[string]render.IndexedStore, author callerWords, namespace string) renderWords {
+	objects, others, readable := callerWords{}, callerWords{}, callerWords{}
 	for _, s := range stores {
 		for _, obj := range s.List() {
+			objects.addWordsOf(obj)
 			if namespace != "" && namespaceOf(obj) == namespace {
 				readable.addWordsOf(obj)
 			} else {
@@ -192,12 +243,17 @@ func dataWords(stores map[string]render.IndexedStore, author callerWords, namesp
 			}
 		}
 	}
+	for word := range objects {
+		if author[word] {
+			delete(objects, word)
+		}
+	}
 	for word := range others {
 		if readable[word] || author[word] {
 			delete(others, word)
 		}
 	}
-	return others
+	return renderWords{objects: objects, others: others, author: author}
 }
 
 // namespaceOf is obj's metadata.namespace ("" when cluster-scoped).
@@ -210,16 +266,34 @@ func namespaceOf(obj map[string]any) string {
 // dataWord is a word of a render failure's text, as names are joined.
 var dataWord = regexp.MustCompile(`[A-Za-z0-9-]+`)
 
-// redactData replaces in text (a render failure) the words of data the
-// caller did not send (callerWords.mine: theirs, a number, or too short to
-// name anything).
-func redactData(text string, caller, data callerWords) string {
-	return dataWord.ReplaceAllStringFunc(text, func(word string) string {
-		if !data[word] || caller.mine(word) {
-			return word
+// redactData keeps the lines of text (a render failure) that quote nothing
+// the caller may not read (each word of data.others in the line is one the
+// caller sent), and in every other line replaces each word of the judged
+// objects or of the request, the caller's own included, that names
+// anything. As in redactFor, a line goes whole: were the caller's words
+// kept beside hidden ones, a tenant would learn, word by word, which of the
+// guesses its request carries another tenant's failure holds.
+func redactData(text string, caller callerWords, data renderWords) string {
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
+		foreign := false
+		for _, word := range dataWord.FindAllString(line, -1) {
+			if data.others[word] && !caller.mine(word) {
+				foreign = true
+				break
+			}
 		}
-		return redactedName
-	})
+		if !foreign {
+			continue
+		}
+		lines[i] = dataWord.ReplaceAllStringFunc(line, func(word string) string {
+			if (data.objects[word] || caller[word]) && !data.author[word] && !uninformative(word) {
+				return redactedName
+			}
+			return word
+		})
+	}
+	return strings.Join(lines, "\n")
 }
 
 // forCaller redacts what a watched object's answer quotes of what the
@@ -242,16 +316,17 @@ func forCaller(resp admission.Response, req admission.Request, c *compiled, judg
 	_ = utiljson.Unmarshal(req.Object.Raw, &obj)
 	_ = utiljson.Unmarshal(req.OldObject.Raw, &old)
 	w := wordsOf(req, obj, old)
-	var data callerWords
+	var data *renderWords
 	renderText := func(text string) string {
 		if data == nil {
 			var author callerWords
 			if c != nil {
 				author = c.words
 			}
-			data = dataWords(judged, author, req.Namespace)
+			words := dataWords(judged, author, req.Namespace)
+			data = &words
 		}
-		return redactData(text, w, data)
+		return redactData(text, w, *data)
 	}
 	switch {
 	case deniedQuotingHAProxy:

@@ -29,11 +29,18 @@ func TestRedactForKeepsOnlyTheCallersNames(t *testing.T) {
 		"[ALERT] config : Parsing [haproxy.cfg:40]: backend 'shop_main' has the same name as backend 'shop_main' declared at haproxy.cfg:12.\n" +
 		"  line 40: backend shop_main\n" +
 		"  line 12: backend shop_main\n" +
-		"[ALERT] config : Proxy '…': unable to find required use_backend: 'be_tenant-a_api_80'.\n" +
+		"[ALERT] config : Proxy '…': unable to find required use_backend: '…'.\n" +
 		"  line 51: server s1 10.96.4.7:8080 …\n" +
 		"  line 52: use_backend … if { … -i … }"
 	if got := redactFor(denial, w); got != want {
 		t.Fatalf("redacted:\n%s\nwant:\n%s", got, want)
+	}
+	// Guesses in the request (an annotation) change nothing until they
+	// name every name of a line: a tenant cannot read another tenant's
+	// failure name by name.
+	guessed := wordsOf(admission.Request{}, ing, map[string]any{"metadata": map[string]any{"annotations": map[string]any{"guess": "tenant-b 10.96.4.7 pay"}}})
+	if got := redactFor(denial, guessed); got != want {
+		t.Fatalf("redacted with guesses in the request:\n%s\nwant:\n%s", got, want)
 	}
 }
 
@@ -70,8 +77,16 @@ func TestForCallerRedactsWhatTheRenderingRead(t *testing.T) {
 	// A render failure about B's objects keeps the template's words and
 	// A's, and loses B's.
 	got := forCaller(deny(phaseRender, "Service 'ledger' not found (Ingress tenant-b/billing, host pay.b.example)"), req, c, judged).Result.Message
-	if want := "Service '…' not found (Ingress …/…, host ….b.example)"; got != want {
+	want := "Service '…' not found (Ingress …/…, host ….b.…)"
+	if got != want {
 		t.Fatalf("render denial about another tenant's objects: %q, want %q", got, want)
+	}
+	// A tenant who puts guesses of B's words in its request learns
+	// nothing from them: the line goes whole while one word is B's alone.
+	guessing := req
+	guessing.Object.Raw = []byte(`{"metadata":{"namespace":"tenant-a","name":"web","annotations":{"guess":"ledger tenant-b billing"}},"spec":{"rules":[{"host":"a.example"}]}}`)
+	if got := forCaller(deny(phaseRender, "Service 'ledger' not found (Ingress tenant-b/billing, host pay.b.example)"), guessing, c, judged).Result.Message; got != want {
+		t.Fatalf("render denial with guesses in the request: %q, want %q", got, want)
 	}
 	// About A's own, it is quoted whole.
 	own := "Service 'api' not found (Ingress tenant-a/web, host a.example)"
