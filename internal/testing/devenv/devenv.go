@@ -15,9 +15,17 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
+
+// Namespace is Gatehouse's own namespace in the environment, as the
+// chart's default release namespace.
+const Namespace = "gatehouse-system"
 
 // Options configures an environment.
 type Options struct {
@@ -143,13 +151,19 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	}
 	env.CACert = bundle.CACert
 	env.URL = "https://" + opts.WebhookAddr
+	// Gatehouse's namespace exists as the chart makes it: what Gatehouse
+	// keeps there (pvsafe's protected bypass record, a tenant cannot
+	// delete it) is otherwise never written.
+	if err := createNamespace(ctx, cp, Namespace); err != nil {
+		return fail(err)
+	}
 
 	args := []string{
 		"--kubeconfig", env.Kubeconfig,
 		"--cert-dir", certDir,
 		"--webhook-bind-address", opts.WebhookAddr,
 		"--metrics-bind-address", opts.MetricsAddr,
-		"--namespace", "gatehouse-system",
+		"--namespace", Namespace,
 		"--manage-webhooks-url", env.URL,
 		"--manage-webhooks-ca-file", filepath.Join(certDir, "ca.crt"),
 	}
@@ -276,4 +290,14 @@ func (e *Env) Stop() error {
 	}
 	e.lock.release()
 	return errors.Join(errs...)
+}
+
+// createNamespace creates namespace name, which may exist already (a
+// control plane kept from an earlier start).
+func createNamespace(ctx context.Context, cp *testenv.ControlPlane, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := cp.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
 }
