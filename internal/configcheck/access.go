@@ -3,6 +3,7 @@ package configcheck
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -28,9 +29,12 @@ import (
 // found the author (author.go) may use, every replica for itself:
 //
 //   - a config's access is checked when its state is built (each new
-//     generation, each start) and again whenever a namespace is created or
-//     its labels change; until checked, nothing of the config is rendered,
-//     published or judged (its admissions wait, as while its stores load);
+//     generation, each start), again whenever a namespace is created or
+//     its labels change, and at least every Options.AccessRecheck (a right
+//     taken back in RBAC changes no object Gatehouse watches: on a quiet
+//     cluster nothing else would ask again); until checked, nothing of the
+//     config is rendered, published or judged (its admissions wait, as
+//     while its stores load);
 //   - a watched resource whose rights the author holds cluster-wide is
 //     read in every namespace; one whose namespaceSelector narrows it, in
 //     the selected namespaces where the author holds every right it asks
@@ -443,7 +447,13 @@ func (a *accessController) Reconcile(ctx context.Context, req reconcile.Request)
 		}
 	}
 	m.publisher.trigger(st.key)
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: recheckAfter(m.opts.AccessRecheck)}, nil
+}
+
+// recheckAfter is interval less up to a tenth, at random, so that the
+// configs loaded together at a start do not all ask again at one moment.
+func recheckAfter(interval time.Duration) time.Duration {
+	return interval - rand.N(interval/10+1)
 }
 
 // sameReach says whether a and b read the same namespaces for watched.

@@ -115,6 +115,11 @@ type Options struct {
 	// TestTimeout bounds a config's embedded tests outside admission (the
 	// spec's 60 s). Default 60 s.
 	TestTimeout time.Duration `json:"-"`
+	// AccessRecheck is how often each config's access is checked again
+	// when nothing else asks (access.go): a right taken from its author
+	// stops what it read within AccessRecheck and accessTTL. Default 2
+	// minutes.
+	AccessRecheck time.Duration `json:"-"`
 }
 
 // withDefaults returns o with its defaults applied.
@@ -141,6 +146,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.TestTimeout == 0 {
 		o.TestTimeout = 60 * time.Second
+	}
+	if o.AccessRecheck == 0 {
+		o.AccessRecheck = 2 * time.Minute
 	}
 }
 

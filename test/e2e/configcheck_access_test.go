@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -25,7 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
@@ -316,4 +319,59 @@ func TestConfigcheckForgedIdentitiesLearnNothing(t *testing.T) {
 	if n := counter.count.Load(); n != 0 {
 		t.Fatalf("%d SubjectAccessReviews about an identity only a forged post named; want none", n)
 	}
+}
+
+// TestConfigcheckRevokedRightStopsPublishing is issue 35's revoked right,
+// as the platform sees it: the author may read ConfigMaps of another
+// team's namespace (view there), and their config publishes them. The
+// administrator takes view away and touches nothing else: no namespace
+// event, no write to the config. The ConfigMaps leave the published
+// rendering within the periodic re-check (3 s here, 2 minutes by default)
+// and the access cache's answer time; before, they stayed published until
+// some namespace changed, for ever on a quiet cluster.
+func TestConfigcheckRevokedRightStopsPublishing(t *testing.T) {
+	e := newAuthzEnv(t)
+	startGatehouse(t, app.Options{
+		Catalogue: []module.Module{configcheck.New(configcheck.Options{AccessRecheck: 3 * time.Second})},
+		Modules:   map[string]app.ModuleConfig{"configcheck": {Enabled: true}},
+	})
+	e.waitServed(t)
+	ctx := context.Background()
+	if err := e.admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.victim, Name: "victims-cm"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config("revoked", map[string]gatehousev1alpha1.WatchedResource{
+		"cms": {APIVersion: "v1", Resources: "configmaps", NamespaceSelector: onlyNamespace(e.victim)},
+	})
+	cfg.Spec.HAProxyConfig.Template = authzTemplate + "# {{ range .resources.cms.List }}cm {{ .metadata.namespace }}/{{ .metadata.name }} {{ end }}\n"
+	eventually(t, "the author's config over a namespace they may read is admitted", func() error {
+		err := e.user.Create(ctx, cfg)
+		if err != nil && !strings.Contains(err.Error(), "failed calling webhook") {
+			t.Fatalf("the author's config: %v", err)
+		}
+		return err
+	})
+	published := func() string {
+		cm := &corev1.ConfigMap{}
+		if err := e.admin.Get(ctx, types.NamespacedName{Namespace: e.team, Name: configcheck.RenderedConfigMapName(cfg.Name)}, cm); err != nil {
+			return ""
+		}
+		return cm.Data["haproxy.cfg"]
+	}
+	want := "cm " + e.victim + "/victims-cm"
+	eventually(t, "the other team's ConfigMap is published while the author may read it", func() error {
+		if !strings.Contains(published(), want) {
+			return fmt.Errorf("not in the published rendering:\n%s", published())
+		}
+		return nil
+	})
+	if err := e.admin.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: e.victim, Name: "view"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the other team's ConfigMap leaves the rendering once the right is taken back", func() error {
+		if got := published(); got == "" || strings.Contains(got, want) {
+			return fmt.Errorf("still published:\n%s", got)
+		}
+		return nil
+	})
 }
