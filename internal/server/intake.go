@@ -19,7 +19,9 @@ import (
 // read timeout, so 32 connections announcing 256 KiB and sending a byte
 // every half second locked every review out for 10 s. Now:
 //   - the budget is charged the buffer the body is read into, grown as
-//     bytes arrive (at most twice what arrived, from firstChunk);
+//     bytes arrive (at most twice what arrived, from firstChunk), beyond
+//     the first freeBytes, which arrive before anything is charged (a
+//     connection's buffers cost as much);
 //   - the body must arrive at MinBodyRate after bodyGrace, or the request
 //     is answered 408 and its connection closed;
 //   - the charge is the caller's (partyOf): an unverified address holds at
@@ -33,6 +35,9 @@ import (
 //     into "bad record MAC" at the client).
 
 const (
+	// freeBytes are read before a body is charged anything: a connection
+	// that sends nothing holds nothing of the budget.
+	freeBytes = 4 << 10
 	// firstChunk is the first room a body is charged: most reviews fit.
 	firstChunk = 32 << 10
 	// bodyGrace is how long a body may take before MinBodyRate counts: a
@@ -131,14 +136,21 @@ func (in *intake) read(limit int64) ([]byte, *bodyError) {
 		// One byte over the limit tells a body that exceeds it.
 		want = limit + 1
 	}
-	var buf []byte
+	// chargeOf is what a buffer of n bytes is charged.
+	chargeOf := func(n int64) int64 {
+		if n <= freeBytes {
+			return 0
+		}
+		return n
+	}
+	buf := make([]byte, 0, min(want, freeBytes))
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) == want {
 				break
 			}
 			grown := min(max(2*int64(cap(buf)), firstChunk), want)
-			if err := in.charge(grown - int64(cap(buf))); err != nil {
+			if err := in.charge(chargeOf(grown) - chargeOf(int64(cap(buf)))); err != nil {
 				return nil, err
 			}
 			next := make([]byte, len(buf), grown)
@@ -167,6 +179,9 @@ func (in *intake) read(limit int64) ([]byte, *bodyError) {
 // there is none, it reads the rest of the body (charged nothing: it is
 // discarded) so that the 429 reaches the caller.
 func (in *intake) charge(n int64) *bodyError {
+	if n == 0 {
+		return nil
+	}
 	ctx, cancel := context.WithDeadline(in.r.Context(), in.waitUntil)
 	defer cancel()
 	began := time.Now()

@@ -89,7 +89,7 @@ type attack struct {
 	wg      sync.WaitGroup
 }
 
-func startAttack(ctx context.Context, t *testing.T, addr, path string, sources []string, n, size, prefix int, every time.Duration) *attack {
+func startAttack(ctx context.Context, t testing.TB, addr, path string, sources []string, n, size, prefix int, every time.Duration) *attack {
 	t.Helper()
 	a := &attack{answers: map[int]int{}}
 	for _, src := range sources {
@@ -371,4 +371,37 @@ func TestRefusedBodyIsReadToItsEnd(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("the next review on the connection: status %d", resp.StatusCode)
 	}
+}
+
+// BenchmarkReviewUnderSlowBodies measures reviews from one address while
+// 40 slow bodies from another are posted again and again
+// (TestSlowBodiesDoNotShedOtherCallersReviews's attack), against the same
+// reviews idle in the same run: busy/idle is the ratio of their medians.
+func BenchmarkReviewUnderSlowBodies(b *testing.B) {
+	h := start(b, nil, func(s *server.Server) {
+		s.Admission("test", validating("v.test", "/v", func(context.Context, admission.Request) admission.Response {
+			return admission.Allowed("")
+		}), module.Enforce)
+	})
+	post := func(uid string) (int, string) {
+		code, out := h.post(b, "/v", review(uid, admissionv1.Create))
+		return code, string(out)
+	}
+	var idle, busy []time.Duration
+	refusals := 0
+	for b.Loop() {
+		i, refused := reviewsDuring(500*time.Millisecond, post)
+		idle, refusals = append(idle, i...), refusals+len(refused)
+		ctx, stop := context.WithCancel(b.Context())
+		a := startAttack(ctx, b, strings.TrimPrefix(h.url, "https://"), "/v", []string{"127.0.0.2"}, 40, 256<<10, 0, 100*time.Millisecond)
+		time.Sleep(300 * time.Millisecond)
+		u, refused := reviewsDuring(1500*time.Millisecond, post)
+		busy, refusals = append(busy, u...), refusals+len(refused)
+		stop()
+		a.wait()
+	}
+	b.ReportMetric(float64(median(idle).Microseconds()), "idle-µs")
+	b.ReportMetric(float64(median(busy).Microseconds()), "busy-µs")
+	b.ReportMetric(float64(median(busy))/float64(median(idle)), "busy/idle")
+	b.ReportMetric(float64(refusals), "refused")
 }

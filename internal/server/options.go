@@ -41,6 +41,7 @@ type Options struct {
 	// A module's decision can take many times its request in memory (a
 	// 2.9 MB object decoded into maps took about 110 MB), so this budget,
 	// not the pod's memory limit, decides how much hostile load fits. A
+	// body is charged as it arrives, to its caller's share (intake.go); a
 	// request beyond it waits up to InFlightWait for room, then gets 429
 	// at once (the API server applies the webhook's failurePolicy).
 	// Default 8 MiB: two requests of the largest size, or hundreds of
