@@ -70,12 +70,20 @@ func New(opts Options) (*Server, error) {
 		mux:           http.NewServeMux(),
 		inFlight:      newSharedBudget(opts.MaxInFlightBytes, max(opts.MaxInFlightBytes/8, 2*firstChunk), verifiedOnly),
 		inFlightSmall: newSharedBudget(opts.MaxInFlightBytes, max(opts.MaxInFlightBytes/8, 2*firstChunk), verifiedOnly),
-		decisions:     newSharedBudget(opts.MaxInFlightDecisionBytes, opts.MaxInFlightDecisionBytes/2, verifiedOnly),
+		decisions:     newBudget(opts.MaxInFlightDecisionBytes),
 		concurrency:   map[string]concurrencyBound{},
 		paths:         map[string]bool{},
 		checks:        map[string]func() error{},
 		notes:         map[string]func() string{},
 		listening:     make(chan struct{}),
+	}
+	if verifiedOnly {
+		// A decision holds its charge only while it runs, and one review
+		// may need nearly all of it: no share by address, which would
+		// refuse an address's small review beside its large one. With
+		// client certificates the unverified callers (the conversion
+		// path's) leave the reserve to the API server's reviews.
+		s.decisions = newSharedBudget(opts.MaxInFlightDecisionBytes, opts.MaxInFlightDecisionBytes, true)
 	}
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
