@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -21,6 +19,9 @@ type bodyKey struct{}
 type guardedBody struct {
 	body      []byte
 	waitUntil time.Time
+	// intake holds the body's charge until the decision's (hold) takes
+	// over: the decision's charge counts the body too.
+	intake *intake
 }
 
 // smallRequest is the largest body served from the ordinary reviews'
@@ -30,9 +31,10 @@ const smallRequest = 256 << 10
 // guard refuses what no webhook handler should see: callers without an
 // accepted client certificate when client authentication is on (401, 403;
 // before anything else, so that they learn nothing of the path), methods
-// other than POST (405), bodies that are not JSON (415) and bodies over the
-// size limit (413). It reads the body once and hands it to the handler
-// through the context.
+// other than POST (405), bodies that are not JSON (415), bodies over the
+// size limit (413), bodies slower than MinBodyRate (408) and bodies that
+// find no room in the in-flight budget (429). It reads the body once
+// (intake.go) and hands it to the handler through the context.
 func (s *Server) guard(path string, next http.Handler, authenticated bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		metrics.InFlight.Inc()
@@ -63,37 +65,24 @@ func (s *Server) guard(path string, next http.Handler, authenticated bool) http.
 			s.refuse(w, path, http.StatusRequestEntityTooLarge, tooLarge(r.ContentLength, limit))
 			return
 		}
-		// Room in the in-flight budget before the body is read: a request
-		// waiting for it holds nothing but its connection. A body of
-		// unknown length is charged the largest a body may be.
-		charge := r.ContentLength
-		if charge < 0 {
-			charge = limit
+		// The body is charged to the in-flight budget as it arrives, to
+		// the caller's share (intake.go). A body of unknown length is read
+		// from the budget of large ones.
+		p := partyOf(r)
+		pool := s.inFlight
+		if r.ContentLength >= 0 && r.ContentLength <= smallRequest {
+			pool = s.inFlightSmall
 		}
-		budget := s.inFlight
-		if charge <= smallRequest {
-			budget = s.inFlightSmall
-		}
-		waitCtx, cancel := context.WithDeadline(r.Context(), waitUntil)
-		err := budget.Acquire(waitCtx, charge)
-		cancel()
-		if err != nil {
-			// No Retry-After (refuse): the API server must not retry.
-			s.refuse(w, path, http.StatusTooManyRequests, fmt.Sprintf("too many requests in flight: a request of %d bytes found no room in %s", charge, s.opts.InFlightWait))
+		in := s.newIntake(w, r, p, pool, waitUntil)
+		defer in.release()
+		body, bodyErr := in.read(limit)
+		if bodyErr != nil {
+			// No Retry-After on a 429 (refuse): the API server must not
+			// retry.
+			s.refuseBody(w, path, bodyErr)
 			return
 		}
-		defer budget.Release(charge)
-		body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
-		if err != nil {
-			var maxErr *http.MaxBytesError
-			if errors.As(err, &maxErr) {
-				s.refuse(w, path, http.StatusRequestEntityTooLarge, tooLarge(-1, limit))
-				return
-			}
-			s.refuse(w, path, http.StatusBadRequest, "read request body: "+err.Error())
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bodyKey{}, guardedBody{body: body, waitUntil: waitUntil})))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bodyKey{}, guardedBody{body: body, waitUntil: waitUntil, intake: in})))
 	})
 }
 
@@ -124,18 +113,4 @@ func (s *Server) refuse(w http.ResponseWriter, path string, code int, msg string
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
 	_, _ = w.Write([]byte(msg))
-}
-
-// readBody reads the whole body into one buffer sized from Content-Length,
-// instead of io.ReadAll's growing copies. net/http already stops the body at
-// Content-Length, and a shorter body is an error.
-func readBody(r io.Reader, size int64) ([]byte, error) {
-	if size <= 0 {
-		return io.ReadAll(r)
-	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, err
-	}
-	return buf, nil
 }

@@ -62,22 +62,89 @@ func decisionCost(body []byte, cost module.Cost) int64 {
 // (a pvsafe review of a few KiB) never waits behind a large one that does
 // not fit yet. A large charge can wait out its deadline while small ones
 // keep coming; it is the anomaly, and gets 429.
+//
+// A budget made with shares (newSharedBudget) also says who may take what
+// (fits): a verified caller (the API server, by its client certificate)
+// may take all of it; an unverified party (a client address) holds at most
+// its share while it has other requests in flight, and never the reserve
+// once client certificates are configured. Without them nobody is
+// verified, and the reserve goes to a party's first request in flight: an
+// address that is not flooding (the API server's, among others) still
+// finds room when a few addresses hold all the rest.
 type budget struct {
 	mu    sync.Mutex
 	free  int64
 	size  int64
 	freed chan struct{} // closed and replaced on every release
+
+	// shared says whether reserve and share apply.
+	shared bool
+	// reserve is the room an unverified party holding nothing else may
+	// take (verifiedOnly false) or that only verified callers may take
+	// (verifiedOnly true).
+	reserve      int64
+	verifiedOnly bool
+	// share is the most an unverified party may hold once it holds
+	// anything besides the request asking.
+	share int64
+	held  map[string]int64
+}
+
+// party is who a charge is made for: a verified caller, or the address an
+// unverified one connects from (partyOf).
+type party struct {
+	key      string
+	verified bool
 }
 
 func newBudget(size int64) *budget {
 	return &budget{free: size, size: size, freed: make(chan struct{})}
 }
 
+// newSharedBudget is a budget of size whose unverified parties hold at
+// most share each, beside a quarter kept as the reserve (see budget).
+func newSharedBudget(size, share int64, verifiedOnly bool) *budget {
+	b := newBudget(size)
+	b.shared, b.verifiedOnly = true, verifiedOnly
+	b.reserve, b.share = size/4, share
+	b.held = map[string]int64{}
+	return b
+}
+
+// fits says whether p may take n more while its request holds own.
+func (b *budget) fits(p party, n, own int64) bool {
+	if n > b.free {
+		return false
+	}
+	if !b.shared || p.verified {
+		return true
+	}
+	held := b.held[p.key]
+	others := held - own
+	if others > 0 && held+n > b.share {
+		return false
+	}
+	if b.verifiedOnly || others > 0 {
+		return b.size-b.free+n <= b.size-b.reserve
+	}
+	return true
+}
+
+// acquire takes n for a request that has no charge yet in b.
 func (b *budget) acquire(ctx context.Context, n int64) error {
+	return b.grow(ctx, party{verified: true}, n, 0)
+}
+
+// grow takes n more for p's request, which holds own already, waiting for
+// room until ctx ends (trying once even when it has ended).
+func (b *budget) grow(ctx context.Context, p party, n, own int64) error {
 	for {
 		b.mu.Lock()
-		if n <= b.free {
+		if b.fits(p, n, own) {
 			b.free -= n
+			if b.shared && !p.verified {
+				b.held[p.key] += n
+			}
 			b.mu.Unlock()
 			return nil
 		}
@@ -91,9 +158,20 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 	}
 }
 
-func (b *budget) release(n int64) {
+func (b *budget) release(n int64) { b.releaseFor(party{verified: true}, n) }
+
+// releaseFor gives back n that p took.
+func (b *budget) releaseFor(p party, n int64) {
+	if n == 0 {
+		return
+	}
 	b.mu.Lock()
 	b.free += n
+	if b.shared && !p.verified {
+		if b.held[p.key] -= n; b.held[p.key] <= 0 {
+			delete(b.held, p.key)
+		}
+	}
 	close(b.freed)
 	b.freed = make(chan struct{})
 	b.mu.Unlock()
@@ -144,15 +222,22 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, path string, concu
 			return nil, false
 		}
 	}
-	if err := s.decisions.acquire(ctx, charge); err != nil {
+	p := partyOf(r)
+	if err := s.decisions.grow(ctx, p, charge, 0); err != nil {
 		if concurrency != nil {
 			concurrency.Release(1)
 		}
 		s.refuse(w, path, http.StatusTooManyRequests, fmt.Sprintf("too many requests in flight: a decision estimated at %d MiB found no room in %s", charge>>20, s.opts.InFlightWait))
 		return nil, false
 	}
+	// The decision's charge counts the body: the body's own charge in the
+	// in-flight budget ends, so that a party's share there bounds the
+	// bodies it is sending, not the decisions it waits for.
+	if b, ok := r.Context().Value(bodyKey{}).(guardedBody); ok && b.intake != nil {
+		b.intake.release()
+	}
 	return func() {
-		s.decisions.release(charge)
+		s.decisions.releaseFor(p, charge)
 		if concurrency != nil {
 			concurrency.Release(1)
 		}

@@ -41,6 +41,7 @@ type Options struct {
 	// A module's decision can take many times its request in memory (a
 	// 2.9 MB object decoded into maps took about 110 MB), so this budget,
 	// not the pod's memory limit, decides how much hostile load fits. A
+	// body is charged as it arrives, to its caller's share (intake.go); a
 	// request beyond it waits up to InFlightWait for room, then gets 429
 	// at once (the API server applies the webhook's failurePolicy).
 	// Default 8 MiB: two requests of the largest size, or hundreds of
@@ -55,6 +56,12 @@ type Options struct {
 	// and worst shape at a time, or thousands of ordinary ones, beside
 	// caches of some 100,000 objects under the chart's 512Mi.
 	MaxInFlightDecisionBytes int64
+	// MinBodyRate is the slowest a request body may arrive, in bytes per
+	// second, after its first second: a slower one is answered 408 and
+	// its connection closed, so that a caller dribbling bodies holds
+	// neither budget nor connections for long. Default 64 KiB/s: the API
+	// server sends a review in one write, at network speed.
+	MinBodyRate int64
 	// InFlightWait is how long a request waits, from its arrival, for room
 	// in the budgets and its module's concurrency. Default 1 s.
 	InFlightWait time.Duration
@@ -76,6 +83,7 @@ const (
 	defaultShutdownTimeout  = 30 * time.Second
 	defaultMaxRequestBytes  = 3 << 20
 	defaultMaxInFlightBytes = 8 << 20
+	defaultMinBodyRate      = 64 << 10
 	// defaultMaxInFlightDecisionBytes: see MaxInFlightDecisionBytes.
 	defaultMaxInFlightDecisionBytes = 192 << 20
 )
@@ -108,6 +116,9 @@ func (o *Options) SetDefaults() {
 	o.MaxInFlightBytes = max(o.MaxInFlightBytes, o.MaxRequestBytes)
 	if o.MaxInFlightDecisionBytes == 0 {
 		o.MaxInFlightDecisionBytes = defaultMaxInFlightDecisionBytes
+	}
+	if o.MinBodyRate <= 0 {
+		o.MinBodyRate = defaultMinBodyRate
 	}
 	if o.InFlightWait == 0 {
 		o.InFlightWait = time.Second

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -26,10 +25,10 @@ type Server struct {
 	opts Options
 	mux  *http.ServeMux
 	// inFlight and inFlightSmall hold the bytes of the request bodies
-	// being handled (Options.MaxInFlightBytes each): ordinary reviews
-	// have a budget of their own, so that they never queue behind large
-	// ones (a weighted semaphore serves its waiters in order).
-	inFlight, inFlightSmall *semaphore.Weighted
+	// being read and handled (Options.MaxInFlightBytes each): ordinary
+	// reviews have a budget of their own, so that they never wait for
+	// room behind large ones. Each is shared by party (budget.fits).
+	inFlight, inFlightSmall *budget
 	// decisions holds the estimated memory of the decisions being made
 	// (Options.MaxInFlightDecisionBytes): what a review costs decoded,
 	// many times its body for hostile shapes.
@@ -63,17 +62,28 @@ func New(opts Options) (*Server, error) {
 	if opts.Certificates == nil {
 		return nil, errors.New("server: a certificate source is required")
 	}
+	// With client certificates the budgets' reserve is the API server's
+	// alone; without, nobody is verified (budget).
+	verifiedOnly := opts.ClientAuth != nil
 	s := &Server{
 		opts:          opts,
 		mux:           http.NewServeMux(),
-		inFlight:      semaphore.NewWeighted(opts.MaxInFlightBytes),
-		inFlightSmall: semaphore.NewWeighted(opts.MaxInFlightBytes),
+		inFlight:      newSharedBudget(opts.MaxInFlightBytes, max(opts.MaxInFlightBytes/8, 2*firstChunk), verifiedOnly),
+		inFlightSmall: newSharedBudget(opts.MaxInFlightBytes, max(opts.MaxInFlightBytes/8, 2*firstChunk), verifiedOnly),
 		decisions:     newBudget(opts.MaxInFlightDecisionBytes),
 		concurrency:   map[string]concurrencyBound{},
 		paths:         map[string]bool{},
 		checks:        map[string]func() error{},
 		notes:         map[string]func() string{},
 		listening:     make(chan struct{}),
+	}
+	if verifiedOnly {
+		// A decision holds its charge only while it runs, and one review
+		// may need nearly all of it: no share by address, which would
+		// refuse an address's small review beside its large one. With
+		// client certificates the unverified callers (the conversion
+		// path's) leave the reserve to the API server's reviews.
+		s.decisions = newSharedBudget(opts.MaxInFlightDecisionBytes, opts.MaxInFlightDecisionBytes, true)
 	}
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

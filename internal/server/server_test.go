@@ -49,7 +49,7 @@ func validating(name, path string, admit module.AdmitFunc) module.Webhook {
 	}
 }
 
-func start(t *testing.T, mutate func(*server.Options), register func(*server.Server)) *harness {
+func start(t testing.TB, mutate func(*server.Options), register func(*server.Server)) *harness {
 	t.Helper()
 	bundle, err := certs.SelfSigned([]string{"127.0.0.1"}, time.Hour)
 	if err != nil {
@@ -59,11 +59,11 @@ func start(t *testing.T, mutate func(*server.Options), register func(*server.Ser
 	if err := bundle.WriteDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	src, err := certs.NewDir(dir, testr.New(t))
+	src, err := certs.NewDir(dir, testr.NewWithInterface(t, testr.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := server.Options{Addr: "127.0.0.1:0", Certificates: src, Log: testr.New(t)}
+	opts := server.Options{Addr: "127.0.0.1:0", Certificates: src, Log: testr.NewWithInterface(t, testr.Options{})}
 	if mutate != nil {
 		mutate(&opts)
 	}
@@ -92,7 +92,7 @@ func start(t *testing.T, mutate func(*server.Options), register func(*server.Ser
 	return h
 }
 
-func (h *harness) post(t *testing.T, path string, body []byte) (int, []byte) {
+func (h *harness) post(t testing.TB, path string, body []byte) (int, []byte) {
 	t.Helper()
 	resp, err := h.client.Post(h.url+path, "application/json", bytes.NewReader(body))
 	if err != nil {
