@@ -26,6 +26,9 @@ func init() {
 	case sandbox.Entry("test-touch-process"):
 		pid, _ := strconv.Atoi(os.Args[1])
 		os.Exit(entryTouchProcess(pid))
+	case sandbox.Entry("test-shm"):
+		id, _ := strconv.Atoi(os.Args[1])
+		os.Exit(entryShm(id))
 	case sandbox.Entry("test-netlink"):
 		port, _ := strconv.Atoi(os.Args[1])
 		os.Exit(entryNetlink(port))
@@ -95,6 +98,21 @@ func entryTouchProcess(pid int) int {
 			_, _ = unix.Write(p[1], []byte{1})
 		}
 	}
+	return 0
+}
+
+// entryShm reads the System V shared memory segment id (its id guessed,
+// or listed in /proc/sysvipc/shm where /proc is readable), as native code
+// would another process's of its user, and prints "shm: " and what it
+// read or the error.
+func entryShm(id int) int {
+	b, err := unix.SysvShmAttach(id, 0, unix.SHM_RDONLY)
+	if err != nil {
+		fmt.Printf("shm: %v\n", err)
+		return 0
+	}
+	fmt.Printf("shm: read %q\n", strings.TrimRight(string(b[:64]), "\x00"))
+	_ = unix.SysvShmDetach(b)
 	return 0
 }
 
@@ -326,5 +344,40 @@ func TestHAProxyChecksWithoutNetlink(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(r.err, &ee) || !strings.Contains(r.stderr, "could not resolve address 'no-such-host.invalid'") {
 		t.Errorf("a name that does not resolve: want haproxy -c to fail on it, got %v\n%s%s", r.err, r.stdout, r.stderr)
+	}
+}
+
+// TestCannotReachIPCObjects: a System V shared memory segment that only
+// its user may read (0600), as a database or another process of the user
+// Gatehouse or `gatehouse test` runs as keeps one, is out of reach of a
+// confined process, whose user is the same. The control attaches it with
+// neither seccomp nor Landlock (Landlock never covers IPC).
+func TestCannotReachIPCObjects(t *testing.T) {
+	requireConfinement(t)
+	id, err := unix.SysvShmGet(unix.IPC_PRIVATE, 4096, unix.IPC_CREAT|0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = unix.SysvShmCtl(id, unix.IPC_RMID, nil) })
+	b, err := unix.SysvShmAttach(id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := marker(t)
+	copy(b, secret)
+	_ = unix.SysvShmDetach(b)
+	attack := sandbox.Spec{Entry: "test-shm", Args: []string{strconv.Itoa(id)}}
+
+	t.Cleanup(func() { sandbox.LimitLandlockABI(-1); sandbox.SimulateNoSeccomp(false) })
+	sandbox.SimulateNoSeccomp(true)
+	if r := run(t, t.Context(), attack); !strings.Contains(r.stdout, secret) {
+		t.Errorf("without seccomp, want the segment read (the premise of this test): %s %s", r.stdout, r.stderr)
+	}
+	sandbox.SimulateNoSeccomp(false)
+	for _, level := range []int{0, -1} {
+		sandbox.LimitLandlockABI(level)
+		if r := run(t, t.Context(), attack); r.stdout != "shm: operation not permitted\n" {
+			t.Errorf("Landlock limited to %d: want the segment refused, got %q %q", level, r.stdout, r.stderr)
+		}
 	}
 }

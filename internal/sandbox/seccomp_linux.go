@@ -51,8 +51,12 @@ import (
 //     (pidfd_getfd, pidfd_send_signal, process_madvise,
 //     process_mrelease: a pidfd can also be a /proc/<pid> directory where
 //     Landlock is missing), which read or steer another process of the
-//     same user where Landlock's ptrace scoping is missing, the kernel
-//     keyring,
+//     same user where Landlock's ptrace scoping is missing; System V
+//     shared memory, semaphores and message queues and POSIX message
+//     queues (Landlock does not confine them, their ids are small
+//     numbers to guess, and a process of root's user id reaches every
+//     root-owned object: on a CI runner where `gatehouse test` runs as
+//     root, the host's); the kernel keyring,
 //     userfaultfd (a tool of kernel exploits), the kernel log and
 //     vhangup; and truncate by path, which Landlock handles only from ABI
 //     3 (ftruncate of a descriptor opened for writing stays). Docker's default profile refuses the same, and haproxy -c,
@@ -180,6 +184,25 @@ var seccompTables = map[string]seccompTable{
 			438, // pidfd_getfd
 			440, // process_madvise
 			448, // process_mrelease
+			// System V and POSIX IPC (below)
+			29,  // shmget
+			30,  // shmat
+			31,  // shmctl
+			67,  // shmdt
+			64,  // semget
+			65,  // semop
+			66,  // semctl
+			220, // semtimedop
+			68,  // msgget
+			69,  // msgsnd
+			70,  // msgrcv
+			71,  // msgctl
+			240, // mq_open
+			241, // mq_unlink
+			242, // mq_timedsend
+			243, // mq_timedreceive
+			244, // mq_notify
+			245, // mq_getsetattr
 			248, // add_key
 			249, // request_key
 			250, // keyctl
@@ -264,6 +287,25 @@ var seccompTables = map[string]seccompTable{
 			438, // pidfd_getfd
 			440, // process_madvise
 			448, // process_mrelease
+			// System V and POSIX IPC (below)
+			194, // shmget
+			196, // shmat
+			195, // shmctl
+			197, // shmdt
+			190, // semget
+			193, // semop
+			191, // semctl
+			192, // semtimedop
+			186, // msgget
+			189, // msgsnd
+			188, // msgrcv
+			187, // msgctl
+			180, // mq_open
+			181, // mq_unlink
+			182, // mq_timedsend
+			183, // mq_timedreceive
+			184, // mq_notify
+			185, // mq_getsetattr
 			217, // add_key
 			218, // request_key
 			219, // keyctl

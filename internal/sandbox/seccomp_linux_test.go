@@ -224,6 +224,13 @@ func TestSeccompTableMatchesXSys(t *testing.T) {
 			t.Errorf("signalling system call %d is not restricted to the process itself", nr)
 		}
 	}
+	for _, nr := range []uint32{unix.SYS_SHMGET, unix.SYS_SHMAT, unix.SYS_SHMCTL, unix.SYS_SHMDT, unix.SYS_SEMGET, unix.SYS_SEMOP, unix.SYS_SEMCTL, unix.SYS_SEMTIMEDOP,
+		unix.SYS_MSGGET, unix.SYS_MSGSND, unix.SYS_MSGRCV, unix.SYS_MSGCTL,
+		unix.SYS_MQ_OPEN, unix.SYS_MQ_UNLINK, unix.SYS_MQ_TIMEDSEND, unix.SYS_MQ_TIMEDRECEIVE, unix.SYS_MQ_NOTIFY, unix.SYS_MQ_GETSETATTR} {
+		if !slices.Contains(table.eperm, nr) {
+			t.Errorf("IPC system call %d is not refused with EPERM", nr)
+		}
+	}
 	for _, nr := range []uint32{unix.SYS_KCMP, unix.SYS_PIDFD_SEND_SIGNAL, unix.SYS_PIDFD_GETFD, unix.SYS_PROCESS_MADVISE, unix.SYS_PROCESS_MRELEASE} {
 		if !slices.Contains(table.eperm, nr) {
 			t.Errorf("system call %d, which acts on another process, is not refused with EPERM", nr)
