@@ -97,6 +97,8 @@ func offlineTest(cmd *cobra.Command, file string, run func(context.Context, []by
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
+		undo, _ := checksUnprivileged(ctx, cmd.CommandPath(), cmd.ErrOrStderr(), false)
+		defer undo()
 		var passed bool
 		if passed, err = run(ctx, data, cmd.OutOrStdout()); err == nil {
 			if !passed {

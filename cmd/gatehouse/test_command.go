@@ -69,6 +69,14 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 			// Caches and clients log through controller-runtime's global
 			// logger; unset, it complains after 30 s.
 			logf.SetLogger(log)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			undo, err := checksUnprivileged(ctx, cmd.CommandPath(), cmd.ErrOrStderr(), requireConfinement)
+			if err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), err)
+				return exitStatus(2)
+			}
+			defer undo()
 			// One line, always: a CI log says what a suite from a pull
 			// request could do on this runner.
 			caps := sandbox.Available()
@@ -79,8 +87,6 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 					return exitStatus(2)
 				}
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			opts := policytest.Options{Modules: offline.fresh, Checks: offline.checks, Log: log}
 			results := runTestFiles(ctx, cmd.InOrStdin(), files, opts)
 			if err := policytest.Write(cmd.OutOrStdout(), output, results); err != nil {
@@ -117,11 +123,11 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 // run here.
 func confinementLine(command string, caps sandbox.Capabilities) string {
 	if caps.Complete() {
-		return fmt.Sprintf("%s: configcheck checks and renderings run fully confined (Landlock ABI %d, seccomp)", command, caps.LandlockABI)
+		return fmt.Sprintf("%s: configcheck checks and renderings run fully confined (Landlock ABI %d, seccomp%s)", command, caps.LandlockABI, identityNote(caps))
 	}
-	return fmt.Sprintf("%s: configcheck checks and renderings run with less confinement than in a cluster (Landlock ABI %d, seccomp %v; missing: %s): "+
+	return fmt.Sprintf("%s: configcheck checks and renderings run with less confinement than in a cluster (Landlock ABI %d, seccomp %v%s; missing: %s): "+
 		"a suite from an untrusted source can do more on this machine; use --require-confinement in jobs that run such suites",
-		command, caps.LandlockABI, caps.Seccomp, strings.Join(caps.Missing(), "; "))
+		command, caps.LandlockABI, caps.Seccomp, identityNote(caps), strings.Join(caps.Missing(), "; "))
 }
 
 // confinementRequired is --require-confinement's refusal where the

@@ -5,8 +5,10 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -187,6 +189,9 @@ func TestTestCommandStatesItsConfinement(t *testing.T) {
 	if !strings.Contains(stderr, "gatehouse test: configcheck checks and renderings run fully confined (Landlock ABI ") {
 		t.Errorf("stderr %q does not state the confinement", stderr)
 	}
+	if os.Geteuid() == 0 && !strings.Contains(stderr, fmt.Sprintf("; each as a user of its own (%v, group 65534), not root)", sandbox.DefaultProcessUIDs)) {
+		t.Errorf("run as root, stderr %q does not say the checks run as users of their own", stderr)
+	}
 	weak := sandbox.Capabilities{LandlockABI: 0, LandlockReason: "Landlock is built in but not enabled", Seccomp: true}
 	line := confinementLine("gatehouse test", weak)
 	for _, want := range []string{"less confinement than in a cluster", "Landlock ABI 0", "file confinement", "not enabled", "--require-confinement"} {
@@ -290,5 +295,30 @@ func TestTestCommandSuiteAttacksAtEveryLandlockLevel(t *testing.T) {
 				t.Errorf("--require-confinement at ABI %d: exit %d\n%s\n%s", level, code, stdout, stderr)
 			}
 		})
+	}
+}
+
+// TestOfflineChecksDropRoot: run as root (CI runs the tests as root, as
+// many CI jobs run), the offline commands start every confined process
+// under a user of its own, neither root nor the runner's nobody: native
+// code in a check holds no user id of the machine's root processes, which
+// the kernel would let it act on, nor of root's files.
+func TestOfflineChecksDropRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test plays `gatehouse test` run as root, which needs root (CI runs the tests as root); it fails rather than skips so that an unprivileged run cannot pass it silently")
+	}
+	undo, err := checksUnprivileged(t.Context(), "gatehouse test", io.Discard, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer undo()
+	cmd, err := sandbox.Command(t.Context(), sandbox.Spec{Path: "/usr/bin/id", Args: []string{"-u"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.Output()
+	uid, convErr := strconv.Atoi(strings.TrimSpace(string(out)))
+	if u := sandbox.DefaultProcessUIDs; err != nil || convErr != nil || uid < u.First || uid >= u.First+u.Count {
+		t.Errorf("a confined process of the offline commands runs as %q (%v): want a user of %v", out, err, sandbox.DefaultProcessUIDs)
 	}
 }

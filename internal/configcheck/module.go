@@ -239,6 +239,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 	if runner != nil {
 		caps.SeparateIdentity = true
 		caps.RunnerUID, caps.RunnerGID = runner.Identity()
+		caps.ProcessUIDs = runner.ProcessUIDs()
 	}
 	recordConfinement(caps, identityWanted)
 	if err := checkConfinement(caps, m.opts.bestEffort(), identityWanted, runnerErr); err != nil {
@@ -390,6 +391,11 @@ func confinementMissing(caps sandbox.Capabilities, identityWanted bool, runnerEr
 func runnerIdentity(caps sandbox.Capabilities) string {
 	if !caps.SeparateIdentity {
 		return "none: the server's user"
+	}
+	if caps.ProcessUIDs.Count > 0 {
+		// The runner holds CAP_SETUID (a root server's child): each
+		// process under a user of its own, in the runner's group.
+		return fmt.Sprintf("%d:%d, each process as a user of %v", caps.RunnerUID, caps.RunnerGID, caps.ProcessUIDs)
 	}
 	return fmt.Sprintf("%d:%d", caps.RunnerUID, caps.RunnerGID)
 }

@@ -241,6 +241,7 @@ func Available() Capabilities {
 	if r := defaultRunner.Load(); r != nil {
 		c.SeparateIdentity = true
 		c.RunnerUID, c.RunnerGID = r.Identity()
+		c.ProcessUIDs = r.ProcessUIDs()
 	}
 	return c
 }

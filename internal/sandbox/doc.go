@@ -59,9 +59,11 @@
 //     threads still work. So a program cannot start a shell (Lua's
 //     os.execute, io.popen), and nothing it starts can outlive it, setsid
 //     or not: there is nothing to outlive it. unshare and setns: EPERM.
-//     socket() is limited to netlink and IPv4/IPv6 UDP (no TCP, MPTCP,
-//     SMC or Unix socket); the signalling calls may name only the process
-//     itself; privileged calls and truncate by path: EPERM. io_uring:
+//     socket() is limited to IPv4/IPv6 UDP (no TCP, MPTCP, SMC, Unix or
+//     netlink socket); the calls that signal or change a process
+//     (prlimit64, setpriority, sched_set*, F_SETOWN, ...) may name only
+//     the process itself; IPC objects, privileged calls and truncate by
+//     path: EPERM. io_uring:
 //     ENOSYS (it makes sockets without socket()). System calls of another
 //     ABI (i386, x32) kill the process. See seccomp_linux.go.
 //   - Capabilities: every set emptied before the program runs (caps_linux.go).
@@ -126,9 +128,15 @@
 // the context, or dead with Gatehouse) makes the runner kill the process.
 // The runner serves one user, Gatehouse's (SO_PEERCRED), and is not
 // dumpable. [StartRunner] starts one as a child under another user (for a
-// root Gatehouse), started again when it dies; [ServeRunner] serves in a container of its own
-// (`gatehouse sandbox-runner`). Directories the process reads go beneath
-// [WorkDir], made readable by the runner's group with [ShareDir].
+// root Gatehouse, and the offline commands run as root), started again
+// when it dies; it keeps CAP_SETUID, CAP_SETGID and CAP_KILL to start each
+// process under a user of its own ([RunnerOptions].ProcessUIDs), so that
+// no process shares its user with the runner, another process or root.
+// [ServeRunner] serves in a container of its own (`gatehouse
+// sandbox-runner`), without capabilities: its processes share its user,
+// and the seccomp filter and Landlock keep them apart. Directories the
+// process reads go beneath [WorkDir], made readable by the runner's group
+// with [ShareDir].
 //
 // # Older kernels
 //
@@ -145,7 +153,7 @@
 //
 // # Not confined
 //
-//   - UDP and netlink: haproxy -c resolves server names, over UDP DNS
+//   - UDP: haproxy -c resolves server names, over UDP DNS
 //     through the resolver's files ([ResolverFiles]); Landlock has no UDP
 //     rules. A program can therefore send datagrams anywhere the Pod's
 //     network policy lets it; use a NetworkPolicy for egress.

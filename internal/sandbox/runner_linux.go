@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -79,8 +80,11 @@ type reply struct {
 	// proxy reports it on the process's stderr when the process was
 	// killed (CPUTime).
 	CPU time.Duration `json:",omitempty"`
-	// UID and GID are the runner's, in the answer to a Ping.
-	UID, GID int `json:",omitempty"`
+	// UID and GID are the runner's, in the answer to a Ping;
+	// ProcessUIDs the range its processes' user ids come from (none:
+	// they run as the runner).
+	UID, GID    int      `json:",omitempty"`
+	ProcessUIDs UIDRange `json:",omitzero"`
 }
 
 // Runner is a runner the server starts confined processes through.
@@ -90,8 +94,10 @@ type Runner struct {
 	// child is the runner process and its supervisor, when StartRunner
 	// started it.
 	child *runnerChild
-	// uid, gid are the runner's, as its answer to the ping said.
-	uid, gid int
+	// uid, gid are the runner's, as its answer to the ping said;
+	// processUIDs the range of its processes' user ids.
+	uid, gid    int
+	processUIDs UIDRange
 }
 
 // Socket is the runner's socket.
@@ -104,6 +110,10 @@ func (r *Runner) WorkDir() string { return filepath.Join(r.Dir, runnerWork) }
 
 // Identity is the runner's user and group id.
 func (r *Runner) Identity() (uid, gid int) { return r.uid, r.gid }
+
+// ProcessUIDs is the range of user ids the runner gives its processes,
+// one each (Count 0: they run as the runner's user).
+func (r *Runner) ProcessUIDs() UIDRange { return r.processUIDs }
 
 // Close stops a runner StartRunner started (it kills what it runs);
 // nothing for one that runs in its own container.
@@ -178,7 +188,10 @@ func (r *Runner) ping(ctx context.Context) error {
 	if int(cred.Gid) == os.Getegid() || int(cred.Gid) == 0 {
 		return fmt.Errorf("sandbox: the sandbox runner runs in group %d, which is no separation from this process (group %d)", cred.Gid, os.Getegid())
 	}
-	r.uid, r.gid = int(cred.Uid), int(cred.Gid)
+	if u := rep.ProcessUIDs; u.Count > 0 && (u.contains(os.Geteuid()) || u.contains(int(cred.Uid)) || u.contains(0)) {
+		return fmt.Errorf("sandbox: the sandbox runner gives its processes user ids %v, which hold this process's user, the runner's or root", u)
+	}
+	r.uid, r.gid, r.processUIDs = int(cred.Uid), int(cred.Gid), rep.ProcessUIDs
 	return nil
 }
 
@@ -187,11 +200,26 @@ type RunnerOptions struct {
 	// UID and GID are the runner's identity, and so the confined
 	// processes'. Default 65534 (nobody, nogroup).
 	UID, GID int
+	// ProcessUIDs is the range of user ids the runner gives the
+	// processes it starts, one each while it runs (their group is the
+	// runner's, which reads the work directory). Default
+	// DefaultProcessUIDs; where that range is not mapped in this
+	// process's user namespace (a rootless container), the processes run
+	// as the runner's user instead.
+	ProcessUIDs UIDRange
 	// OnRestart, if not nil, is told each time the runner ended on its
 	// own and is started again (ended says how; err is the new start's
 	// failure, nil when it serves again), so that the server can log it.
 	OnRestart func(ended string, err error)
 }
+
+// DefaultProcessUIDs are the user ids a runner StartRunner started gives
+// its processes: far above the ids of users and of the system (nobody is
+// 65534), below 2^31 (some tools take ids as signed), and beneath the
+// ranges container runtimes hand out to user namespaces (/etc/subuid
+// ranges start at 100000 and are 65536 wide). 1024 exceeds any number of
+// checks and render workers Gatehouse runs at once.
+var DefaultProcessUIDs = UIDRange{First: 2_000_000_000, Count: 1024}
 
 // StartRunner starts a runner as a child of this process, under opts' user
 // and group (setgroups, setgid, setuid before it runs: it holds no
@@ -212,6 +240,15 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (r *Runner, err error)
 	}
 	if opts.UID == os.Geteuid() || opts.GID == os.Getegid() {
 		return nil, fmt.Errorf("sandbox: the runner's identity %d:%d is this process's", opts.UID, opts.GID)
+	}
+	if opts.ProcessUIDs.Count == 0 {
+		opts.ProcessUIDs = DefaultProcessUIDs
+	}
+	if u := opts.ProcessUIDs; u.First <= 0 || u.Count < 0 || u.contains(opts.UID) || u.contains(os.Geteuid()) {
+		return nil, fmt.Errorf("sandbox: the processes' user ids %v hold root, the runner's user or this process's", u)
+	}
+	if !uidsMapped(opts.ProcessUIDs) {
+		opts.ProcessUIDs = UIDRange{}
 	}
 	dir, err := os.MkdirTemp("", "gatehouse-sandbox-*")
 	if err != nil {
@@ -316,7 +353,7 @@ func (c *runnerChild) start(ctx context.Context) (*exec.Cmd, error) {
 	}
 	defer ready.Close()
 	defer readyW.Close()
-	cfg, err := json.Marshal(runnerConfig{ServeUID: os.Geteuid(), ListenFD: 3, ReadyFD: 4})
+	cfg, err := json.Marshal(runnerConfig{ServeUID: os.Geteuid(), ListenFD: 3, ReadyFD: 4, ProcessUIDs: c.opts.ProcessUIDs})
 	if err != nil {
 		return nil, err
 	}
@@ -330,6 +367,14 @@ func (c *runnerChild) start(ctx context.Context) (*exec.Cmd, error) {
 		Setsid:     true,
 		Pdeathsig:  syscall.SIGKILL,
 		Credential: &syscall.Credential{Uid: uint32(c.opts.UID), Gid: uint32(c.opts.GID), Groups: []uint32{}},
+	}
+	if c.opts.ProcessUIDs.Count > 0 {
+		// Kept across the change of user (ambient), these three and no
+		// other: to start each process under a user of its own
+		// (CAP_SETUID, CAP_SETGID for its groups) and to kill it, which
+		// another user may not otherwise (CAP_KILL). The trampoline
+		// drops them before anything of the program runs.
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL}
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("sandbox: starting the sandbox runner: %w", err)
@@ -438,6 +483,9 @@ type runnerConfig struct {
 	ServeUID int
 	ListenFD int
 	ReadyFD  int
+	// ProcessUIDs, when not empty, are the user ids of the processes,
+	// one each (the runner holds CAP_SETUID and CAP_SETGID for them).
+	ProcessUIDs UIDRange `json:",omitzero"`
 }
 
 // ServeRunner listens on dir/RunnerSocket and serves the user serveUID
@@ -464,15 +512,16 @@ func ServeRunner(ctx context.Context, dir string, serveUID int) error {
 		<-ctx.Done()
 		_ = ln.Close()
 	}()
-	err = serve(ln, serveUID)
+	err = serve(ln, serveUID, nil)
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
 }
 
-// serve accepts connections until ln fails.
-func serve(ln *net.UnixListener, serveUID int) error {
+// serve accepts connections until ln fails; ids, when not nil, gives each
+// process a user id of its own.
+func serve(ln *net.UnixListener, serveUID int, ids *uidPool) error {
 	// Nothing the runner starts may gain privileges (a set-user-ID
 	// program). prctl sets no_new_privs on this thread only, and Go starts
 	// processes from any thread: what holds for every process is the
@@ -493,7 +542,7 @@ func serve(ln *net.UnixListener, serveUID int) error {
 		if err != nil {
 			return fmt.Errorf("sandbox: accepting: %w", err)
 		}
-		go serveConn(conn, serveUID)
+		go serveConn(conn, serveUID, ids)
 	}
 }
 
@@ -516,14 +565,21 @@ func runnerMain(arg string) {
 	if !ok {
 		setupFailed(errors.New("runner: the listener is not a Unix socket"))
 	}
+	var ids *uidPool
+	if cfg.ProcessUIDs.Count > 0 {
+		if err := holdsCapabilities(unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL); err != nil {
+			setupFailed(fmt.Errorf("runner: giving its processes user ids of their own: %w", err))
+		}
+		ids = &uidPool{uids: cfg.ProcessUIDs, used: make(map[int]bool)}
+	}
 	ready := os.NewFile(uintptr(cfg.ReadyFD), "ready")
 	_, _ = ready.Write([]byte{1})
 	_ = ready.Close()
-	setupFailed(serve(ln, cfg.ServeUID))
+	setupFailed(serve(ln, cfg.ServeUID, ids))
 }
 
 // serveConn serves one connection: a ping, or one process.
-func serveConn(conn *net.UnixConn, serveUID int) {
+func serveConn(conn *net.UnixConn, serveUID int, ids *uidPool) {
 	defer conn.Close()
 	refuse := func(format string, args ...any) {
 		_ = writeJSON(conn, reply{Error: fmt.Sprintf(format, args...)}, nil)
@@ -552,7 +608,11 @@ func serveConn(conn *net.UnixConn, serveUID int) {
 		return
 	}
 	if req.Ping {
-		_ = writeJSON(conn, reply{UID: os.Geteuid(), GID: os.Getegid()}, nil)
+		rep := reply{UID: os.Geteuid(), GID: os.Getegid()}
+		if ids != nil {
+			rep.ProcessUIDs = ids.uids
+		}
+		_ = writeJSON(conn, rep, nil)
 		return
 	}
 	if len(files) != 3 {
@@ -576,6 +636,20 @@ func serveConn(conn *net.UnixConn, serveUID int) {
 	// for pipes (the descriptors are passed as they are; the runner
 	// closes its copies at once).
 	cmd.Cancel, cmd.WaitDelay = nil, 0
+	if ids != nil {
+		// A user of its own: no other process the runner starts, nor the
+		// runner, shares it, so the kernel's user-id checks keep them
+		// apart whatever the seccomp filter misses (prlimit64,
+		// setpriority, signals, ptrace, /proc). The group stays the
+		// runner's, which may read the work directory.
+		uid, ok := ids.acquire()
+		if !ok {
+			refuse("all %d user ids of %v are in use", ids.uids.Count, ids.uids)
+			return
+		}
+		defer ids.release(uid)
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(os.Getegid()), Groups: []uint32{}}
+	}
 	if err := cmd.Start(); err != nil {
 		refuse("starting the trampoline: %v", err)
 		return
@@ -746,4 +820,66 @@ func readJSON(conn *net.UnixConn, v any, maxFiles int) ([]*os.File, error) {
 		return nil, err
 	}
 	return files, nil
+}
+
+// uidPool hands out the user ids of a range, each to one live process at a
+// time, in turn (an id just released is the last to be handed out again).
+type uidPool struct {
+	uids UIDRange
+	mu   sync.Mutex
+	next int
+	used map[int]bool
+}
+
+func (p *uidPool) acquire() (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for range p.uids.Count {
+		uid := p.uids.First + p.next
+		p.next = (p.next + 1) % p.uids.Count
+		if !p.used[uid] {
+			p.used[uid] = true
+			return uid, true
+		}
+	}
+	return 0, false
+}
+
+func (p *uidPool) release(uid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.used, uid)
+}
+
+// uidsMapped reports whether every id of u is a user of this process's
+// user namespace (/proc/self/uid_map): in a rootless container most are
+// not, and a process could not be started under them.
+func uidsMapped(u UIDRange) bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var inside, outside, count int
+		if n, _ := fmt.Sscan(line, &inside, &outside, &count); n == 3 && u.First >= inside && u.First+u.Count <= inside+count {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsCapabilities checks that the calling thread's effective set holds
+// caps.
+func holdsCapabilities(caps ...uintptr) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	for _, c := range caps {
+		if data[c/32].Effective&(1<<(c%32)) == 0 {
+			return fmt.Errorf("capability %d is not held", c)
+		}
+	}
+	return nil
 }

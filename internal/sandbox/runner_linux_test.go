@@ -200,8 +200,11 @@ func TestSeparateIdentityAtEveryLandlockLevel(t *testing.T) {
 	}
 }
 
-// TestRunnerRunsAsItsUser checks the identity the process gets, and that
-// Available reports the layer once the runner is the default.
+// TestRunnerRunsAsItsUser checks the identity the process gets: a user of
+// its own from the runner's range (a runner StartRunner started holds
+// CAP_SETUID), the runner's group, which reads the shared file, and no
+// capability, though the runner keeps three; and that Available reports
+// the layers once the runner is the default.
 func TestRunnerRunsAsItsUser(t *testing.T) {
 	r := startRunner(t)
 	dir, err := os.MkdirTemp(r.WorkDir(), "check-*")
@@ -217,12 +220,74 @@ func TestRunnerRunsAsItsUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	caps := sandbox.Available()
-	if !caps.SeparateIdentity || caps.RunnerUID != 65534 || caps.RunnerGID != 65534 {
-		t.Errorf("Available: %+v, want the separate identity 65534:65534", caps)
+	if !caps.SeparateIdentity || caps.RunnerUID != 65534 || caps.RunnerGID != 65534 || caps.ProcessUIDs != sandbox.DefaultProcessUIDs {
+		t.Errorf("Available: %+v, want the separate identity 65534:65534 and users of their own for the processes", caps)
 	}
 	got := run(t, t.Context(), sandbox.Spec{Entry: "test-identity", Dir: dir, Args: []string{"haproxy.cfg"}})
-	if got.stdout != "65534 65534 [] \"global\\n\" <nil>\n" {
-		t.Errorf("want user, group, groups 65534 and the shared file read, got %q %q", got.stdout, got.stderr)
+	var uid int
+	if _, err := fmt.Sscanf(got.stdout, "%d 65534 [] \"global\\n\" <nil>\n", &uid); err != nil || !inRange(uid, sandbox.DefaultProcessUIDs) {
+		t.Errorf("want a user of %v, group 65534, no groups and the shared file read, got %q %q", sandbox.DefaultProcessUIDs, got.stdout, got.stderr)
+	}
+	privileges := run(t, t.Context(), sandbox.Spec{Entry: "test-privileges"})
+	for _, set := range []string{"effective", "permitted", "inheritable", "ambient"} {
+		if !strings.Contains(privileges.stdout, set+": 0x0\n") {
+			t.Errorf("the %s capability set is not empty in a process the runner started: %s %s", set, privileges.stdout, privileges.stderr)
+		}
+	}
+}
+
+// inRange reports whether id is one of u's.
+func inRange(id int, u sandbox.UIDRange) bool { return id >= u.First && id < u.First+u.Count }
+
+// uidOf is the real user id of the process pid.
+func uidOf(t *testing.T, pid int) int {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uid int
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+			if _, err := fmt.Sscan(v, &uid); err != nil {
+				t.Fatal(err)
+			}
+			return uid
+		}
+	}
+	t.Fatalf("no Uid in /proc/%d/status", pid)
+	return 0
+}
+
+// TestRunnerAndItsProcessesAreOutOfReach: a process the runner started
+// acts on the runner and on another process the runner started (another
+// tenant's check) with the calls the kernel allows on a process of the
+// same user. With every layer, each is refused (the seccomp filter); with
+// neither seccomp nor Landlock, the user of its own each process runs
+// under refuses them alone (F_SETOWN itself is allowed on any pid: the
+// kernel checks the user when the signal is sent, and sends none).
+func TestRunnerAndItsProcessesAreOutOfReach(t *testing.T) {
+	requireConfinement(t)
+	r := startRunner(t)
+	t.Cleanup(func() { sandbox.LimitLandlockABI(-1); sandbox.SimulateNoSeccomp(false) })
+	sibling := startSibling(t, sandbox.Spec{Runner: r})
+	runnerUID, _ := r.Identity()
+	if uid := uidOf(t, sibling); uid == runnerUID || !inRange(uid, r.ProcessUIDs()) {
+		t.Errorf("the other process runs as %d: want a user of %v, not the runner's %d", uid, r.ProcessUIDs(), runnerUID)
+	}
+	targets := map[string]int{"the runner": r.RunnerPid(), "another process of the runner": sibling}
+	for target, pid := range targets {
+		requireTouchesRefused(t, target, touchProcess(t, sandbox.Spec{Runner: r}, pid))
+	}
+	sandbox.LimitLandlockABI(0)
+	sandbox.SimulateNoSeccomp(true)
+	for target, pid := range targets {
+		out := touchProcess(t, sandbox.Spec{Runner: r}, pid)
+		for _, what := range touches {
+			if what != "f_setown" && !strings.Contains(out, what+": operation not permitted\n") {
+				t.Errorf("without seccomp and Landlock, %s on %s: want refused for its user, got:\n%s", what, target, out)
+			}
+		}
 	}
 }
 
@@ -313,8 +378,8 @@ func TestRunnerCrashFailsClearly(t *testing.T) {
 	// A start made while the runner is away waits in the socket's
 	// backlog for the restarted runner: it is served, not refused.
 	after := run2(t, sandbox.Spec{Path: "/usr/bin/id", Args: []string{"-u"}, Runner: r})
-	if after.exitCode() != 0 || strings.TrimSpace(after.stdout) != "65534" {
-		t.Errorf("a start after the crash: want it served by a restarted runner as 65534, got exit %d: %q %q", after.exitCode(), after.stdout, after.stderr)
+	if uid, err := strconv.Atoi(strings.TrimSpace(after.stdout)); after.exitCode() != 0 || err != nil || !inRange(uid, sandbox.DefaultProcessUIDs) {
+		t.Errorf("a start after the crash: want it served by a restarted runner, as a user of %v, got exit %d: %q %q", sandbox.DefaultProcessUIDs, after.exitCode(), after.stdout, after.stderr)
 	}
 	if now := r.RunnerPid(); now == crashed || now == 0 {
 		t.Errorf("want a new runner process, got pid %d (the crashed one was %d)", now, crashed)

@@ -124,7 +124,19 @@ type Capabilities struct {
 	// Landlock and seccomp hold. RunnerUID and RunnerGID are the runner's.
 	SeparateIdentity     bool
 	RunnerUID, RunnerGID int
+	// ProcessUIDs, when not empty, is the range of user ids the runner
+	// gives its processes, one each, so that they are neither the
+	// runner's user nor each other's (a runner StartRunner started:
+	// it holds CAP_SETUID); empty, they share the runner's user.
+	ProcessUIDs UIDRange
 }
+
+// UIDRange is Count user ids from First.
+type UIDRange struct{ First, Count int }
+
+func (u UIDRange) contains(id int) bool { return id >= u.First && id < u.First+u.Count }
+
+func (u UIDRange) String() string { return fmt.Sprintf("%d-%d", u.First, u.First+u.Count-1) }
 
 // Landlock ABI versions that brought the rights the package handles.
 const (
@@ -143,7 +155,7 @@ func (c Capabilities) Complete() bool {
 }
 
 // Layers names the layers in force, for a log line: "landlock-abi-N",
-// "seccomp", "separate-identity".
+// "seccomp", "separate-identity", "identity-per-process".
 func (c Capabilities) Layers() []string {
 	var l []string
 	if c.LandlockABI > 0 {
@@ -154,6 +166,9 @@ func (c Capabilities) Layers() []string {
 	}
 	if c.SeparateIdentity {
 		l = append(l, "separate-identity")
+	}
+	if c.ProcessUIDs.Count > 0 {
+		l = append(l, "identity-per-process")
 	}
 	return l
 }

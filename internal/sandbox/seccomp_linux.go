@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/net/bpf"
@@ -19,9 +20,15 @@ import (
 //   - unshare and setns fail with EPERM: namespaces are how an
 //     unprivileged process gains capabilities (in a new user namespace),
 //     and nothing confined needs them.
-//   - socket() is limited to netlink sockets and IPv4/IPv6 datagram
-//     sockets of protocol UDP (haproxy -c resolves server names over
-//     DNS). Stream sockets are refused, TCP included: Landlock refuses TCP
+//   - socket() is limited to IPv4/IPv6 datagram sockets of protocol UDP
+//     (haproxy -c resolves server names over DNS). Netlink is refused:
+//     NETLINK_SOCK_DIAG lists every TCP and Unix socket of the network
+//     namespace (the host's, for `gatehouse test` on a CI runner) with
+//     their owners, NETLINK_ROUTE its addresses, routes and neighbours,
+//     and nothing confined needs them: haproxy 2.6's -c opens none
+//     (strace), and glibc's getaddrinfo, which asks NETLINK_ROUTE which
+//     address families are configured (AI_ADDRCONFIG, and to sort several
+//     answers), assumes both when the socket is refused. Stream sockets are refused, TCP included: Landlock refuses TCP
 //     connect and bind only from ABI 4, and nothing confined needs TCP
 //     (a DNS answer too large for UDP fails the check, as a connect would
 //     under Landlock). Unix sockets are refused too:
@@ -39,9 +46,17 @@ import (
 //     reboot, mounting (mount and the new mount API), swap, accounting,
 //     quotas, setting the clocks and the host's names, port I/O,
 //     open_by_handle_at (which opens a file by handle past path checks:
-//     the "shocker" escape), bpf, perf_event_open, ptrace and
-//     process_vm_readv/writev (reading another process of the same user
-//     where Landlock's scoping is missing), the kernel keyring,
+//     the "shocker" escape), bpf, perf_event_open, ptrace,
+//     process_vm_readv/writev, kcmp and the calls that act on a pidfd
+//     (pidfd_getfd, pidfd_send_signal, process_madvise,
+//     process_mrelease: a pidfd can also be a /proc/<pid> directory where
+//     Landlock is missing), which read or steer another process of the
+//     same user where Landlock's ptrace scoping is missing; System V
+//     shared memory, semaphores and message queues and POSIX message
+//     queues (Landlock does not confine them, their ids are small
+//     numbers to guess, and a process of root's user id reaches every
+//     root-owned object: on a CI runner where `gatehouse test` runs as
+//     root, the host's); the kernel keyring,
 //     userfaultfd (a tool of kernel exploits), the kernel log and
 //     vhangup; and truncate by path, which Landlock handles only from ABI
 //     3 (ftruncate of a descriptor opened for writing stays). Docker's default profile refuses the same, and haproxy -c,
@@ -52,13 +67,33 @@ import (
 //     process: it would bypass the numbers checked here, and no confined
 //     program makes one.
 //
-//   - The signalling calls (kill, tkill, tgkill, rt_sigqueueinfo,
-//     rt_tgsigqueueinfo, pidfd_open) may name only the process itself, by
-//     pid or as its process group (0, -pid; it leads a session of its
-//     own); any other target, -1 (every process) included, fails with
-//     EPERM. Landlock scopes signals only from ABI 6.
+//   - The calls that signal or change another process may name only the
+//     process itself, by pid or as its process group (0, -pid; it leads
+//     a session of its own); any other target, -1 (every process)
+//     included, fails with EPERM. The kernel lets a process act on every
+//     process of its user (every root process when `gatehouse test` runs
+//     as root, capabilities dropped or not; the runner and the other
+//     checks it runs): signals (kill, tkill, tgkill, rt_sigqueueinfo,
+//     rt_tgsigqueueinfo, pidfd_open, and F_SETOWN, whose SIGIO, or the
+//     signal F_SETSIG names, goes to the owner when the file is ready:
+//     for an owner that was root, to any process), resource limits
+//     (prlimit64: a limit lowered kills or starves the target), priority
+//     (setpriority; PRIO_USER, every process of the user, is refused
+//     whatever it names), scheduling (sched_setaffinity,
+//     sched_setparam, sched_setscheduler, sched_setattr), I/O priority
+//     (ioprio_set; IOPRIO_WHO_USER refused), memory placement
+//     (migrate_pages, move_pages) and get_robust_list (an address in
+//     another process). Landlock scopes signals only from ABI 6 and
+//     none of the rest but the ptrace-checked ones. F_SETOWN_EX and the
+//     ioctls FIOSETOWN and SIOCSPGRP, whose owner lies in memory a
+//     filter cannot read, fail with EPERM. The calls that only read
+//     (getpriority, ioprio_get, sched_get*, getpgid, getsid) stay: glibc
+//     and the race detector read a thread's affinity by its thread id
+//     (pthread_getattr_np), which this filter cannot tell from another
+//     process's pid.
 //
-// So TCP, Unix sockets and signals hold at every Landlock ABI, even none;
+// So TCP, Unix sockets, netlink and signals hold at every Landlock ABI,
+// even none;
 // files are Landlock's alone: without it (ABI 0) they are protected by
 // file permissions only.
 //
@@ -86,6 +121,15 @@ type seccompTable struct {
 	// rt_tgsigqueueinfo, pidfd_open), restricted where Landlock cannot
 	// scope signals.
 	signals []uint32
+	// pidCalls are the other calls whose first argument names the
+	// process they change (0: the caller): prlimit64, the sched_set*
+	// calls, migrate_pages, move_pages, get_robust_list. Restricted as
+	// signals are.
+	pidCalls []uint32
+	// setpriority and ioprioSet name their target by a kind (process,
+	// group, user) and an id; fcntl and ioctl can set the owner a file
+	// signals.
+	setpriority, ioprioSet, fcntl, ioctl uint32
 	// x32 marks amd64, whose x32 ABI numbers (bit 30 set) reach the
 	// same entry points with the same audit architecture.
 	x32 bool
@@ -135,6 +179,30 @@ var seccompTables = map[string]seccompTable{
 			101, // ptrace
 			310, // process_vm_readv
 			311, // process_vm_writev
+			312, // kcmp
+			424, // pidfd_send_signal
+			438, // pidfd_getfd
+			440, // process_madvise
+			448, // process_mrelease
+			// System V and POSIX IPC (below)
+			29,  // shmget
+			30,  // shmat
+			31,  // shmctl
+			67,  // shmdt
+			64,  // semget
+			65,  // semop
+			66,  // semctl
+			220, // semtimedop
+			68,  // msgget
+			69,  // msgsnd
+			70,  // msgrcv
+			71,  // msgctl
+			240, // mq_open
+			241, // mq_unlink
+			242, // mq_timedsend
+			243, // mq_timedreceive
+			244, // mq_notify
+			245, // mq_getsetattr
 			248, // add_key
 			249, // request_key
 			250, // keyctl
@@ -159,7 +227,21 @@ var seccompTables = map[string]seccompTable{
 			297, // rt_tgsigqueueinfo
 			434, // pidfd_open
 		},
-		x32: true,
+		pidCalls: []uint32{
+			302, // prlimit64
+			203, // sched_setaffinity
+			142, // sched_setparam
+			144, // sched_setscheduler
+			314, // sched_setattr
+			256, // migrate_pages
+			279, // move_pages
+			274, // get_robust_list
+		},
+		setpriority: 141,
+		ioprioSet:   251,
+		fcntl:       72,
+		ioctl:       16,
+		x32:         true,
 	},
 	"arm64": {
 		auditArch: unix.AUDIT_ARCH_AARCH64,
@@ -200,6 +282,30 @@ var seccompTables = map[string]seccompTable{
 			117, // ptrace
 			270, // process_vm_readv
 			271, // process_vm_writev
+			272, // kcmp
+			424, // pidfd_send_signal
+			438, // pidfd_getfd
+			440, // process_madvise
+			448, // process_mrelease
+			// System V and POSIX IPC (below)
+			194, // shmget
+			196, // shmat
+			195, // shmctl
+			197, // shmdt
+			190, // semget
+			193, // semop
+			191, // semctl
+			192, // semtimedop
+			186, // msgget
+			189, // msgsnd
+			188, // msgrcv
+			187, // msgctl
+			180, // mq_open
+			181, // mq_unlink
+			182, // mq_timedsend
+			183, // mq_timedreceive
+			184, // mq_notify
+			185, // mq_getsetattr
 			217, // add_key
 			218, // request_key
 			219, // keyctl
@@ -224,6 +330,20 @@ var seccompTables = map[string]seccompTable{
 			240, // rt_tgsigqueueinfo
 			434, // pidfd_open
 		},
+		pidCalls: []uint32{
+			261, // prlimit64
+			122, // sched_setaffinity
+			118, // sched_setparam
+			119, // sched_setscheduler
+			274, // sched_setattr
+			238, // migrate_pages
+			239, // move_pages
+			100, // get_robust_list
+		},
+		setpriority: 140,
+		ioprioSet:   30,
+		fcntl:       25,
+		ioctl:       29,
 	},
 }
 
@@ -261,16 +381,46 @@ func seccompProgram(t seccompTable, pid uint32) ([]bpf.RawInstruction, error) {
 	}
 	a.jumpIf(bpf.JumpEqual, t.clone, "clone", "")
 	a.jumpIf(bpf.JumpEqual, t.socket, "socket", "")
-	for _, nr := range t.signals {
+	for _, nr := range slices.Concat(t.signals, t.pidCalls) {
 		a.jumpIf(bpf.JumpEqual, nr, "signal", "")
 	}
+	a.jumpIf(bpf.JumpEqual, t.setpriority, "setpriority", "")
+	a.jumpIf(bpf.JumpEqual, t.ioprioSet, "ioprio_set", "")
+	a.jumpIf(bpf.JumpEqual, t.fcntl, "fcntl", "")
+	a.jumpIf(bpf.JumpEqual, t.ioctl, "ioctl", "")
 	a.ret(unix.SECCOMP_RET_ALLOW)
+
+	a.label("fcntl")
+	a.load(seccompArgLow(1)) // cmd
+	a.jumpIf(bpf.JumpEqual, unix.F_SETOWN_EX, "eperm", "")
+	a.jumpIf(bpf.JumpEqual, unix.F_SETOWN, "", "allow")
+	a.load(seccompArgLow(2)) // the owner: pid, or -pgid
+	a.jump("self")
 
 	a.label("signal")
 	a.load(seccompArgLow(0)) // pid, tid or tgid (an int: the low word)
+	a.label("self")          // is the accumulator the process itself?
 	a.jumpIf(bpf.JumpEqual, pid, "allow", "")
-	a.jumpIf(bpf.JumpEqual, 0, "allow", "")         // its own process group
-	a.jumpIf(bpf.JumpEqual, -pid, "allow", "eperm") // the same, by number
+	a.jumpIf(bpf.JumpEqual, 0, "allow", "")         // itself, or its own process group
+	a.jumpIf(bpf.JumpEqual, -pid, "allow", "eperm") // its group, by number
+
+	a.label("setpriority")
+	a.load(seccompArgLow(0)) // which
+	a.jumpIf(bpf.JumpEqual, unix.PRIO_PROCESS, "who", "")
+	a.jumpIf(bpf.JumpEqual, unix.PRIO_PGRP, "who", "eperm")
+	a.label("ioprio_set")
+	a.load(seccompArgLow(0)) // which
+	a.jumpIf(bpf.JumpEqual, ioprioWhoProcess, "who", "")
+	a.jumpIf(bpf.JumpEqual, ioprioWhoPgrp, "who", "eperm")
+	a.label("who")
+	a.load(seccompArgLow(1))
+	a.jumpIf(bpf.JumpEqual, pid, "allow", "")
+	a.jumpIf(bpf.JumpEqual, 0, "allow", "eperm")
+
+	a.label("ioctl")
+	a.load(seccompArgLow(1)) // request
+	a.jumpIf(bpf.JumpEqual, fioSetOwn, "eperm", "")
+	a.jumpIf(bpf.JumpEqual, unix.SIOCSPGRP, "eperm", "allow")
 
 	a.label("clone")
 	a.load(seccompArgLow(0))
@@ -278,7 +428,6 @@ func seccompProgram(t seccompTable, pid uint32) ([]bpf.RawInstruction, error) {
 
 	a.label("socket")
 	a.load(seccompArgLow(0)) // domain
-	a.jumpIf(bpf.JumpEqual, unix.AF_NETLINK, "allow", "")
 	a.jumpIf(bpf.JumpEqual, unix.AF_INET, "inet", "")
 	a.jumpIf(bpf.JumpEqual, unix.AF_INET6, "inet", "eafnosupport")
 	a.label("inet")
@@ -309,6 +458,15 @@ func seccompProgram(t seccompTable, pid uint32) ([]bpf.RawInstruction, error) {
 // flags.
 const sockTypeMask = 0xf
 
+// Constants x/sys/unix lacks: include/uapi/linux/ioprio.h's targets of
+// ioprio_set, and include/uapi/linux/sockios.h's FIOSETOWN (the same
+// request number on every architecture, as SIOCSPGRP).
+const (
+	ioprioWhoProcess = 1
+	ioprioWhoPgrp    = 2
+	fioSetOwn        = 0x8901
+)
+
 // assembler resolves named jump targets into the relative skips of
 // classic BPF (x/net/bpf has none); targets are always forward.
 type assembler struct {
@@ -336,6 +494,10 @@ func (a *assembler) jumpIf(cond bpf.JumpTest, val uint32, ifTrue, ifFalse string
 	a.jumps[len(a.ins)] = [2]string{ifTrue, ifFalse}
 	a.add(bpf.JumpIf{Cond: cond, Val: val})
 }
+
+// jump jumps to target unconditionally, forward (a JumpIf whose two
+// branches are the same).
+func (a *assembler) jump(target string) { a.jumpIf(bpf.JumpEqual, 0, target, target) }
 
 func (a *assembler) assemble() ([]bpf.RawInstruction, error) {
 	skip := func(from int, target string) (uint8, error) {

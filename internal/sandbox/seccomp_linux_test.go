@@ -76,7 +76,8 @@ func TestSeccompProgram(t *testing.T) {
 				{"TCP as a datagram protocol", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_TCP), eprotonosupport},
 				{"Unix (docker.sock)", seccompData(a, table.socket, unix.AF_UNIX, unix.SOCK_STREAM|cloexec, 0), eafnosupport},
 				{"Unix datagram", seccompData(a, table.socket, unix.AF_UNIX, unix.SOCK_DGRAM, 0), eafnosupport},
-				{"netlink", seccompData(a, table.socket, unix.AF_NETLINK, unix.SOCK_RAW|cloexec, unix.NETLINK_ROUTE), allow},
+				{"netlink route", seccompData(a, table.socket, unix.AF_NETLINK, unix.SOCK_RAW|cloexec, unix.NETLINK_ROUTE), eafnosupport},
+				{"netlink sock_diag", seccompData(a, table.socket, unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_SOCK_DIAG), eafnosupport},
 				{"MPTCP", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_STREAM|cloexec, unix.IPPROTO_MPTCP), eprotonosupport},
 				{"MPTCP6", seccompData(a, table.socket, unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_MPTCP), eprotonosupport},
 				{"SMC over IPv4", seccompData(a, table.socket, unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_SMC), eprotonosupport},
@@ -88,7 +89,7 @@ func TestSeccompProgram(t *testing.T) {
 				{"packet", seccompData(a, table.socket, unix.AF_PACKET, unix.SOCK_RAW, 0), eafnosupport},
 				{"vsock", seccompData(a, table.socket, unix.AF_VSOCK, unix.SOCK_STREAM, 0), eafnosupport},
 			}
-			for _, nr := range table.signals {
+			for _, nr := range slices.Concat(table.signals, table.pidCalls) {
 				for _, c := range []struct {
 					target uint64
 					want   uint32
@@ -105,8 +106,48 @@ func TestSeccompProgram(t *testing.T) {
 						name string
 						data []byte
 						want uint32
-					}{fmt.Sprintf("signal call %d to %d", nr, int32(c.target)), seccompData(a, nr, c.target, uint64(unix.SIGKILL)), c.want})
+					}{fmt.Sprintf("call %d on %d", nr, int32(c.target)), seccompData(a, nr, c.target, uint64(unix.SIGKILL)), c.want})
 				}
+			}
+			const (
+				prioUser   = 2 // PRIO_USER
+				ioprioUser = 3 // IOPRIO_WHO_USER
+			)
+			for _, c := range []struct {
+				name string
+				nr   uint32
+				args []uint64
+				want uint32
+			}{
+				{"setpriority of itself", table.setpriority, []uint64{unix.PRIO_PROCESS, 0, 19}, allow},
+				{"setpriority of itself by pid", table.setpriority, []uint64{unix.PRIO_PROCESS, pid, 19}, allow},
+				{"setpriority of its group", table.setpriority, []uint64{unix.PRIO_PGRP, 0, 19}, allow},
+				{"setpriority of its parent", table.setpriority, []uint64{unix.PRIO_PROCESS, 4241, 19}, eperm},
+				{"setpriority of another group", table.setpriority, []uint64{unix.PRIO_PGRP, 4241, 19}, eperm},
+				{"setpriority of its user", table.setpriority, []uint64{prioUser, 0, 19}, eperm},
+				{"setpriority of user 1000", table.setpriority, []uint64{prioUser, 1000, 19}, eperm},
+				{"ioprio_set of itself", table.ioprioSet, []uint64{ioprioWhoProcess, 0, 0}, allow},
+				{"ioprio_set of its group by pid", table.ioprioSet, []uint64{ioprioWhoPgrp, pid, 0}, allow},
+				{"ioprio_set of its parent", table.ioprioSet, []uint64{ioprioWhoProcess, 4241, 0}, eperm},
+				{"ioprio_set of its user", table.ioprioSet, []uint64{ioprioUser, 0, 0}, eperm},
+				{"fcntl F_GETFL", table.fcntl, []uint64{3, unix.F_GETFL}, allow},
+				{"fcntl F_SETFL O_ASYNC", table.fcntl, []uint64{3, unix.F_SETFL, unix.O_ASYNC}, allow},
+				{"F_SETOWN itself", table.fcntl, []uint64{3, unix.F_SETOWN, pid}, allow},
+				{"F_SETOWN its group", table.fcntl, []uint64{3, unix.F_SETOWN, uint64(-pid & 0xffffffff)}, allow},
+				{"F_SETOWN nobody", table.fcntl, []uint64{3, unix.F_SETOWN, 0}, allow},
+				{"F_SETOWN its parent", table.fcntl, []uint64{3, unix.F_SETOWN, 4241}, eperm},
+				{"F_SETOWN init", table.fcntl, []uint64{3, unix.F_SETOWN, 1}, eperm},
+				{"F_SETOWN another group", table.fcntl, []uint64{3, unix.F_SETOWN, uint64(-4241 & 0xffffffff)}, eperm},
+				{"F_SETOWN_EX", table.fcntl, []uint64{3, unix.F_SETOWN_EX, 0x7fff0000}, eperm},
+				{"ioctl FIONREAD", table.ioctl, []uint64{3, 0x541b}, allow},
+				{"ioctl FIOSETOWN", table.ioctl, []uint64{3, fioSetOwn, 0x7fff0000}, eperm},
+				{"ioctl SIOCSPGRP", table.ioctl, []uint64{3, unix.SIOCSPGRP, 0x7fff0000}, eperm},
+			} {
+				cases = append(cases, struct {
+					name string
+					data []byte
+					want uint32
+				}{c.name, seccompData(a, c.nr, c.args...), c.want})
 			}
 			if table.x32 {
 				cases = append(cases, struct {
@@ -182,6 +223,28 @@ func TestSeccompTableMatchesXSys(t *testing.T) {
 		if !slices.Contains(table.signals, nr) {
 			t.Errorf("signalling system call %d is not restricted to the process itself", nr)
 		}
+	}
+	for _, nr := range []uint32{unix.SYS_SHMGET, unix.SYS_SHMAT, unix.SYS_SHMCTL, unix.SYS_SHMDT, unix.SYS_SEMGET, unix.SYS_SEMOP, unix.SYS_SEMCTL, unix.SYS_SEMTIMEDOP,
+		unix.SYS_MSGGET, unix.SYS_MSGSND, unix.SYS_MSGRCV, unix.SYS_MSGCTL,
+		unix.SYS_MQ_OPEN, unix.SYS_MQ_UNLINK, unix.SYS_MQ_TIMEDSEND, unix.SYS_MQ_TIMEDRECEIVE, unix.SYS_MQ_NOTIFY, unix.SYS_MQ_GETSETATTR} {
+		if !slices.Contains(table.eperm, nr) {
+			t.Errorf("IPC system call %d is not refused with EPERM", nr)
+		}
+	}
+	for _, nr := range []uint32{unix.SYS_KCMP, unix.SYS_PIDFD_SEND_SIGNAL, unix.SYS_PIDFD_GETFD, unix.SYS_PROCESS_MADVISE, unix.SYS_PROCESS_MRELEASE} {
+		if !slices.Contains(table.eperm, nr) {
+			t.Errorf("system call %d, which acts on another process, is not refused with EPERM", nr)
+		}
+	}
+	for _, nr := range []uint32{unix.SYS_PRLIMIT64, unix.SYS_SCHED_SETAFFINITY, unix.SYS_SCHED_SETPARAM, unix.SYS_SCHED_SETSCHEDULER,
+		unix.SYS_SCHED_SETATTR, unix.SYS_MIGRATE_PAGES, unix.SYS_MOVE_PAGES, unix.SYS_GET_ROBUST_LIST} {
+		if !slices.Contains(table.pidCalls, nr) {
+			t.Errorf("system call %d, which names a process, is not restricted to the process itself", nr)
+		}
+	}
+	if table.setpriority != unix.SYS_SETPRIORITY || table.ioprioSet != unix.SYS_IOPRIO_SET || table.fcntl != unix.SYS_FCNTL || table.ioctl != unix.SYS_IOCTL {
+		t.Errorf("setpriority %d, ioprio_set %d, fcntl %d, ioctl %d; x/sys/unix says %d, %d, %d, %d", table.setpriority, table.ioprioSet, table.fcntl, table.ioctl,
+			unix.SYS_SETPRIORITY, unix.SYS_IOPRIO_SET, unix.SYS_FCNTL, unix.SYS_IOCTL)
 	}
 	for _, nr := range archForkCalls {
 		if !slices.Contains(table.eperm, nr) {
