@@ -348,8 +348,12 @@ func TestRunnerReportsTheCPUTimeOfAProcessKilledForIt(t *testing.T) {
 	}
 	proxyOwn := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	used, rest := sandbox.CPUTime(cmd.ProcessState, stderr.String())
-	if used < 900*time.Millisecond || used <= proxyOwn {
-		t.Fatalf("CPU time %v (the proxy's own %v), want the process's, about its limit of 1s; stderr %q", used, proxyOwn, stderr.String())
+	// The kernel kills on CPU time counted in whole ticks, the report is
+	// the scheduler's precise runtime: on a loaded machine the two drift
+	// apart (killed at 0.86 s reported, seen at load 20). Half the limit
+	// still tells the process's time from the proxy's few milliseconds.
+	if used < 500*time.Millisecond || used <= proxyOwn {
+		t.Fatalf("CPU time %v (the proxy's own %v), want the process's, near its limit of 1s; stderr %q", used, proxyOwn, stderr.String())
 	}
 	if rest != "spinning\n" {
 		t.Fatalf("stderr without the report: %q, want the process's own output alone", rest)
