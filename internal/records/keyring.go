@@ -15,7 +15,7 @@ import (
 )
 
 // keyPrefix names a key in a Secret's data or a directory:
-// key-<unix seconds>-<random hex>. The time orders the keys; the random
+// key-<unix nanoseconds>-<random hex>. The time orders the keys; the random
 // part keeps two replicas' bootstrap keys apart.
 const keyPrefix = "key-"
 
@@ -40,7 +40,7 @@ func NewKey(now time.Time) (Key, error) {
 	if _, err := rand.Read(suffix); err != nil {
 		return Key{}, fmt.Errorf("generate records key: %w", err)
 	}
-	return Key{ID: fmt.Sprintf("%s%d-%s", keyPrefix, now.Unix(), hex.EncodeToString(suffix)), Created: time.Unix(now.Unix(), 0), Secret: secret}, nil
+	return Key{ID: fmt.Sprintf("%s%d-%s", keyPrefix, now.UnixNano(), hex.EncodeToString(suffix)), Created: time.Unix(0, now.UnixNano()), Secret: secret}, nil
 }
 
 // ParseKeys reads the keys of data (a Secret's data, a directory's files
@@ -52,11 +52,11 @@ func ParseKeys(data map[string][]byte) []Key {
 			continue
 		}
 		stamp, _, _ := strings.Cut(strings.TrimPrefix(name, keyPrefix), "-")
-		sec, err := strconv.ParseInt(stamp, 10, 64)
+		nsec, err := strconv.ParseInt(stamp, 10, 64)
 		if err != nil {
 			continue
 		}
-		keys = append(keys, Key{ID: name, Created: time.Unix(sec, 0), Secret: secret})
+		keys = append(keys, Key{ID: name, Created: time.Unix(0, nsec), Secret: secret})
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		if !keys[i].Created.Equal(keys[j].Created) {
