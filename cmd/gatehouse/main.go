@@ -61,6 +61,8 @@ func serveFlags(fs *flag.FlagSet, modules []module.Module) (func() error, []stri
 	fs.BoolVar(&opts.Server.EnableHTTP2, "enable-http2", opts.Server.EnableHTTP2, "Offer HTTP/2 on the webhook server (off by default, see CVE-2023-44487).")
 	fs.StringVar(&opts.CertDir, "cert-dir", opts.CertDir, "Directory holding tls.crt and tls.key; reloaded when they change.")
 	fs.StringVar(&opts.CertSecret, "cert-secret", "", "namespace/name of a kubernetes.io/tls Secret to serve instead of --cert-dir; followed for rotation.")
+	fs.StringVar(&opts.RecordsKeySecret, "records-key-secret", "", "namespace/name of the Secret holding the keys that sign Gatehouse's records on objects (a config's author); Gatehouse creates it and its leader rotates the keys. Default with --cert-secret: <namespace>/<instance>-records-key.")
+	fs.StringVar(&opts.RecordsKeyDir, "records-key-dir", "", "Directory holding the keys that sign Gatehouse's records instead of a Secret (one process; created when missing). Default without --cert-secret: records-key beside --cert-dir.")
 	fs.StringVar(&clientCAFile, "client-ca-file", "", "PEM CA bundle that webhook callers' client certificates must chain to (kube-apiserver presents one through its AdmissionConfiguration kubeConfigFile); re-read when it changes. Without a certificate, webhook calls get 401; /healthz, /readyz and CRD conversion stay open (docs/security.md).")
 	fs.StringVar(&clientNames, "client-names", "", "With --client-ca-file: comma-separated client certificate names (common name or DNS name) served; empty serves any certificate the CA signed.")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, "Address for Prometheus metrics (loopback unless told otherwise); \"0\" disables them.")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/kinds"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/records"
 	"github.com/gatehouse-dev/gatehouse/internal/reports"
 	"github.com/gatehouse-dev/gatehouse/internal/server"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
@@ -49,6 +51,16 @@ type Options struct {
 	// come from CertSecret; empty DNSNames are the webhook Service's names,
 	// or the host of the managed webhook URL.
 	SelfManagedCerts *certs.SelfManagedOptions
+	// RecordsKeySecret is "namespace/name" of the Secret holding the keys
+	// that sign Gatehouse's records on objects (internal/records): Gatehouse
+	// creates it and its leader rotates the keys. Default, with CertSecret:
+	// <Namespace>/<Instance>-records-key. RecordsKeyDir, when set (or
+	// without CertSecret, <CertDir>/../records-key), keeps them in a
+	// directory instead: one process, `make run`.
+	RecordsKeySecret string
+	RecordsKeyDir    string
+	// RecordsKeys tunes the keys' rotation; zero values take the defaults.
+	RecordsKeys records.Options
 	// MetricsAddr serves Prometheus metrics; "0" disables it. Default
 	// 127.0.0.1:8080: the metrics say which modules deny how often, in
 	// which namespaces' caches, so they are served beyond the pod only
@@ -187,6 +199,7 @@ type Gatehouse struct {
 	reconciler     *webhookconfig.Reconciler
 	reports        *reports.Writer
 	certs          certs.Source
+	records        module.Records
 	staticModeOnce sync.Once
 	modules        moduleStates
 }
@@ -258,6 +271,9 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	// for it; it then starts it before the caches.
 	_ = mgr.GetWebhookServer()
 	g := &Gatehouse{Manager: mgr, Server: srv, opts: opts, writer: writer, certs: certSource}
+	if g.records, err = newRecords(ctx, opts, writer, mgr.Add); err != nil {
+		return nil, err
+	}
 	if rotating, ok := certSource.(*certs.SelfManaged); ok {
 		// Every replica serves the Secret; only the leader rotates it.
 		if err := mgr.Add(withLogger(rotating.Rotator(), log.WithName("certs"))); err != nil {
@@ -550,3 +566,44 @@ func webhookDNSNames(t *webhookconfig.Target) []string {
 
 // Certificates is the certificate source being served.
 func (g *Gatehouse) Certificates() certs.Source { return g.certs }
+
+// newRecords loads the keys that sign the modules' records, where the
+// serving certificate is kept: a Secret of Gatehouse's namespace that the
+// leader rotates (followed by every replica), or a directory.
+func newRecords(ctx context.Context, opts Options, c client.Client, add func(manager.Runnable) error) (module.Records, error) {
+	log := opts.Log.WithName("records")
+	ctx = logf.IntoContext(ctx, log)
+	secret := opts.RecordsKeySecret
+	if secret == "" && opts.RecordsKeyDir == "" && opts.CertSecret != "" {
+		secret = opts.Namespace + "/" + opts.Instance + "-records-key"
+	}
+	if secret == "" || opts.RecordsKeyDir != "" {
+		dir := opts.RecordsKeyDir
+		if dir == "" {
+			dir = filepath.Join(filepath.Dir(filepath.Clean(opts.CertDir)), "records-key")
+		}
+		s, err := records.NewDir(ctx, dir, opts.RecordsKeys)
+		if err != nil {
+			return nil, fmt.Errorf("records keys (--records-key-dir): %w", err)
+		}
+		return s, nil
+	}
+	ns, name, ok := strings.Cut(secret, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Errorf("--records-key-secret %q: want namespace/name", secret)
+	}
+	s, rotator, err := records.NewSecret(ctx, c, ns, name, opts.RecordsKeys)
+	if err != nil {
+		return nil, err
+	}
+	if err := add(withLogger(s, log)); err != nil {
+		return nil, err
+	}
+	if err := add(withLogger(rotator, log)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Records is the store of the keys that sign the modules' records.
+func (g *Gatehouse) Records() module.Records { return g.records }

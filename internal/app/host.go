@@ -176,6 +176,7 @@ func (h *host) RESTMapper() meta.RESTMapper         { return h.g.Manager.GetREST
 func (h *host) Client() client.Client               { return h.g.writer }
 func (h *host) APIReader() client.Reader            { return h.g.Manager.GetAPIReader() }
 func (h *host) EventRecorder() record.EventRecorder { return h.events }
+func (h *host) Records() module.Records             { return h.g.records }
 func (h *host) Add(r manager.Runnable) error        { return h.add(withLogger(r, h.log)) }
 
 func (h *host) AddReadyCheck(name string, check func() error) { h.addReadyCheck(name, check) }

@@ -32,6 +32,13 @@ package app
 // apply) and its leader rotates it.
 // +kubebuilder:rbac:groups="",namespace=gatehouse-system,resources=secrets,resourceNames=gatehouse-serving-cert,verbs=get;list;watch;create;update;patch
 
+// The records key Secret (--records-key-secret, default
+// <instance>-records-key) in Gatehouse's own namespace, by name: every
+// replica reads it, creates it when missing (server-side apply) and the
+// leader rotates its keys. No tenant may read it: whoever holds its keys
+// could sign any record (docs/security.md).
+// +kubebuilder:rbac:groups="",namespace=gatehouse-system,resources=secrets,resourceNames=gatehouse-records-key,verbs=get;create;update;patch
+
 // Leader election (--leader-elect): the lease is read and renewed by name;
 // client-go creates it with a POST, which no resourceNames can restrict
 // (only in Gatehouse's namespace). The elector records its Events there.

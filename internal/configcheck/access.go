@@ -429,7 +429,7 @@ func (a *accessController) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	var access *configAccess
 	if !st.hasAuthor {
-		access = &configAccess{outputs: "the config records no author (" + AuthorAnnotation + "): it was stored while Gatehouse's webhooks did not run; write its spec again to record one"}
+		access = &configAccess{outputs: st.noAuthor + claimHint}
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, accessDeadline)
 		defer cancel()

@@ -617,7 +617,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	// not carry the author record Gatehouse sets (the author webhook did
 	// not run, or a later one changed it) would be read for the wrong
 	// author (author.go).
-	if refusal, err := checkAuthorRecord(req, cfg); err != nil || refusal != "" {
+	if refusal, err := m.checkAuthorRecord(req, cfg); err != nil || refusal != "" {
 		if err != nil {
 			refusal = err.Error()
 		}

@@ -5,17 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
 // A config is read and published on its author's behalf long after it was
@@ -25,33 +28,162 @@ import (
 // recorded on the config, in AuthorAnnotation, as the API server named
 // them: the userInfo of the admission request that last wrote the spec.
 //
-// Why a tenant cannot forge it:
-//   - the value stored is always the one the author webhook (mutating,
-//     failurePolicy Fail) put there, and the API server calls that webhook
-//     with the identity it authenticated: on a CREATE or a spec change, the
-//     writer; on any other UPDATE (labels, annotations, finalizers), the
-//     stored record, so a label change by an administrator does not lend
-//     the config the administrator's rights;
-//   - the config webhook, which runs after every mutating webhook,
-//     refuses a write whose record is not that (a mutating webhook after
-//     Gatehouse's, or a configuration without the author webhook);
-//   - a review posted straight to the port gets a patch back and stores
-//     nothing.
+// An annotation is whatever its writer put there, and the author webhook
+// does not run everywhere (kube-system, kube-node-lease, Gatehouse's own
+// namespace, while configcheck's webhooks are withdrawn or not registered
+// yet). So the record is signed by this install (module.Records: an HMAC
+// with a key only Gatehouse reads) over the identity and what it is the
+// author of, and read only when it verifies:
 //
-// managedFields would not do: their manager is whatever name the client
-// sends. A config stored without a record (written while Gatehouse's
-// webhooks did not run) has no author to ask about: it renders nothing
-// until its author next writes its spec.
+//   - on an UPDATE that changes the spec, the record binds the object's
+//     namespace, name, uid and the generation the API server gives the
+//     new spec (the stored one + 1: it bumps metadata.generation exactly
+//     when anything but metadata and status changes, the CRD having a
+//     status subresource). A later spec change makes it stale; another
+//     object, with another uid, cannot use it;
+//   - on a CREATE, the mutating webhook runs before the API server sets
+//     the uid and the creation time (k8s.io/apiserver's create handler
+//     admits before registry.Store.create fills them), so the record
+//     binds namespace, name, generation 1 and the time it was signed,
+//     and is honoured only when the object's creationTimestamp is within
+//     creationWindow after it: a replay needs the object deleted and
+//     created again under the same name within that window. The first
+//     UPDATE of the object binds its record to the uid;
+//   - a generateName'd CREATE is refused: the API server picks the name
+//     after this webhook, and a record that binds no name could be
+//     copied to any config of the namespace;
+//   - on any other UPDATE (labels, annotations, finalizers) the stored
+//     record is kept, signed again (bound to the uid, with the newest
+//     key) when it verifies: a label change by an administrator does not
+//     lend the config the administrator's rights. A writer may ask to
+//     become the author without changing the spec with ClaimAnnotation
+//     (the migration from unsigned records), which the webhook removes.
+//
+// The config webhook, which runs after every mutating webhook and sees
+// the object as it will be stored (uid, generation, creation time set),
+// refuses a write whose record does not verify as the reader will verify
+// it, so a mutating webhook after Gatehouse's or a missing author webhook
+// is told at once rather than found in the status. A config in a
+// namespace the webhooks never see publishes nothing whatever it carries
+// (excludedNamespace). managedFields would not do: their manager is
+// whatever name the client sends.
 
-// AuthorAnnotation records a config's author (authenticationv1.UserInfo as
-// JSON). Gatehouse writes it; a value a client writes is replaced.
+// AuthorAnnotation records a config's author: authorRecord as JSON, signed
+// by this install. Gatehouse writes it; a value a client writes is
+// replaced.
 const AuthorAnnotation = "configcheck.gatehouse.dev/author"
+
+// ClaimAnnotation, set to any value on an UPDATE, makes the writer the
+// config's author without changing its spec (`kubectl annotate hatc NAME
+// configcheck.gatehouse.dev/claim-author=yes`): the author webhook records
+// them and removes it. Whoever may update the config could become its
+// author by writing its spec anyway.
+const ClaimAnnotation = "configcheck.gatehouse.dev/claim-author"
+
+// authorPurpose names the record in its signature: no other record signed
+// by this install reads as an author record.
+const authorPurpose = "configcheck.gatehouse.dev/author/v1"
+
+// creationWindow is how long after a creation record is signed the API
+// server may stamp the object's creationTimestamp: every admission webhook
+// of the create runs in between (the API server bounds each to 30 s).
+// creationSkew allows for the creation time's truncation to the second
+// and for clocks of Gatehouse and the API server a little apart.
+const (
+	creationWindow = 30 * time.Second
+	creationSkew   = 5 * time.Second
+)
 
 // Webhook identity of the author record.
 const (
 	AuthorWebhookName = "configcheck-author.gatehouse.dev"
 	AuthorWebhookPath = "/mutate-configcheck-haproxytemplateconfig-author"
 )
+
+// authorRecord is what AuthorAnnotation holds.
+type authorRecord struct {
+	User authenticationv1.UserInfo `json:"user"`
+	// UID binds the record to one object; "" in a creation record.
+	UID types.UID `json:"uid,omitempty"`
+	// Generation is the generation of the spec the user wrote.
+	Generation int64 `json:"generation"`
+	// SignedAt (Unix seconds) dates a creation record.
+	SignedAt int64 `json:"signedAt,omitempty"`
+	// Sig is the install's signature of claims().
+	Sig string `json:"sig"`
+}
+
+// claims is what the signature covers: the record and the object it is
+// about, whose namespace and name it does not repeat.
+func (r authorRecord) claims(namespace, name string) []byte {
+	b, _ := json.Marshal(struct {
+		Namespace  string                    `json:"namespace"`
+		Name       string                    `json:"name"`
+		UID        types.UID                 `json:"uid"`
+		Generation int64                     `json:"generation"`
+		SignedAt   int64                     `json:"signedAt"`
+		User       authenticationv1.UserInfo `json:"user"`
+	}{namespace, name, r.UID, r.Generation, r.SignedAt, r.User})
+	return b
+}
+
+// signAuthor signs r for the object namespace/name and encodes it.
+func signAuthor(rs module.Records, namespace, name string, r authorRecord) (string, error) {
+	r.Sig = rs.Sign(authorPurpose, r.claims(namespace, name))
+	if r.Sig == "" {
+		return "", errors.New("no key to sign the author record with")
+	}
+	b, err := json.Marshal(r)
+	return string(b), err
+}
+
+// excludedNamespace says why a config in namespace is never read: the
+// webhooks never see that namespace, so nothing there was judged. "" for
+// any other namespace.
+func excludedNamespace(namespace, own string) string {
+	for _, ns := range append(append([]string(nil), webhookconfig.AlwaysExcluded...), own) {
+		if namespace == ns {
+			return fmt.Sprintf("configs in namespace %s are never read: Gatehouse's webhooks never see that namespace, so no write there was checked; create the config in a tenant namespace", namespace)
+		}
+	}
+	return ""
+}
+
+// verifiedAuthor reads cfg's author record as stored: the author, whether
+// it was signed with the current key, or why it is not honoured.
+func verifiedAuthor(rs module.Records, own string, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (user authenticationv1.UserInfo, current bool, refusal string) {
+	if why := excludedNamespace(cfg.Namespace, own); why != "" {
+		return user, false, why
+	}
+	raw, ok := cfg.Annotations[AuthorAnnotation]
+	if !ok || raw == "" {
+		return user, false, "the config records no author (" + AuthorAnnotation + "): it was stored while Gatehouse's webhooks did not run"
+	}
+	var r authorRecord
+	if err := json.Unmarshal([]byte(raw), &r); err != nil || r.Sig == "" || (r.User.Username == "" && len(r.User.Groups) == 0) {
+		return user, false, "the config's author record (" + AuthorAnnotation + ") is not one this install signed (records written before Gatehouse signed them are not honoured)"
+	}
+	ok, current = rs.Verify(authorPurpose, r.claims(cfg.Namespace, cfg.Name), r.Sig)
+	switch {
+	case !ok:
+		return user, false, "the config's author record (" + AuthorAnnotation + ") is not one this install signed for this config"
+	case r.Generation != cfg.Generation:
+		return user, false, fmt.Sprintf("the config's author record is of generation %d, and its spec has been written since (generation %d) while Gatehouse's webhooks did not run", r.Generation, cfg.Generation)
+	case r.UID != "" && r.UID != cfg.UID:
+		return user, false, "the config's author record was signed for another object of the same name"
+	case r.UID == "":
+		created := cfg.CreationTimestamp.Time
+		signed := time.Unix(r.SignedAt, 0)
+		if r.Generation != 1 || signed.Before(created.Add(-creationWindow)) || signed.After(created.Add(creationSkew)) {
+			return user, false, "the config's author record was signed for the creation of another object of the same name"
+		}
+	}
+	return r.User, current, ""
+}
+
+// claimHint tells whoever reads a config without a valid record how to
+// give it one.
+const claimHint = "; to record its author, write its spec again or, without changing it, `kubectl annotate haproxytemplateconfig NAME " + ClaimAnnotation + "=yes` as the author (Gatehouse then checks that user's rights)"
 
 // configWrites are the rules of the config's own webhooks: every
 // HAProxyTemplateConfig written.
@@ -65,6 +197,11 @@ func configWrites() []admissionregistrationv1.RuleWithOperations {
 	}}
 }
 
+// configWebhooksLocked are the settings the author and config webhooks
+// refuse: a namespace or an object neither sees is one whose records
+// nobody checked.
+const configWebhooksLocked = "a config the webhooks do not see carries a record nobody checked; configs in the always-excluded namespaces publish nothing"
+
 // authorWebhook records the author. failurePolicy Fail: a config stored
 // without the record renders nothing, and configs are rare platform
 // objects.
@@ -77,25 +214,32 @@ func (m *Module) authorWebhook() module.Webhook {
 		TimeoutSeconds: 5,
 		Admit:          m.admitAuthor,
 		Locked: module.Locked{
-			FailurePolicy: "the author record decides whose rights a config reads with: a config stored without it would render nothing",
+			FailurePolicy:       "the author record decides whose rights a config reads with: a config stored without it would render nothing",
+			ObjectSelector:      configWebhooksLocked,
+			NamespaceExclusions: configWebhooksLocked,
 		},
 	}
 }
 
-// admitAuthor sets the author record: the writer's identity on a CREATE or
-// a spec change, else the stored record (none when there is none).
+// admitAuthor sets the author record (wantedAuthor) and removes
+// ClaimAnnotation.
 func (m *Module) admitAuthor(_ context.Context, req admission.Request) admission.Response {
 	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
 	if err := utiljson.Unmarshal(req.Object.Raw, cfg); err != nil {
 		return module.Deny(reasonInvalidConfig, "failed to parse object: "+err.Error())
 	}
-	want, err := wantedAuthor(req)
+	if req.Operation == admissionv1.Create && cfg.Name == "" {
+		return module.Deny(reasonInvalidConfig, "a HAProxyTemplateConfig needs metadata.name: its author record binds the name, which the API server picks for generateName only after this webhook")
+	}
+	want, err := m.wantedAuthor(req, cfg)
 	if err != nil {
 		return module.Deny(reasonInvalidConfig, err.Error())
 	}
-	if cfg.Annotations[AuthorAnnotation] == want {
+	_, claimed := cfg.Annotations[ClaimAnnotation]
+	if cfg.Annotations[AuthorAnnotation] == want && !claimed {
 		return admission.Allowed("")
 	}
+	delete(cfg.Annotations, ClaimAnnotation)
 	switch {
 	case want == "":
 		delete(cfg.Annotations, AuthorAnnotation)
@@ -111,51 +255,103 @@ func (m *Module) admitAuthor(_ context.Context, req admission.Request) admission
 	return admission.PatchResponseFromRaw(req.Object.Raw, out)
 }
 
-// wantedAuthor is the record req's object must carry.
-func wantedAuthor(req admission.Request) (string, error) {
-	if req.Operation == admissionv1.Update {
-		cfg, old := &gatehousev1alpha1.HAProxyTemplateConfig{}, &gatehousev1alpha1.HAProxyTemplateConfig{}
-		if err := utiljson.Unmarshal(req.Object.Raw, cfg); err != nil {
-			return "", errors.New("failed to parse object: " + err.Error())
-		}
-		if err := utiljson.Unmarshal(req.OldObject.Raw, old); err != nil {
-			return "", errors.New("failed to parse old object: " + err.Error())
-		}
-		if equality.Semantic.DeepEqual(old.Spec, cfg.Spec) {
-			// Whoever adds a label or a finalizer (an administrator, the
-			// garbage collector) does not lend the config their rights;
-			// a config stored without a record keeps none.
-			return old.Annotations[AuthorAnnotation], nil
-		}
+// wantedAuthor is the record req's object must carry: the writer's on a
+// CREATE, a spec change or a claim; else the stored one, signed again
+// when it verifies ("" when none was stored, the stored value when it
+// does not verify: it is honoured nowhere).
+func (m *Module) wantedAuthor(req admission.Request, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (string, error) {
+	rs := m.host.Records()
+	if req.Operation != admissionv1.Update {
+		return signAuthor(rs, cfg.Namespace, cfg.Name, authorRecord{User: req.UserInfo, Generation: 1, SignedAt: time.Now().Unix()})
 	}
-	return encodeAuthor(req.UserInfo), nil
-}
-
-func encodeAuthor(u authenticationv1.UserInfo) string {
-	b, _ := json.Marshal(u)
-	return string(b)
-}
-
-// checkAuthorRecord is the config webhook's check of the record; "" when
-// it is the one the author webhook sets.
-func checkAuthorRecord(req admission.Request, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (string, error) {
-	want, err := wantedAuthor(req)
+	old := &gatehousev1alpha1.HAProxyTemplateConfig{}
+	if err := utiljson.Unmarshal(req.OldObject.Raw, old); err != nil {
+		return "", errors.New("failed to parse old object: " + err.Error())
+	}
+	changed, err := generationBumped(req)
 	if err != nil {
 		return "", err
 	}
-	if cfg.Annotations[AuthorAnnotation] != want {
-		return fmt.Sprintf("metadata.annotations[%s] is Gatehouse's record of whoever last wrote the spec, and this write does not carry the record Gatehouse sets (is the webhook %s registered?)", AuthorAnnotation, AuthorWebhookName), nil
+	if changed {
+		return signAuthor(rs, old.Namespace, old.Name, authorRecord{User: req.UserInfo, UID: old.UID, Generation: old.Generation + 1})
 	}
-	return "", nil
+	if _, claimed := cfg.Annotations[ClaimAnnotation]; claimed {
+		return signAuthor(rs, old.Namespace, old.Name, authorRecord{User: req.UserInfo, UID: old.UID, Generation: old.Generation})
+	}
+	// Whoever adds a label or a finalizer (an administrator, the garbage
+	// collector) does not lend the config their rights; a config stored
+	// without a valid record keeps none.
+	user, _, refusal := verifiedAuthor(rs, m.host.Namespace(), old)
+	if refusal != "" {
+		return old.Annotations[AuthorAnnotation], nil
+	}
+	return signAuthor(rs, old.Namespace, old.Name, authorRecord{User: user, UID: old.UID, Generation: old.Generation})
 }
 
-// authorOf reads a stored config's author record; ok is false when there is
-// none or it does not parse.
-func authorOf(cfg *gatehousev1alpha1.HAProxyTemplateConfig) (authenticationv1.UserInfo, bool) {
-	var u authenticationv1.UserInfo
-	raw := cfg.Annotations[AuthorAnnotation]
-	if raw == "" || json.Unmarshal([]byte(raw), &u) != nil || (u.Username == "" && len(u.Groups) == 0) {
-		return authenticationv1.UserInfo{}, false
+// generationBumped says whether the API server will give req's object a
+// new generation, judged as it judges (customresource's PrepareForUpdate):
+// anything but metadata and status differs from the stored object.
+func generationBumped(req admission.Request) (bool, error) {
+	var obj, old map[string]any
+	if err := utiljson.Unmarshal(req.Object.Raw, &obj); err != nil {
+		return false, errors.New("failed to parse object: " + err.Error())
 	}
-	return u, true
+	if err := utiljson.Unmarshal(req.OldObject.Raw, &old); err != nil {
+		return false, errors.New("failed to parse old object: " + err.Error())
+	}
+	for _, m := range []map[string]any{obj, old} {
+		delete(m, "metadata")
+		delete(m, "status")
+	}
+	return !equality.Semantic.DeepEqual(obj, old), nil
+}
+
+// checkAuthorRecord is the config webhook's check of the record on the
+// object as it will be stored: "" when it verifies and names whom the
+// author webhook records (the writer when the spec changes; on another
+// UPDATE the stored author or a claiming writer, or an unchanged record).
+func (m *Module) checkAuthorRecord(req admission.Request, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (string, error) {
+	if excludedNamespace(cfg.Namespace, m.host.Namespace()) != "" {
+		// Never sent by the API server; a config stored there is never
+		// read whatever it carries.
+		return "", nil
+	}
+	wrong := fmt.Sprintf("metadata.annotations[%s] is Gatehouse's record of whoever last wrote the spec, and this write does not carry the record Gatehouse sets (is the webhook %s registered, and does no later mutating webhook change the spec?)", AuthorAnnotation, AuthorWebhookName)
+	rs := m.host.Records()
+	var writers []authenticationv1.UserInfo
+	if req.Operation == admissionv1.Update {
+		old := &gatehousev1alpha1.HAProxyTemplateConfig{}
+		if err := utiljson.Unmarshal(req.OldObject.Raw, old); err != nil {
+			return "", errors.New("failed to parse old object: " + err.Error())
+		}
+		changed, err := generationBumped(req)
+		if err != nil {
+			return "", err
+		}
+		if !changed {
+			if cfg.Annotations[AuthorAnnotation] == old.Annotations[AuthorAnnotation] {
+				return "", nil
+			}
+			if user, _, refusal := verifiedAuthor(rs, m.host.Namespace(), old); refusal == "" {
+				writers = append(writers, user)
+			}
+		}
+	}
+	writers = append(writers, req.UserInfo)
+	user, _, refusal := verifiedAuthor(rs, m.host.Namespace(), cfg)
+	if refusal != "" {
+		return wrong, nil
+	}
+	for _, w := range writers {
+		if equality.Semantic.DeepEqual(w, user) {
+			return "", nil
+		}
+	}
+	return wrong, nil
+}
+
+// encodeAuthor is a whole identity as one string, to key answers by.
+func encodeAuthor(u authenticationv1.UserInfo) string {
+	b, _ := json.Marshal(u)
+	return string(b)
 }

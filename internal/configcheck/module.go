@@ -222,6 +222,7 @@ func (m *Module) Webhooks() []module.Webhook {
 		TimeoutSeconds: configWebhookTimeout,
 		Admit:          m.admitConfig,
 		DenialReasons:  []string{reasonInvalidConfig, reasonTestsFailed, reasonCurrentState},
+		Locked:         module.Locked{ObjectSelector: configWebhooksLocked, NamespaceExclusions: configWebhooksLocked},
 	}}
 }
 

@@ -99,7 +99,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	old := m.state(key)
-	if old != nil && old.uid == cfg.UID && old.generation == cfg.Generation && len(old.unresolved) == 0 {
+	if old != nil && old.uid == cfg.UID && old.generation == cfg.Generation && old.record == cfg.Annotations[AuthorAnnotation] && len(old.unresolved) == 0 {
 		m.publisher.trigger(key)
 		return reconcile.Result{}, nil
 	}
@@ -122,7 +122,9 @@ func (m *Module) buildState(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		feeds: map[string]*feed{}, empty: map[string]*render.MemoryStore{},
 		gvks: map[string]schema.GroupVersionKind{}, scoped: map[string]bool{},
 		certs: len(cfg.Spec.SSLCertificates) > 0}
-	st.author, st.hasAuthor = authorOf(cfg)
+	st.record = cfg.Annotations[AuthorAnnotation]
+	st.author, _, st.noAuthor = verifiedAuthor(m.host.Records(), m.host.Namespace(), cfg)
+	st.hasAuthor = st.noAuthor == ""
 	c, errs := m.compile(&cfg.Spec)
 	if len(errs) > 0 {
 		st.invalid = errs.ToAggregate().Error()

@@ -42,10 +42,13 @@ type configState struct {
 	unresolved []string
 
 	// author is who the config reads and publishes for (author.go);
-	// hasAuthor is false when it records none. certs: it publishes a
-	// Secret too.
+	// hasAuthor is false when its record is missing or not honoured, and
+	// noAuthor then says why. record is the record as stored: a new one
+	// (a claim) builds a new state. certs: it publishes a Secret too.
 	author    authenticationv1.UserInfo
 	hasAuthor bool
+	noAuthor  string
+	record    string
 	certs     bool
 	// access is where the author may have it read, as the access
 	// controller last found (access.go); nil until the first check.

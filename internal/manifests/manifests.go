@@ -201,6 +201,9 @@ func chartFiles(catalogue []module.Module, root string, crdFiles []string, all *
 			if h.Locked.ObjectSelector != "" {
 				l["objectSelector"] = h.Locked.ObjectSelector
 			}
+			if h.Locked.NamespaceExclusions != "" {
+				l["namespaceExclusions"] = h.Locked.NamespaceExclusions
+			}
 			if len(l) > 0 {
 				locked[h.Name] = l
 			}

@@ -94,6 +94,10 @@ type Host interface {
 	// and bounded in time, since a replica held out for what a tenant
 	// controls would be that tenant's outage of every module.
 	AddReadyCheck(name string, check func() error)
+	// Records signs and verifies what the module writes on objects and
+	// later reads as Gatehouse's own word (a config's author): whatever a
+	// client can write on an object, only this install can sign.
+	Records() Records
 	// AddAudit runs a periodic check of what stands in the cluster, on the
 	// leader only; its findings are written as PolicyReports while that
 	// API is served (internal/reports).
@@ -157,3 +161,18 @@ func (s KindState) String() string {
 
 // RuntimePath is the path prefix of module's run-time webhooks.
 func RuntimePath(module string) string { return "/validate/" + module + "/" }
+
+// Records signs records with a key only Gatehouse reads (internal/records).
+// A module binds a record to everything it vouches for (the object's
+// namespace, name, uid, generation, the identity) in claims, and purpose
+// names the kind of record, so that no record reads as another.
+type Records interface {
+	// Sign returns the signature of claims under purpose, with this
+	// install's signing key; "" when there is none.
+	Sign(purpose string, claims []byte) string
+	// Verify says whether sig is this install's signature of claims under
+	// purpose (ok), and whether it was made with the key that signs now
+	// (current): a record verified with an older key should be signed
+	// again before its key is dropped at a later rotation.
+	Verify(purpose string, claims []byte, sig string) (ok, current bool)
+}

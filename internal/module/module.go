@@ -113,6 +113,10 @@ type Locked struct {
 	// ObjectSelector, when set, refuses an objectSelector: whoever sets the
 	// object's labels would choose whether the guard sees it.
 	ObjectSelector string
+	// NamespaceExclusions, when set, refuses namespaceExclusions: what the
+	// webhook does not see in a namespace the module must not trust there
+	// either, so the exclusions stay the always-excluded ones.
+	NamespaceExclusions string
 }
 
 // Cost declares what a webhook's decision costs, measured on the worst

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/records"
 )
 
 // This file is the offline module.Host: what internal/app's host gives a
@@ -42,6 +43,7 @@ type environment struct {
 	client    client.Client
 	namespace string
 	log       logr.Logger
+	records   *records.Static
 
 	mu sync.Mutex
 	// ctx is set by start: caches built later (StartCache) start at once.
@@ -81,7 +83,7 @@ func newEnvironment(scheme *runtime.Scheme, mapper meta.RESTMapper, server *apiS
 	if err != nil {
 		return nil, err
 	}
-	return &environment{scheme: scheme, mapper: mapper, config: config, httpClient: httpClient, client: c, namespace: namespace, log: log}, nil
+	return &environment{scheme: scheme, mapper: mapper, config: config, httpClient: httpClient, client: c, namespace: namespace, log: log, records: records.NewStatic()}, nil
 }
 
 // cacheOptions completes a module's options as app's host does.
@@ -137,12 +139,16 @@ type host struct {
 
 var _ module.Host = (*host)(nil)
 
-func (h *host) Enforcement() module.Enforcement     { return h.mode }
-func (h *host) Namespace() string                   { return h.env.namespace }
-func (h *host) Scheme() *runtime.Scheme             { return h.env.scheme }
-func (h *host) RESTMapper() meta.RESTMapper         { return h.env.mapper }
-func (h *host) Client() client.Client               { return h.env.client }
-func (h *host) APIReader() client.Reader            { return h.env.client }
+func (h *host) Enforcement() module.Enforcement { return h.mode }
+func (h *host) Namespace() string               { return h.env.namespace }
+func (h *host) Scheme() *runtime.Scheme         { return h.env.scheme }
+func (h *host) RESTMapper() meta.RESTMapper     { return h.env.mapper }
+func (h *host) Client() client.Client           { return h.env.client }
+func (h *host) APIReader() client.Reader        { return h.env.client }
+
+// Records signs with a key of the run's own: `gatehouse test` reads back
+// no record a previous run wrote.
+func (h *host) Records() module.Records             { return h.env.records }
 func (h *host) EventRecorder() record.EventRecorder { return &record.FakeRecorder{} }
 
 func (h *host) Add(r manager.Runnable) error {

@@ -105,7 +105,10 @@ func (s *Settings) Apply(hook module.Webhook, path *field.Path) (module.Webhook,
 	if s.TimeoutSeconds != nil {
 		hook.TimeoutSeconds = *s.TimeoutSeconds
 	}
-	if len(s.NamespaceExclusions) > 0 {
+	if len(s.NamespaceExclusions) > 0 && hook.Locked.NamespaceExclusions != "" {
+		errs = append(errs, field.Forbidden(path.Child("namespaceExclusions"),
+			fmt.Sprintf("webhook %s excludes only kube-system, kube-node-lease and Gatehouse's namespace: %s", hook.Name, hook.Locked.NamespaceExclusions)))
+	} else if len(s.NamespaceExclusions) > 0 {
 		sel := &metav1.LabelSelector{}
 		if hook.NamespaceSelector != nil {
 			sel = hook.NamespaceSelector.DeepCopy()

@@ -111,3 +111,19 @@ func TestSettingsObjectSelectorContradictingTheDeclaration(t *testing.T) {
 		t.Fatalf("merged %v, %v", got.ObjectSelector, err)
 	}
 }
+
+// A webhook that locks its exclusions (configcheck's author and config
+// webhooks) refuses namespaceExclusions: it sees every namespace but the
+// always-excluded ones.
+func TestSettingsLockedNamespaceExclusions(t *testing.T) {
+	guard := hooks()[0]
+	guard.Locked = module.Locked{NamespaceExclusions: "records nobody checked"}
+	_, err := (&Settings{NamespaceExclusions: []string{"tenant-a"}}).Apply(guard, settingsPath)
+	want := "modules[m].webhook.namespaceExclusions: Forbidden: webhook v.test excludes only kube-system, kube-node-lease and Gatehouse's namespace: records nobody checked"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	if _, err := (&Settings{TimeoutSeconds: ptr.To[int32](3)}).Apply(guard, settingsPath); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -257,8 +257,9 @@ func TestConfigcheckForgedIdentitiesLearnNothing(t *testing.T) {
 			metav1.GroupVersionResource{Group: gatehousev1alpha1.GroupVersion.Group, Version: gatehousev1alpha1.GroupVersion.Version, Resource: "haproxytemplateconfigs"},
 			"attacker", user, spy)
 	}
-	// The record the author webhook would have set, so that the config
-	// webhook judges the spec (a forged post carries whatever it likes).
+	// A record naming the poster (a forged post carries whatever it
+	// likes; unsigned, it is refused too, but only after the spec is
+	// judged, which is what this test watches).
 	record := func(user authenticationv1.UserInfo) {
 		b, _ := json.Marshal(user)
 		spy.Annotations = map[string]string{configcheck.AuthorAnnotation: string(b)}

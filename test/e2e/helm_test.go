@@ -324,6 +324,13 @@ func TestHelmRejectsBadValues(t *testing.T) {
 			"modules.placement.webhook.failurePolicy: webhook placement-affinityclass.gatehouse.dev must stay Fail: it keeps a tenant's placement boundary"},
 		{[]string{"modules.placement.enabled=true", "modules.placement.webhook.objectSelector.matchLabels.a=b"},
 			"modules.placement.webhook.objectSelector: webhook placement-affinityclass.gatehouse.dev takes no objectSelector"},
+		// configcheck's author and config webhooks see every namespace but
+		// the always-excluded ones: a config they do not see carries a
+		// record nobody checked.
+		{[]string{"modules.configcheck.enabled=true", "modules.configcheck.webhook.namespaceExclusions={tenant-a}"},
+			"excludes only kube-system, kube-node-lease and Gatehouse's namespace: a config the webhooks do not see carries a record nobody checked"},
+		{[]string{"certificates.mode=certManager", "webhooks.mode=static", "modules.configcheck.enabled=true", "modules.configcheck.webhook.objectSelector.matchLabels.a=b"},
+			"modules.configcheck.webhook.objectSelector: webhook configcheck-"},
 		// A memory limit GOMEMLIMIT cannot be derived from: 512m is half a
 		// byte to Kubernetes, 1gb no quantity at all.
 		{[]string{"resources.limits.memory=512m"}, `resources.limits.memory "512m": not a memory quantity`},

@@ -184,6 +184,9 @@ Arguments: (list $ module entries); returns the entries as YAML.
 {{- $_ := set $w "timeoutSeconds" (int $s.timeoutSeconds) -}}
 {{- end -}}
 {{- with $s.namespaceExclusions -}}
+{{- if $l.namespaceExclusions -}}
+{{- fail (printf "modules.%s.webhook.namespaceExclusions: webhook %s excludes only kube-system, kube-node-lease and Gatehouse's namespace: %s" $module $w.name $l.namespaceExclusions) -}}
+{{- end -}}
 {{- range $e := $w.namespaceSelector.matchExpressions -}}
 {{- if and (eq $e.key "kubernetes.io/metadata.name") (eq $e.operator "NotIn") -}}
 {{- $_ := set $e "values" (concat $e.values $s.namespaceExclusions | uniq | sortAlpha) -}}

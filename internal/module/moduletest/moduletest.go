@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
+	"github.com/gatehouse-dev/gatehouse/internal/records"
 )
 
 // Host records what a module asks of its host.
@@ -36,6 +37,9 @@ type Host struct {
 	Recorder  *record.FakeRecorder
 	Runnables []manager.Runnable
 	Audits    []module.Audit
+	// Keys sign and verify the module's records (Records); New gives
+	// it a fresh key.
+	Keys *records.Static
 
 	mu       sync.Mutex
 	Caches   map[string]cache.Cache
@@ -72,7 +76,7 @@ func New(scheme *runtime.Scheme, clusterScoped ...string) *Host {
 		mapper.Add(gvk, scope)
 	}
 	return &Host{Mode: module.Enforce, Own: "gatehouse-test", Types: scheme, Mapper: mapper,
-		Recorder: record.NewFakeRecorder(100), Caches: map[string]cache.Cache{},
+		Recorder: record.NewFakeRecorder(100), Keys: records.NewStatic(), Caches: map[string]cache.Cache{},
 		KindStates: map[schema.GroupVersionKind]module.KindState{}, Released: map[schema.GroupVersionKind]int{}}
 }
 
@@ -83,6 +87,7 @@ func (h *Host) RESTMapper() meta.RESTMapper         { return h.Mapper }
 func (h *Host) Client() client.Client               { return nil }
 func (h *Host) APIReader() client.Reader            { return nil }
 func (h *Host) EventRecorder() record.EventRecorder { return h.Recorder }
+func (h *Host) Records() module.Records             { return h.Keys }
 
 func (h *Host) Add(r manager.Runnable) error {
 	h.mu.Lock()

@@ -161,6 +161,10 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	args := []string{
 		"--kubeconfig", env.Kubeconfig,
 		"--cert-dir", certDir,
+		// The keys that sign Gatehouse's records outlive a restart (the
+		// certificates are made again each time): records signed by the
+		// previous run still verify.
+		"--records-key-dir", filepath.Join(opts.Dir, "records-key"),
 		"--webhook-bind-address", opts.WebhookAddr,
 		"--metrics-bind-address", opts.MetricsAddr,
 		"--namespace", Namespace,
