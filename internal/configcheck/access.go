@@ -427,9 +427,13 @@ func (a *accessController) Reconcile(ctx context.Context, req reconcile.Request)
 	if st == nil || st.compiled == nil {
 		return reconcile.Result{}, nil
 	}
+	noAuthor := st.noAuthor
+	if st.hasAuthor {
+		noAuthor = m.keepAuthorRecordCurrent(ctx, st)
+	}
 	var access *configAccess
-	if !st.hasAuthor {
-		access = &configAccess{outputs: st.noAuthor + claimHint}
+	if noAuthor != "" {
+		access = &configAccess{outputs: noAuthor + claimHint}
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, accessDeadline)
 		defer cancel()

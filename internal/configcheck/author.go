@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
@@ -354,4 +356,49 @@ func (m *Module) checkAuthorRecord(req admission.Request, cfg *gatehousev1alpha1
 func encodeAuthor(u authenticationv1.UserInfo) string {
 	b, _ := json.Marshal(u)
 	return string(b)
+}
+
+// keepAuthorRecordCurrent verifies st's stored author record again, with
+// the keys kept now, and returns why it is no longer honoured ("" while
+// it is). A record that verifies with a key that no longer signs is signed
+// again with the newest one: keys are dropped a few rotations after they
+// stop signing, and a config nobody writes for that long must not lose its
+// author for it. The access controller asks at every check (at least every
+// AccessRecheck), so a record is renewed long before its key goes.
+func (m *Module) keepAuthorRecordCurrent(ctx context.Context, st *configState) string {
+	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
+	if err := m.configs.Get(ctx, st.key, cfg); err != nil || cfg.UID != st.uid || cfg.Generation != st.generation {
+		// Gone or written since: the config's reconciler builds its state
+		// again, with the record as it is then.
+		return st.noAuthor
+	}
+	record, refusal := renewedAuthorRecord(m.host.Records(), m.host.Namespace(), cfg)
+	if record == "" {
+		return refusal
+	}
+	// The author webhook sees an UPDATE that leaves the spec as it is and
+	// signs the stored record again itself; where it does not run, this
+	// record, Gatehouse's own, is what is stored.
+	patch := client.MergeFrom(cfg.DeepCopy())
+	cfg.Annotations[AuthorAnnotation] = record
+	if err := m.host.Client().Patch(ctx, cfg, patch); err != nil {
+		logf.FromContext(ctx).Info("could not sign the config's author record again with the newest key; it is tried at the next check", "config", st.key, "error", err.Error())
+	}
+	return ""
+}
+
+// renewedAuthorRecord verifies cfg's author record with the keys kept now:
+// refusal says why it is not honoured; record is the same record signed
+// with the newest key when it verifies with an older one ("" when it
+// needs no renewal).
+func renewedAuthorRecord(rs module.Records, own string, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (record, refusal string) {
+	user, current, refusal := verifiedAuthor(rs, own, cfg)
+	if refusal != "" || current {
+		return "", refusal
+	}
+	record, err := signAuthor(rs, cfg.Namespace, cfg.Name, authorRecord{User: user, UID: cfg.UID, Generation: cfg.Generation})
+	if err != nil {
+		return "", ""
+	}
+	return record, ""
 }

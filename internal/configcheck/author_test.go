@@ -264,3 +264,51 @@ func TestConfigWebhookChecksTheRecord(t *testing.T) {
 		t.Fatal("a stale record was admitted on a spec change")
 	}
 }
+
+// TestAuthorRecordIsRenewedBeforeItsKeyGoes: a config nobody writes keeps
+// its author across rotations. A record signed with a key that no longer
+// signs is signed again with the newest (the access controller patches it
+// at its next check); the renewed record names the same author and binds
+// the uid; once the old key is dropped, the old record is refused and the
+// renewed one still verifies.
+func TestAuthorRecordIsRenewedBeforeItsKeyGoes(t *testing.T) {
+	m, h := authorModule()
+	first, err := records.NewKey(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Keys.Ring = records.NewKeyring([]records.Key{first}, time.Now(), 0)
+	cfg := authorConfig("team-a", "front", 0, "a")
+	stored := admitStored(t, m, admissionv1.Create, alice, cfg, nil)
+	stored.Generation = 1
+	if record, refusal := renewedAuthorRecord(h.Records(), h.Namespace(), stored); record != "" || refusal != "" {
+		t.Fatalf("a record signed with the newest key: renewed %q, refused %q", record, refusal)
+	}
+
+	newer, err := records.NewKey(time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rotated: the newest key signs, the one the record was signed with is
+	// still kept for verifying.
+	h.Keys.Ring = records.NewKeyring([]records.Key{newer, first}, time.Now().Add(2*time.Hour), 0)
+	record, refusal := renewedAuthorRecord(h.Records(), h.Namespace(), stored)
+	if record == "" || refusal != "" {
+		t.Fatalf("a record signed with an older key: renewed %q, refused %q", record, refusal)
+	}
+	renewed := stored.DeepCopy()
+	renewed.Annotations[AuthorAnnotation] = record
+	if !strings.Contains(record, `"uid":"uid-front"`) {
+		t.Fatalf("the renewed record is not bound to the uid: %s", record)
+	}
+
+	// The old key dropped: the old record is refused, the renewed one is
+	// alice's still.
+	h.Keys.Ring = records.NewKeyring([]records.Key{newer}, time.Now().Add(2*time.Hour), 0)
+	if _, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), stored); refusal == "" {
+		t.Fatal("a record whose key was dropped is honoured")
+	}
+	if user, current, refusal := verifiedAuthor(h.Records(), h.Namespace(), renewed); refusal != "" || !current || user.Username != "alice" {
+		t.Fatalf("the renewed record: %v current %v refused %q", user, current, refusal)
+	}
+}

@@ -52,7 +52,7 @@ const (
 // SubjectAccessReviews ask, when a config is written, whether its author
 // holds the rights the config exercises (authz.go).
 //
-// +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
