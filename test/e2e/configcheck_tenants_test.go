@@ -322,7 +322,7 @@ func TestConfigcheckRenderFailureOfAnotherTenantIsNotShown(t *testing.T) {
 	rec.mu.Lock()
 	warnings := strings.Join(rec.msgs, "\n")
 	rec.mu.Unlock()
-	if !strings.Contains(warnings, "fails without this change too") || !strings.Contains(warnings, "the failure: Service '…' not found (Ingress …/…, host ….….…)") {
+	if !strings.Contains(warnings, "fails without this change too") || !strings.Contains(warnings, "the failure: Service '…' not found (Ingress …/…, host ….….example)") {
 		t.Fatalf("warnings %q: want the failing state named and its failure with the other tenant's words replaced", warnings)
 	}
 	for _, secret := range []string{hidden, "vault-7", "salaries", "payroll", "hidden"} {
