@@ -291,6 +291,11 @@ func TestADeletionIsNeverRefusedForLoad(t *testing.T) {
 	if resp := <-creates; module.ClassOf(resp) != module.ClassUndecided {
 		t.Fatalf("the first answer of the creates: %+v; want the newest refused for the deletion", resp)
 	}
+	// The party full again, the deletion takes the newest create's place.
+	create(maxTenantWaiting + 1)
+	for adm.turn.Waiting() != maxTenantWaiting {
+		time.Sleep(time.Millisecond)
+	}
 	deleted := make(chan admission.Response, 1)
 	go func() { deleted <- e.decide(verified, del, 30*time.Second) }()
 	if resp := <-creates; module.ClassOf(resp) != module.ClassUndecided {

@@ -44,7 +44,7 @@ func shed(req admission.Request, key types.NamespacedName, msg string) admission
 	if req.Operation == admissionv1.Delete {
 		countUndecided("deletion-unchecked")
 		return admission.Allowed("").WithWarnings(bounded(fmt.Sprintf(
-			"HAProxyTemplateConfig %s did not check this deletion: a deletion is never refused for Gatehouse's load (%s)", key, msg), 250))
+			"HAProxyTemplateConfig %s did not check this deletion, which is never refused for Gatehouse's load: %s", key, msg), 500))
 	}
 	countUndecided("deadline")
 	return module.Undecided(msg)
