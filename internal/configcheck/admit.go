@@ -41,8 +41,10 @@ type verdict struct {
 	// denial is the reason to refuse ("" to admit); phase says where.
 	denial string
 	phase  string
-	// undecided is why no decision could be made in time.
+	// undecided is why no decision could be made in time; shed says it
+	// was for lack of capacity (shed.go).
 	undecided string
+	shed      bool
 	cached    bool
 	// alerts are haproxy's, every one, when phase is haproxy: what the
 	// failure is, to tell whether a change adds to it.
@@ -63,7 +65,11 @@ const watchedBytesPerToken = 128
 // their decoded object, so at most twice as many run at once as those
 // stages serve.
 func (m *Module) watchedCost() module.Cost {
-	return module.Cost{BytesPerToken: watchedBytesPerToken, Concurrency: 2 * (m.opts.RenderWorkers + m.opts.MaxConcurrentChecks)}
+	// No Concurrency: a module-wide bound, taken by the server before the
+	// config's fair turn, let one party's requests hold every slot (shed.go).
+	// The decisions waiting are bounded per party by the turns (pending.go)
+	// and in memory by the server's budget.
+	return module.Cost{BytesPerToken: watchedBytesPerToken}
 }
 
 // watchedDenialReasons are the denial reasons of the watched resources'
@@ -95,7 +101,7 @@ func (m *Module) admitWatched(key types.NamespacedName, watched string) module.A
 		defer cancel()
 		// Its renderings take render workers in the config's turn
 		// (fair).
-		ctx = fair.WithShare(ctx, configParty(key), classOf(req))
+		ctx = fair.WithShare(ctx, configParty(key), classOf(ctx, req))
 		resp, judged := m.decide(ctx, st, w, req)
 		resp = forCaller(resp, req, st.compiled, judged)
 		if !module.ClassOf(resp).IsDenial() {
@@ -157,10 +163,9 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	// Judged in the config's turn, against the stores and the changes
 	// admitted before this one (pending.go).
 	adm := m.admissionsOf(st.key)
-	release, err := adm.acquire(ctx, tenantParty(req.Namespace), classOf(req))
+	release, err := adm.acquire(ctx, req)
 	if err != nil {
-		countUndecided("deadline")
-		return module.Undecided("configcheck: " + err.Error()), nil
+		return shed(req, st.key, "configcheck: "+err.Error()), nil
 	}
 	defer release()
 	adm.prune(st.cachedGetter())
@@ -180,17 +185,15 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	}
 	v := m.judge(ctx, st.compiled, data, st.failedTests())
 	if v.undecided != "" {
-		countUndecided("deadline")
-		return module.Undecided(v.undecided), nil
+		return undecidedVerdict(req, st.key, v), nil
 	}
 	if v.denial == "" {
 		if v = m.judgeAlone(ctx, st, adm, st.stores(), w, op, obj); v.undecided != "" {
-			countUndecided("deadline")
-			return module.Undecided(v.undecided), nil
+			return undecidedVerdict(req, st.key, v), nil
 		}
 	}
 	if v.denial == "" {
-		if !dryRun(req) {
+		if recorded(ctx, req) {
 			adm.record(w.name, op, obj)
 		}
 		return admission.Allowed(""), nil
@@ -284,7 +287,7 @@ func (m *Module) confirmWatched(key types.NamespacedName, watched string) module
 		if deadline, ok := ctx.Deadline(); ok {
 			start = deadline.Add(-(time.Duration(st.compiled.timeout)*time.Second - m.opts.Margin))
 		}
-		c, judged := m.confirm(fair.WithShare(ctx, configParty(key), classOf(req)), st, w, req, denial)
+		c, judged := m.confirm(fair.WithShare(ctx, configParty(key), classOf(ctx, req)), st, w, req, denial)
 		c.Response = forCaller(c.Response, req, st.compiled, judged)
 		observeAdmission(watched, c.Response, time.Since(start))
 		return c
@@ -302,9 +305,9 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 		return module.Upheld(denial), nil
 	}
 	adm := m.admissionsOf(st.key)
-	release, err := adm.acquire(ctx, tenantParty(req.Namespace), classOf(req))
+	release, err := adm.acquire(ctx, req)
 	if err != nil {
-		return module.LiveDecision(module.Undecided("configcheck: " + err.Error())), nil
+		return shedConfirmation(req, denial, "configcheck: "+err.Error()), nil
 	}
 	defer release()
 	adm.prune(st.cachedGetter())
@@ -326,10 +329,12 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 		confirmed, alone = m.judgeAlone(ctx, st, adm, live, w, op, obj), true
 	}
 	switch {
+	case confirmed.undecided != "" && confirmed.shed:
+		return shedConfirmation(req, denial, confirmed.undecided), nil
 	case confirmed.undecided != "":
 		return module.LiveDecision(module.Undecided(confirmed.undecided)), nil
 	case confirmed.denial == "":
-		if !dryRun(req) {
+		if recorded(ctx, req) {
 			adm.record(w.name, op, obj)
 		}
 		return module.Overturned(admission.Allowed("")), nil
@@ -340,7 +345,7 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 		if way, ok := m.wayOut(ctx, st, withPending, w.name, op, obj, confirmed); ok {
 			countPhase(confirmed.phase, "pre-existing")
 			log.Info("admitted: the cluster's state fails without this change, and it adds no failure", "phase", confirmed.phase, "failure", bounded(confirmed.denial, 500), "delete", op == render.OperationDelete)
-			if !dryRun(req) {
+			if recorded(ctx, req) {
 				adm.record(w.name, op, obj)
 			}
 			// Live state upholds the failure; its standing without the
@@ -471,10 +476,10 @@ func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, faile
 	observePhase(phaseRender, time.Since(start))
 	if err != nil {
 		if errors.Is(err, fair.ErrFull) {
-			return verdict{undecided: "configcheck: the rendering was not started: " + err.Error() + "; try again in a moment"}
+			return verdict{undecided: "configcheck: the rendering was not started: " + err.Error() + "; try again in a moment", shed: true}
 		}
 		if ctx.Err() != nil {
-			return verdict{undecided: "configcheck: rendering did not finish within the webhook's timeout"}
+			return verdict{undecided: "configcheck: rendering did not finish within the webhook's timeout", shed: true}
 		}
 		return verdict{denial: renderFailure(err), phase: phaseRender}
 	}
@@ -483,7 +488,7 @@ func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, faile
 	observePhase(phaseHAProxy, time.Since(start))
 	if err != nil {
 		if errors.Is(err, haproxy.ErrBusy) || ctx.Err() != nil {
-			return verdict{undecided: "configcheck: " + err.Error()}
+			return verdict{undecided: "configcheck: " + err.Error(), shed: true}
 		}
 		return verdict{undecided: "configcheck: haproxy -c could not run: " + err.Error()}
 	}

@@ -71,7 +71,7 @@ var (
 	// decide is in gatehouse_webhook_confirmations_total{result="undecided"}.
 	undecided = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_undecided_total",
-		Help: "Admissions answered 503 from the caches' judgement so that the failure policy applies, by reason (not-synced, deadline); an unconfirmed denial is counted in gatehouse_webhook_confirmations_total{result=\"undecided\"}.",
+		Help: "Admissions answered 503 from the caches' judgement so that the failure policy applies, by reason (not-synced; deadline: no capacity in time; deletion-unchecked: a DELETE admitted so, unchecked); an unconfirmed denial is counted in gatehouse_webhook_confirmations_total{result=\"undecided\"}.",
 	}, []string{"reason"})
 	admissionSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gatehouse_configcheck_admission_seconds",

@@ -4,47 +4,70 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // admissions serializes the admissions of one config and remembers the
 // changes it admitted that its stores do not show yet.
 //
-// The turn is fair (package fair): the waiting admissions of each
-// namespace take turns with the other namespaces' (a tenant's burst waits
+// The turns are fair (package fair): the waiting admissions of each party
+// (a namespace) take turns with the other parties' (a tenant's burst waits
 // behind its own earlier admissions, never in front of another tenant's),
-// dry runs after real changes, and a namespace with maxTenantWaiting
-// admissions waiting has one more refused at once.
+// and a party with maxTenantWaiting admissions waiting has one more
+// refused at once. A deletion goes ahead of its own party's waiters, and
+// takes the place of the newest when the party is full: a tenant's burst
+// never refuses its own deletion (fair.Queue.AcquireFirst).
 //
 // Each admission is judged against a state; judged apart, two changes can
 // each be fine and together break the rendering (three Ingresses created
 // at once, each claiming the same backend name: each store lacks the other
-// two). So one config's admissions take turns (turn), and each is judged
-// against the stores plus the changes admitted before it that the stores
-// do not show yet (pending). A config's turn is its own: other configs'
-// admissions never wait for it.
+// two). So one config's recorded admissions take turns (turn), and each is
+// judged against the stores plus the changes admitted before it that the
+// stores do not show yet (pending). A config's turn is its own: other
+// configs' admissions never wait for it.
+//
+// Only a change the API server will store is recorded: not a dry run, and
+// not a review whose caller Gatehouse could not verify (module.
+// VerifiedCaller): anyone reaching the port may post one, claiming any
+// namespace, and a ghost recorded from it would be judged against every
+// tenant's changes for pendingTTL (one ghost Ingress refused tenant B's
+// backend name for 60 s; twelve of 1,000 paths each made B's admissions
+// twice as slow). Unrecorded admissions are judged against the pending
+// changes too, but never hold the turn a recorded one waits for: they take
+// turns of their own (unrecorded), so that a flood of dry runs or of
+// forged reviews delays the changes to be stored by nothing but their
+// renderings' share of the workers (where the workers' reserve keeps one
+// for real changes).
 //
 // An admitted change may never be stored (another webhook or a quota
-// refuses it after Gatehouse, etcd refuses its size, a dry run), so a
-// pending change is kept until the stores show it or for ttl at most (the
-// API server's request timeout, after which the write has landed or
-// failed). While it is pending, a change is also judged without the
-// pending changes of other objects: it must not need one that may never
-// be stored (an Ingress naming a Service admitted a moment ago but not yet
-// stored is refused: try again once it is).
+// refuses it after Gatehouse, etcd refuses its size), so a pending change
+// is kept until the stores show it or for ttl at most (the API server's
+// request timeout, after which the write has landed or failed). While it
+// is pending, a change is also judged without the pending changes of other
+// objects: it must not need one that may never be stored (an Ingress
+// naming a Service admitted a moment ago but not yet stored is refused:
+// try again once it is).
 type admissions struct {
-	// turn is the lock, a fair queue of one slot, so that waiting for it
-	// ends with the request's deadline.
-	turn    *fair.Queue
-	ttl     time.Duration
-	now     func() time.Time
+	// turn is the lock of recorded admissions, a fair queue of one slot,
+	// so that waiting for it ends with the request's deadline;
+	// unrecorded is the same for the others.
+	turn, unrecorded *fair.Queue
+	ttl              time.Duration
+	now              func() time.Time
+
+	// mu guards pending: a recorded and an unrecorded admission read it
+	// at once.
+	mu      sync.Mutex
 	pending []*pendingChange
 }
 
@@ -61,7 +84,7 @@ type pendingChange struct {
 // kube-apiserver's default request timeout, which bounds the write.
 const pendingTTL = time.Minute
 
-// maxTenantWaiting bounds the admissions of one namespace waiting for one
+// maxTenantWaiting bounds the admissions of one party waiting for one
 // config's turn: more than kubectl, Helm or a GitOps tool sends at once
 // (they write objects one by one), few enough that a flood fails at once
 // instead of holding connections and memory until its deadline.
@@ -72,13 +95,27 @@ func newAdmissions(ttl time.Duration, now func() time.Time) *admissions {
 	if err != nil {
 		panic(err) // constant options
 	}
-	return &admissions{turn: turn, ttl: ttl, now: now}
+	unrecorded, err := fair.New(fair.Options{Slots: 1, MaxWaiting: maxTenantWaiting})
+	if err != nil {
+		panic(err)
+	}
+	return &admissions{turn: turn, unrecorded: unrecorded, ttl: ttl, now: now}
 }
 
-// acquire waits for the config's turn, in party's turn among the waiting
-// parties and with class's urgency (fair), until ctx ends; release ends it.
-func (a *admissions) acquire(ctx context.Context, party string, class fair.Class) (release func(), err error) {
-	release, err = a.turn.Acquire(ctx, party, class)
+// acquire waits for req's turn among the config's admissions until ctx
+// ends: the recorded admissions' turn when req is recorded, the others'
+// otherwise, in its party's turn among the waiting parties (partyOf) and
+// with its class's urgency (classOf). release ends it.
+func (a *admissions) acquire(ctx context.Context, req admission.Request) (release func(), err error) {
+	q := a.unrecorded
+	if recorded(ctx, req) {
+		q = a.turn
+	}
+	acquire := q.Acquire
+	if req.Operation == admissionv1.Delete {
+		acquire = q.AcquireFirst
+	}
+	release, err = acquire(ctx, partyOf(ctx, req), classOf(ctx, req))
 	switch {
 	case errors.Is(err, fair.ErrFull):
 		return nil, fmt.Errorf("this change was not judged: %w; try again once they are decided", err)
@@ -86,6 +123,13 @@ func (a *admissions) acquire(ctx context.Context, party string, class fair.Class
 		return nil, fmt.Errorf("waiting for this config's earlier admissions to be decided: %w", err)
 	}
 	return release, nil
+}
+
+// recorded says whether req's admission is recorded as a pending change:
+// only a change the API server will store, which a dry run is not and a
+// review from a caller Gatehouse did not verify need not be.
+func recorded(ctx context.Context, req admission.Request) bool {
+	return !dryRun(req) && module.VerifiedCaller(ctx)
 }
 
 // Parties of the fair queues, as a refusal names them to the user who
@@ -97,6 +141,20 @@ func tenantParty(namespace string) string {
 	return "namespace " + namespace
 }
 
+// partyOf is the party of req's admission: its namespace, which the API
+// server wrote. A review from a caller Gatehouse could not verify may
+// claim any namespace, so its party is also the user it claims (bounded):
+// a flood posted straight to the port claiming tenant B's namespace waits
+// in a party of its own, not in front of B's changes, unless it also
+// names B's user.
+func partyOf(ctx context.Context, req admission.Request) string {
+	party := tenantParty(req.Namespace)
+	if module.VerifiedCaller(ctx) {
+		return party
+	}
+	return fmt.Sprintf("%s as user %q", party, bounded(req.UserInfo.Username, 256))
+}
+
 func configParty(key types.NamespacedName) string { return "HAProxyTemplateConfig " + key.String() }
 
 func authorParty(namespace string) string {
@@ -104,9 +162,12 @@ func authorParty(namespace string) string {
 }
 
 // classOf is a watched object's admission's urgency: a dry run stores
-// nothing, so it waits behind every change to be stored.
-func classOf(req admission.Request) fair.Class {
-	if dryRun(req) {
+// nothing, and a review Gatehouse cannot tell came from the API server may
+// store nothing either, so both wait behind every change to be stored, in
+// the config's turns and for the render workers (whose reserve is for
+// real changes).
+func classOf(ctx context.Context, req admission.Request) fair.Class {
+	if dryRun(req) || !module.VerifiedCaller(ctx) {
 		return fair.DryRun
 	}
 	return fair.Real
@@ -116,8 +177,10 @@ func classOf(req admission.Request) fair.Class {
 type getter func(watched, namespace, name string) (map[string]any, bool)
 
 // prune drops the changes the stores show (the object stored as admitted,
-// or gone for a removal) and those older than ttl. The turn is held.
+// or gone for a removal) and those older than ttl. A turn is held.
 func (a *admissions) prune(get getter) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	now := a.now()
 	kept := a.pending[:0]
 	for _, p := range a.pending {
@@ -134,8 +197,10 @@ func (a *admissions) prune(get getter) {
 	a.pending = kept
 }
 
-// overlay shows stores with the pending changes applied. The turn is held.
+// overlay shows stores with the pending changes applied. A turn is held.
 func (a *admissions) overlay(stores map[string]render.IndexedStore) (map[string]render.IndexedStore, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if len(a.pending) == 0 {
 		return stores, nil
 	}
@@ -163,6 +228,8 @@ func (a *admissions) overlay(stores map[string]render.IndexedStore) (map[string]
 
 // find returns the pending change of one object, or nil.
 func (a *admissions) find(watched, namespace, name string) *pendingChange {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for _, p := range a.pending {
 		if p.watched == watched && p.namespace == namespace && p.name == name {
 			return p
@@ -172,8 +239,10 @@ func (a *admissions) find(watched, namespace, name string) *pendingChange {
 }
 
 // othersPending says whether a change of another object than this one is
-// pending. The turn is held.
+// pending. A turn is held.
 func (a *admissions) othersPending(watched, namespace, name string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for _, p := range a.pending {
 		if p.watched != watched || p.namespace != namespace || p.name != name {
 			return true
@@ -186,7 +255,7 @@ func (a *admissions) othersPending(watched, namespace, name string) bool {
 // pending change of the same object: of two writes to one object the API
 // server stores the later admitted (the earlier, if still unwritten, fails
 // its resourceVersion precondition and is admitted again). The turn is
-// held.
+// held, by a recorded admission only (recorded).
 func (a *admissions) record(watched string, op render.Operation, obj map[string]any) {
 	meta, _ := obj["metadata"].(map[string]any)
 	namespace, _ := meta["namespace"].(string)
@@ -194,6 +263,8 @@ func (a *admissions) record(watched string, op render.Operation, obj map[string]
 	if name == "" {
 		return
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	p := &pendingChange{watched: watched, namespace: namespace, name: name, admitted: a.now()}
 	if op != render.OperationDelete {
 		p.obj = obj

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
 // fakeClock is a clock the test moves.
@@ -189,22 +191,26 @@ func TestAdmissionsTakeTurnsPerConfig(t *testing.T) {
 	if m.admissionsOf(types.NamespacedName{Namespace: "lb", Name: "a"}) != a {
 		t.Fatal("one config has one turn")
 	}
-	release, err := a.acquire(context.Background(), tenantParty("tenant-a"), fair.Real)
+	verified := module.WithVerifiedCaller(context.Background())
+	create := func(namespace string) admission.Request {
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: namespace, Operation: admissionv1.Create}}
+	}
+	release, err := a.acquire(verified, create("tenant-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another config's admissions do not wait for a's.
-	releaseB, err := b.acquire(context.Background(), tenantParty("tenant-a"), fair.Real)
+	releaseB, err := b.acquire(verified, create("tenant-a"))
 	if err != nil {
 		t.Fatal("another config's turn waited:", err)
 	}
 	releaseB()
 	// a's next admission, of another tenant, waits until its own
 	// deadline.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(verified)
 	waited := make(chan error, 1)
 	go func() {
-		_, err := a.acquire(ctx, tenantParty("tenant-b"), fair.Real)
+		_, err := a.acquire(ctx, create("tenant-b"))
 		waited <- err
 	}()
 	for a.turn.Waiting() != 1 {
@@ -220,7 +226,7 @@ func TestAdmissionsTakeTurnsPerConfig(t *testing.T) {
 		t.Fatalf("got %v; want the waiting admission to end with its context", err)
 	}
 	release()
-	again, err := a.acquire(context.Background(), tenantParty("tenant-b"), fair.Real)
+	again, err := a.acquire(verified, create("tenant-b"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,9 @@
 // classes below [Real] may together hold all slots but the reserved ones,
 // so that real changes always find a slot soon; and each party may have a
 // bounded number of waiters: one more is refused at once ([ErrFull]),
-// rather than left to time out while it holds memory and a connection.
+// rather than left to time out while it holds memory and a connection. A
+// request queued with [Queue.AcquireFirst] goes ahead of its own party's
+// waiters and, when the party is full, takes the place of its newest.
 //
 // Neither golang.org/x/sync/semaphore (one FIFO, so a burst of one party's
 // requests queues ahead of everyone's) nor client-go's workqueue (a queue of
@@ -22,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -103,10 +106,15 @@ type ring struct {
 }
 
 type waiter struct {
-	party   string
-	class   Class
-	ready   chan struct{}
+	party string
+	class Class
+	ready chan struct{}
+	// first: queued ahead of its party's other waiters (AcquireFirst).
+	first   bool
 	granted bool
+	// displaced: taken out of its queue for a waiter queued first; ready
+	// is closed without a slot.
+	displaced bool
 }
 
 // New returns a queue.
@@ -131,6 +139,24 @@ func New(opts Options) (*Queue, error) {
 // at once, with a *FullError, when party already has MaxWaiting waiters.
 // A slot granted as ctx ends is given back, and ctx's error returned.
 func (q *Queue) Acquire(ctx context.Context, party string, c Class) (release func(), err error) {
+	return q.acquire(ctx, party, c, false)
+}
+
+// AcquireFirst is Acquire for a request that must not wait behind its own
+// party's: it is queued ahead of the party's waiters of its class (behind
+// those queued first before it), and when the party already has
+// MaxWaiting waiters, the party's newest waiter that was not queued first
+// (the least urgent class's first) is refused with a *FullError to make
+// room. It is refused itself only when all of them were queued first. Its
+// wait for the other parties is unchanged: they keep their turns.
+//
+// configcheck queues a deletion so: a tenant's burst of creates then never
+// refuses its own deletion for a lack of room.
+func (q *Queue) AcquireFirst(ctx context.Context, party string, c Class) (release func(), err error) {
+	return q.acquire(ctx, party, c, true)
+}
+
+func (q *Queue) acquire(ctx context.Context, party string, c Class, first bool) (release func(), err error) {
 	if c < Real || c >= numClasses {
 		c = DryRun
 	}
@@ -138,11 +164,11 @@ func (q *Queue) Acquire(ctx context.Context, party string, c Class) (release fun
 		return nil, err
 	}
 	q.mu.Lock()
-	if n := q.waiting[party]; n >= q.opts.MaxWaiting {
+	if n := q.waiting[party]; n >= q.opts.MaxWaiting && (!first || !q.displace(party)) {
 		q.mu.Unlock()
 		return nil, &FullError{Party: party, Waiting: n}
 	}
-	w := &waiter{party: party, class: c, ready: make(chan struct{})}
+	w := &waiter{party: party, class: c, ready: make(chan struct{}), first: first}
 	q.push(w)
 	q.dispatch()
 	granted := w.granted
@@ -155,18 +181,43 @@ func (q *Queue) Acquire(ctx context.Context, party string, c Class) (release fun
 
 	select {
 	case <-w.ready:
+		if w.displaced {
+			return nil, &FullError{Party: party, Waiting: q.opts.MaxWaiting}
+		}
 		return q.releaser(w), nil
 	case <-ctx.Done():
 	}
 	q.mu.Lock()
-	if w.granted {
+	switch {
+	case w.granted:
 		q.mu.Unlock()
 		q.releaser(w)()
 		return nil, ctx.Err()
+	case w.displaced:
+		q.mu.Unlock()
+		return nil, &FullError{Party: party, Waiting: q.opts.MaxWaiting}
 	}
 	q.remove(w)
 	q.mu.Unlock()
 	return nil, ctx.Err()
+}
+
+// displace refuses party's newest waiter that was not queued first, of the
+// least urgent class that has one, and says whether there was one. The
+// lock is held.
+func (q *Queue) displace(party string) bool {
+	for c := numClasses - 1; c >= Real; c-- {
+		fifo := q.classes[c].queues[party]
+		for i := len(fifo) - 1; i >= 0; i-- {
+			if w := fifo[i]; !w.first {
+				q.remove(w)
+				w.displaced = true
+				close(w.ready)
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (q *Queue) releaser(w *waiter) func() {
@@ -196,7 +247,16 @@ func (q *Queue) push(w *waiter) {
 		r.parties[r.next] = w.party
 		r.next = (r.next + 1) % len(r.parties)
 	}
-	r.queues[w.party] = append(r.queues[w.party], w)
+	fifo := r.queues[w.party]
+	i := len(fifo)
+	if w.first {
+		// Behind the waiters queued first before it, ahead of the rest.
+		i = 0
+		for i < len(fifo) && fifo[i].first {
+			i++
+		}
+	}
+	r.queues[w.party] = slices.Insert(fifo, i, w)
 	q.waiting[w.party]++
 }
 

@@ -16,6 +16,8 @@ type request struct {
 	name  string
 	party string
 	class Class
+	// first: queued with AcquireFirst.
+	first bool
 }
 
 func servedOrder(t *testing.T, q *Queue, reqs []request) []string {
@@ -29,7 +31,11 @@ func servedOrder(t *testing.T, q *Queue, reqs []request) []string {
 	done := make(chan struct{})
 	for i, r := range reqs {
 		go func() {
-			release, err := q.Acquire(ctx, r.party, r.class)
+			acquire := q.Acquire
+			if r.first {
+				acquire = q.AcquireFirst
+			}
+			release, err := acquire(ctx, r.party, r.class)
 			if err != nil {
 				t.Error(err)
 				granted <- r.name
@@ -64,12 +70,12 @@ func TestRoundRobinWithinAClassAndClassesInOrder(t *testing.T) {
 	// Tenant A's burst comes first; B's one request, a dry run and a
 	// config check come after it.
 	got := servedOrder(t, q, []request{
-		{"dry-run", "author", DryRun},
-		{"A1", "tenant-a", Real}, {"A2", "tenant-a", Real}, {"A3", "tenant-a", Real},
-		{"check", "author", Check},
-		{"B1", "tenant-b", Real},
-		{"A4", "tenant-a", Real},
-		{"C1", "tenant-c", Real},
+		{"dry-run", "author", DryRun, false},
+		{"A1", "tenant-a", Real, false}, {"A2", "tenant-a", Real, false}, {"A3", "tenant-a", Real, false},
+		{"check", "author", Check, false},
+		{"B1", "tenant-b", Real, false},
+		{"A4", "tenant-a", Real, false},
+		{"C1", "tenant-c", Real, false},
 	})
 	// B and C, queued behind three of A's, wait for one of A's only;
 	// the check and the dry run come after every real change although
@@ -159,5 +165,99 @@ func TestOptions(t *testing.T) {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v) accepted", o)
 		}
+	}
+}
+
+// TestFirstGoesAheadOfItsOwnPartyOnly: a request queued first (a tenant's
+// deletion) is served before its own party's earlier waiters of its class,
+// behind the one queued first before it, and never before another party's
+// turn.
+func TestFirstGoesAheadOfItsOwnPartyOnly(t *testing.T) {
+	q, err := New(Options{Slots: 1, MaxWaiting: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := servedOrder(t, q, []request{
+		{name: "A1", party: "tenant-a", class: Real}, {name: "A2", party: "tenant-a", class: Real},
+		{name: "B1", party: "tenant-b", class: Real},
+		{name: "A-del1", party: "tenant-a", class: Real, first: true},
+		{name: "A-del2", party: "tenant-a", class: Real, first: true},
+		{name: "B-dry", party: "tenant-b", class: DryRun, first: true},
+	})
+	want := []string{"A-del1", "B1", "A-del2", "A1", "A2", "B-dry"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("served %v; want %v", got, want)
+	}
+}
+
+// TestFirstDisplacesItsPartysNewest: a party at its bound of waiters still
+// queues a request first; the party's newest waiter not queued first, of
+// its least urgent class, is refused in its place. A party whose waiters
+// were all queued first refuses one more.
+func TestFirstDisplacesItsPartysNewest(t *testing.T) {
+	q, err := New(Options{Slots: 1, MaxWaiting: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hold, err := q.Acquire(ctx, "tenant-a", Real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]chan error{}
+	// queue queues a request; when it displaces another, the count of
+	// waiters is unchanged: the displaced one's error says it is queued.
+	queue := func(name string, c Class, first bool) {
+		t.Helper()
+		ch := make(chan error, 1)
+		results[name] = ch
+		n := q.Waiting()
+		go func() {
+			acquire := q.Acquire
+			if first {
+				acquire = q.AcquireFirst
+			}
+			r, err := acquire(ctx, "tenant-a", c)
+			if err == nil {
+				r()
+			}
+			ch <- err
+		}()
+		for !first && q.Waiting() == n {
+			yield()
+		}
+	}
+	queue("real-1", Real, false)
+	queue("dry-1", DryRun, false)
+	queue("real-2", Real, false)
+	// Full: a deletion displaces the dry run (least urgent class).
+	queue("del-1", Real, true)
+	if err := <-results["dry-1"]; !errors.Is(err, ErrFull) {
+		t.Fatalf("the dry run got %v; want it refused for the deletion", err)
+	}
+	// Then the newest real change.
+	queue("del-2", Real, true)
+	if err := <-results["real-2"]; !errors.Is(err, ErrFull) {
+		t.Fatalf("the newest real change got %v; want it refused for the deletion", err)
+	}
+	queue("del-3", Real, true)
+	if err := <-results["real-1"]; !errors.Is(err, ErrFull) {
+		t.Fatalf("the last real change got %v; want it refused for the deletion", err)
+	}
+	if _, err := q.AcquireFirst(ctx, "tenant-a", Real); !errors.Is(err, ErrFull) {
+		t.Fatalf("a fourth deletion with three waiting first: %v; want ErrFull", err)
+	}
+	if n := q.Waiting(); n != 3 {
+		t.Fatalf("%d waiting; want the three deletions", n)
+	}
+	hold()
+	for _, name := range []string{"del-1", "del-2", "del-3"} {
+		if err := <-results[name]; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if n := q.Waiting(); n != 0 {
+		t.Fatalf("%d waiting at the end", n)
 	}
 }

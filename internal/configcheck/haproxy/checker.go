@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -118,8 +119,13 @@ type Stats struct {
 // Checker runs haproxy -c on rendered configurations. It is safe for
 // concurrent use.
 type Checker struct {
-	opts  Options
-	slots chan struct{}
+	opts Options
+	// slots are the runs, taken in the check's share (fair.ShareOf): the
+	// most urgent class first, its parties in turn, and the classes below
+	// fair.Real (dry runs, reviews Gatehouse cannot tell came from the API
+	// server, configs being written) on all slots but one, so that a real
+	// change never waits for a slot behind them.
+	slots *fair.Queue
 
 	runs, hits, busy atomic.Int64
 
@@ -147,9 +153,13 @@ func New(opts Options) (*Checker, error) {
 	if err != nil {
 		return nil, err
 	}
+	slots, err := fair.New(fair.Options{Slots: opts.MaxConcurrent, Reserved: min(1, opts.MaxConcurrent-1), MaxWaiting: maxWaiting})
+	if err != nil {
+		return nil, fmt.Errorf("haproxy checker: %w", err)
+	}
 	return &Checker{
 		opts:     opts,
-		slots:    make(chan struct{}, opts.MaxConcurrent),
+		slots:    slots,
 		average:  initialEstimate,
 		cache:    newVerdictCache(opts.CacheSize),
 		inflight: make(map[string]*flight),
@@ -170,6 +180,12 @@ func (c *Checker) Check(ctx context.Context, out render.Output) (Verdict, error)
 	if msg := checkNames(out); msg != "" {
 		return Verdict{Message: msg, Checksum: sum}, nil
 	}
+	// A real change shares no run with a less urgent check, whose turn
+	// for a slot may come after its deadline.
+	key := sum
+	if _, class := fair.ShareOf(ctx); class > fair.Real {
+		key += "\x00low"
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return Verdict{}, fmt.Errorf("haproxy check: %w", err)
@@ -180,7 +196,7 @@ func (c *Checker) Check(ctx context.Context, out render.Output) (Verdict, error)
 			c.hits.Add(1)
 			return reused(v), nil
 		}
-		if f, ok := c.inflight[sum]; ok {
+		if f, ok := c.inflight[key]; ok {
 			c.mu.Unlock()
 			if deadline, ok := ctx.Deadline(); ok && deadline.Before(f.due) {
 				c.busy.Add(1)
@@ -207,10 +223,10 @@ func (c *Checker) Check(ctx context.Context, out render.Output) (Verdict, error)
 			return Verdict{}, err
 		}
 		f := &flight{done: make(chan struct{}), due: time.Now().Add(expected)}
-		c.inflight[sum] = f
+		c.inflight[key] = f
 		c.mu.Unlock()
 
-		return c.lead(ctx, sum, out, f)
+		return c.lead(ctx, key, sum, out, f)
 	}
 }
 
@@ -224,6 +240,10 @@ func reused(v Verdict) Verdict {
 // running ahead of it, it is not expected to finish before ctx's deadline;
 // otherwise it counts the check as queued and returns how long it is
 // expected to take. c.mu is held.
+// maxWaiting bounds one party's checks waiting for a slot: past it, a check
+// is refused with ErrBusy. The expected wait refuses most before (admitLocked).
+const maxWaiting = 64
+
 // hopelessFactor is how far past the deadline the expected wait must be
 // for a check to be refused at once.
 const hopelessFactor = 2
@@ -248,7 +268,7 @@ func (c *Checker) admitLocked(ctx context.Context) (time.Duration, error) {
 
 // lead runs the check f stands for, then remembers a verdict and hands the
 // result to the checks waiting for f.
-func (c *Checker) lead(ctx context.Context, sum string, out render.Output, f *flight) (v Verdict, err error) {
+func (c *Checker) lead(ctx context.Context, key, sum string, out render.Output, f *flight) (v Verdict, err error) {
 	defer func() {
 		// Also when the run panicked: the waiting checks then try
 		// again, and nothing is remembered.
@@ -258,7 +278,7 @@ func (c *Checker) lead(ctx context.Context, sum string, out render.Output, f *fl
 		}
 		c.mu.Lock()
 		c.queued--
-		delete(c.inflight, sum)
+		delete(c.inflight, key)
 		if f.err == nil {
 			c.cache.add(sum, f.verdict)
 		}
@@ -275,12 +295,15 @@ func (c *Checker) lead(ctx context.Context, sum string, out render.Output, f *fl
 
 // runInSlot waits for a slot and runs haproxy.
 func (c *Checker) runInSlot(ctx context.Context, out render.Output) (Verdict, error) {
-	select {
-	case c.slots <- struct{}{}:
-	case <-ctx.Done():
-		return Verdict{}, fmt.Errorf("waiting for a free haproxy slot: %w", ctx.Err())
+	party, class := fair.ShareOf(ctx)
+	release, err := c.slots.Acquire(ctx, party, class)
+	if err != nil {
+		if errors.Is(err, fair.ErrFull) {
+			return Verdict{}, fmt.Errorf("%w: %v", ErrBusy, err)
+		}
+		return Verdict{}, fmt.Errorf("waiting for a free haproxy slot: %w", err)
 	}
-	defer func() { <-c.slots }()
+	defer release()
 	if err := ctx.Err(); err != nil {
 		return Verdict{}, fmt.Errorf("haproxy check: %w", err)
 	}

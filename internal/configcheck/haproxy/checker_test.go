@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -286,7 +288,7 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New with defaults: %v", err)
 	}
-	if c.opts.MaxConcurrent < 1 || c.opts.CacheSize != defaultCacheSize || cap(c.slots) != c.opts.MaxConcurrent {
+	if c.opts.MaxConcurrent < 1 || c.opts.CacheSize != defaultCacheSize || c.slots == nil {
 		t.Errorf("defaults not applied: %+v", c.opts)
 	}
 	for _, tt := range []struct {
@@ -734,4 +736,69 @@ func TestPolicyRefusesBeforeTheRunner(t *testing.T) {
 	if v, err := allowed.Check(context.Background(), out); err != nil || !v.Valid || v.Refused || runner.runs.Load() != 1 {
 		t.Fatalf("with AllowLua: %+v, %v, runs %d; want haproxy to judge it", v, err, runner.runs.Load())
 	}
+}
+
+// gateRunner holds the first run until released, and answers the others
+// valid at once.
+type gateRunner struct {
+	first   atomic.Bool
+	held    chan string // the held run's configuration
+	release chan struct{}
+}
+
+func (g *gateRunner) Run(ctx context.Context, out render.Output) (RunResult, error) {
+	if g.first.CompareAndSwap(false, true) {
+		g.held <- out.HAProxyConfig
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return RunResult{}, ctx.Err()
+		}
+	}
+	return RunResult{Valid: true}, nil
+}
+
+// TestLessUrgentChecksLeaveASlotForRealChanges: two slots, and a flood of
+// dry runs (and of reviews Gatehouse could not verify, the same class): one
+// of them runs, the others wait, and a real change's check runs on the
+// slot they leave at once, whether it is identical to a waiting dry run's
+// (it shares no run with it) or not.
+func TestLessUrgentChecksLeaveASlotForRealChanges(t *testing.T) {
+	g := &gateRunner{held: make(chan string, 1), release: make(chan struct{})}
+	c, err := New(Options{Runner: g, MaxConcurrent: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dry := fair.WithShare(ctx, "tenant-a", fair.DryRun)
+	config := func(i int) string { return fmt.Sprintf("global\n# dry run %d\n", i) }
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = c.Check(dry, render.Output{HAProxyConfig: config(i)})
+		}()
+	}
+	held := <-g.held
+	for c.slots.Waiting() != 3 {
+		runtime.Gosched()
+	}
+	waiting := config(0)
+	if held == waiting {
+		waiting = config(1)
+	}
+	// Bounded, so that a real check left waiting fails the test.
+	realCtx, cancelReal := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelReal()
+	real := fair.WithShare(realCtx, "tenant-b", fair.Real)
+	for _, cfg := range []string{"global\n# real\n", waiting} {
+		v, err := c.Check(real, render.Output{HAProxyConfig: cfg})
+		if err != nil || !v.Valid {
+			t.Fatalf("a real change's check %q behind dry runs: %+v, %v", cfg, v, err)
+		}
+	}
+	close(g.release)
+	wg.Wait()
 }

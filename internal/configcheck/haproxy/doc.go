@@ -16,7 +16,11 @@
 //     the check, and Check returns at once. (The upstream haptic controller
 //     started haproxy without a context, so a deadline could not stop it.)
 //   - Runs are bounded: at most [Options].MaxConcurrent at once, the others
-//     wait (honouring their context).
+//     wait (honouring their context), in their share's turn (package fair:
+//     the check's party and class, fair.WithShare): real changes first,
+//     parties in turn, and the less urgent classes (dry runs, reviews from
+//     unverified callers, configs being written) on all slots but one, so
+//     that a real change never waits behind them for a slot.
 //   - A check that is not expected to finish before its context's deadline
 //     is refused at once with [ErrBusy], instead of waiting in the queue: the
 //     expected wait is (checks queued or running ahead / MaxConcurrent + 1)
