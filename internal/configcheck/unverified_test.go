@@ -128,3 +128,30 @@ func TestUnverifiedShareIsNeverTheAPIServers(t *testing.T) {
 		t.Errorf("party %q is the verified authors'", party)
 	}
 }
+
+// TestExampleConfigIsAdmittedWithoutState: the example every default
+// install is shown (examples/configcheck) passes the check a config gets
+// from a caller Gatehouse cannot verify.
+func TestExampleConfigIsAdmittedWithoutState(t *testing.T) {
+	cfg := loadExample(t)
+	c, errs := compileConfig(&cfg.Spec, inProcess)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	m := &Module{checker: testChecker(t, nil)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kept := keptRenderings{}
+	report, err := m.runTestsKeeping(ctx, c, time.Minute, kept.keep)
+	if err != nil || report.Failed > 0 {
+		t.Fatalf("the example's tests fail (%v): %s", err, report.Message())
+	}
+	if len(kept) == 0 {
+		t.Fatal("no test rendering was kept: nothing checked over fixtures")
+	}
+	got := m.checkWithoutState(ctx, types.NamespacedName{Namespace: "lb-system", Name: "edge"}, c, kept)
+	if got.denial != "" || got.undecided != "" {
+		t.Fatalf("the example is refused: %+v", got)
+	}
+	t.Logf("warnings: %q", got.warnings)
+}
