@@ -602,13 +602,11 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		defer release()
 	}
 	var rendered keptRenderings
+	var keep func(string, render.Output)
 	if changed && !verified {
 		// The tests' renderings are checked again without the
 		// cluster's state (checkWithoutState).
 		rendered = keptRenderings{}
-	}
-	var keep func(string, render.Output)
-	if rendered != nil {
 		keep = rendered.keep
 	}
 	report, err := m.runTestsKeeping(ctx, c, configWebhookTimeout*time.Second, keep)
@@ -664,8 +662,9 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 
 // unverifiedWarning tells an author why their config's rights and rendering
 // are checked after it is stored.
-const unverifiedWarning = "Gatehouse serves webhooks without client certificates (no --client-ca-file), so it cannot tell this request came from the API server: " +
-	"its rendering was checked over empty watched resources and its tests' fixtures; the author's rights and the rendering of the cluster's state are checked once the config is stored (conditions Authorized and Published; docs/security.md)"
+// Kept under 256 bytes, which kube-apiserver may cut a warning to.
+const unverifiedWarning = "Gatehouse cannot tell this request came from the API server (no client certificates): it was rendered over empty watched resources and its tests' fixtures; " +
+	"its author's rights and the cluster's state are checked once stored (Authorized, Published)"
 
 // specChanged says whether req writes cfg's spec: a CREATE does, an UPDATE
 // when the spec differs from the stored one.

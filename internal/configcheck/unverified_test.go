@@ -155,3 +155,10 @@ func TestExampleConfigIsAdmittedWithoutState(t *testing.T) {
 	}
 	t.Logf("warnings: %q", got.warnings)
 }
+
+func TestUnverifiedWarningIsNotCut(t *testing.T) {
+	// kube-apiserver may cut a warning past 256 bytes.
+	if n := len(unverifiedWarning); n > 256 {
+		t.Errorf("unverifiedWarning is %d bytes", n)
+	}
+}

@@ -236,7 +236,7 @@ func TestConfigcheckUnverifiedConfigIsCheckedWithoutState(t *testing.T) {
 		if err := author.Create(ctx, e.config("renders", nil)); err != nil {
 			t.Fatalf("refused: %v", err)
 		}
-		if got := warnings(); !strings.Contains(got, "its rendering was checked over empty watched resources and its tests' fixtures") {
+		if got := warnings(); !strings.Contains(got, "it was rendered over empty watched resources and its tests' fixtures") {
 			t.Errorf("warnings %q do not say how it was checked", got)
 		}
 	})
