@@ -195,6 +195,7 @@ func TestConfigcheckUnverifiedConfigIsCheckedWithoutState(t *testing.T) {
 	opts.Server.ClientAuth = testenv.NoClientAuth
 	startGatehouse(t, opts)
 	e.waitServed(t)
+	entriesLinked(t)
 	ctx := context.Background()
 	if err := e.user.Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.team, Name: "api"},
