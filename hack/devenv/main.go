@@ -56,7 +56,12 @@ func run() int {
 		// (docs/configcheck.md, "Separate identity").
 		extra = append([]string{"--sandbox-runner-user=65534:65534"}, extra...)
 	}
-	opts := devenv.Options{Modules: strings.Join(names, ","), ExtraArgs: extra, Log: os.Stderr, PolicyReports: true}
+	// ClientAuth: kube-apiserver presents a client certificate to the
+	// webhooks (its AdmissionConfiguration) and Gatehouse serves only it, as
+	// a self-managed platform is set up (docs/security.md), so every check
+	// runs (a config's rendering of the cluster's state at its admission
+	// among them).
+	opts := devenv.Options{Modules: strings.Join(names, ","), ExtraArgs: extra, Log: os.Stderr, PolicyReports: true, ClientAuth: true}
 	var gatehouseImage string
 	if os.Getenv("REAL_NODE") == "1" {
 		var err error
@@ -94,7 +99,7 @@ func run() int {
 `, node.Name, node.IP, node.PodCIDR, testenv.RealNodeTaint, testenv.RealNodeLabel, gatehouseImage,
 			testenv.RealNodeLabel, testenv.RealNodeTaint, node.ContainerdAddress)
 	}
-	fmt.Printf(`gatehouse: webhooks at %s, metrics at http://127.0.0.1:8080/metrics
+	fmt.Printf(`gatehouse: webhooks at %s (served only to kube-apiserver's client certificate, .gatehouse/webhook-client/; --client-ca-file), metrics at http://127.0.0.1:8080/metrics
 gatehouse: kubeconfig written to .gatehouse/kubeconfig; try
     bin/kubectl --kubeconfig .gatehouse/kubeconfig get validatingwebhookconfigurations
 gatehouse: ready%s

@@ -483,7 +483,13 @@ func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, faile
 		}
 		return verdict{denial: renderFailure(err), phase: phaseRender}
 	}
-	start = time.Now()
+	return m.checkRendering(ctx, out, failedTests)
+}
+
+// checkRendering checks a rendering with the check policy and haproxy, and
+// applies the embedded tests' result, stopping at the first that fails.
+func (m *Module) checkRendering(ctx context.Context, out render.Output, failedTests string) verdict {
+	start := time.Now()
 	checked, err := m.checker.Check(ctx, out)
 	observePhase(phaseHAProxy, time.Since(start))
 	if err != nil {
@@ -525,7 +531,8 @@ const (
 // admitConfig validates a config itself: its spec compiles, its author holds
 // the rights it exercises, its embedded tests pass, and its rendering of the
 // cluster's current state passes the check policy and haproxy -c
-// (currentstate.go).
+// (currentstate.go); for a caller it cannot verify, its renderings of empty
+// watched resources and of its tests' fixtures do (unverified.go).
 func (m *Module) admitConfig(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
@@ -556,10 +563,11 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	// identity would answer them (and cost SubjectAccessReviews), and
 	// rendering the cluster's state with the config would show them what
 	// that identity may read. Neither is done; the config is judged on
-	// what it carries (it compiles, its tests pass), and once stored, its
-	// author, whom the API server named (author.go), is asked about by the
-	// access controller, which fills its stores only from what the author
-	// may read (access.go).
+	// what it carries (it compiles, its tests pass, and it renders over
+	// empty watched resources and its tests' fixtures: unverified.go), and
+	// once stored, its author, whom the API server named (author.go), is
+	// asked about by the access controller, which fills its stores only
+	// from what the author may read (access.go).
 	verified := module.VerifiedCaller(ctx)
 	if changed && verified {
 		refusal, err := m.authorizeAuthor(ctx, req.UserInfo, key, c, len(cfg.Spec.SSLCertificates) > 0)
@@ -583,6 +591,10 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	if dryRun(req) {
 		class = fair.DryRun
 	}
+	if !verified {
+		// Bounds (issue 35, item 4): the unverified callers' share.
+		party, class = unverifiedShare(req.Namespace)
+	}
 	ctx = fair.WithShare(ctx, party, class)
 	if m.configChecks != nil {
 		release, err := m.configChecks.Acquire(ctx, party, class)
@@ -594,7 +606,15 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		}
 		defer release()
 	}
-	report, err := m.runTests(ctx, c, configWebhookTimeout*time.Second)
+	var rendered keptRenderings
+	var keep func(string, render.Output)
+	if changed && !verified {
+		// The tests' renderings are checked again without the
+		// cluster's state (checkWithoutState).
+		rendered = keptRenderings{}
+		keep = rendered.keep
+	}
+	report, err := m.runTestsKeeping(ctx, c, configWebhookTimeout*time.Second, keep)
 	if err != nil {
 		return module.Undecided("configcheck: the embedded tests did not finish in time: " + err.Error())
 	}
@@ -603,6 +623,15 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	}
 	var warnings []string
 	if changed && !verified {
+		// What anyone may be shown: the config's own renderings.
+		own := m.checkWithoutState(ctx, key, c, rendered)
+		switch {
+		case own.undecided != "":
+			return module.Undecided(own.undecided)
+		case own.denial != "":
+			return module.Deny(reasonWithoutState, bounded(own.denial, 4000))
+		}
+		warnings = append(warnings, own.warnings...)
 		warnings = append(warnings, unverifiedWarning)
 	}
 	if changed && verified {
@@ -638,8 +667,9 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 
 // unverifiedWarning tells an author why their config's rights and rendering
 // are checked after it is stored.
-const unverifiedWarning = "Gatehouse serves webhooks without client certificates (no --client-ca-file), so it cannot tell this request came from the API server: " +
-	"the author's rights and the rendering of the cluster's state are checked once the config is stored (conditions Authorized and Published; docs/security.md)"
+// Kept under 256 bytes, which kube-apiserver may cut a warning to.
+const unverifiedWarning = "Gatehouse cannot tell this request came from the API server (no client certificates): it was rendered over empty watched resources and its tests' fixtures; " +
+	"its author's rights and the cluster's state are checked once stored (Authorized, Published)"
 
 // specChanged says whether req writes cfg's spec: a CREATE does, an UPDATE
 // when the spec differs from the stored one.

@@ -10,12 +10,21 @@ import (
 
 // runTests runs c's embedded tests within timeout.
 func (m *Module) runTests(ctx context.Context, c *compiled, timeout time.Duration) (suite.Report, error) {
+	return m.runTestsKeeping(ctx, c, timeout, nil)
+}
+
+// runTestsKeeping is runTests handing each test's successful rendering to
+// onRendered (when set), in turn, so that it can be checked further without
+// being rendered again (unverified.go).
+func (m *Module) runTestsKeeping(ctx context.Context, c *compiled, timeout time.Duration, onRendered func(test string, out render.Output)) (suite.Report, error) {
 	if len(c.tests) == 0 {
 		return suite.Report{}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return m.testRunner(c).Run(ctx, c.tests, "")
+	runner := m.testRunner(c)
+	runner.OnRendered = onRendered
+	return runner.Run(ctx, c.tests, "")
 }
 
 func (m *Module) testRunner(c *compiled) *suite.Runner {

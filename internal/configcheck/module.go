@@ -221,7 +221,7 @@ func (m *Module) Webhooks() []module.Webhook {
 		SideEffects:    admissionregistrationv1.SideEffectClassNone,
 		TimeoutSeconds: configWebhookTimeout,
 		Admit:          m.admitConfig,
-		DenialReasons:  []string{reasonInvalidConfig, reasonTestsFailed, reasonCurrentState},
+		DenialReasons:  []string{reasonInvalidConfig, reasonTestsFailed, reasonCurrentState, reasonWithoutState},
 		Locked:         module.Locked{ObjectSelector: configWebhooksLocked, NamespaceExclusions: configWebhooksLocked},
 	}}
 }

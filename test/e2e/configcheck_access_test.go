@@ -229,6 +229,8 @@ func TestConfigcheckForgedIdentitiesLearnNothing(t *testing.T) {
 	opts.RestConfig = cfg
 	opts.Server.ClientAuth = testenv.NoClientAuth
 	g := startGatehouse(t, opts)
+	// Each post renders the config over empty watched resources.
+	entriesLinked(t)
 	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: g.TLSConfig}}
 	ctx := context.Background()
 

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 // TestConfigcheckConfigIsCheckedOverTheCurrentState is a confined config
@@ -36,21 +37,7 @@ func TestConfigcheckConfigIsCheckedOverTheCurrentState(t *testing.T) {
 	if err := e.user.Create(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	rec := &warningRecorder{}
-	cfg := rest.CopyConfig(controlPlane.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: e.name, Groups: []string{"system:authenticated"}}
-	cfg.WarningHandler = rec
-	author, err := client.New(cfg, client.Options{Scheme: controlPlane.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	warnings := func() string {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		out := strings.Join(rec.msgs, "\n")
-		rec.msgs = nil
-		return out
-	}
+	author, warnings := e.authorWithWarnings(t)
 
 	t.Run("a template haproxy -c rejects is refused, naming the alert", func(t *testing.T) {
 		c := e.config("bad-timeout", nil)
@@ -63,6 +50,12 @@ func TestConfigcheckConfigIsCheckedOverTheCurrentState(t *testing.T) {
 		c := e.config("always-fails", nil)
 		c.Spec.HAProxyConfig.Template = authzTemplate + `{{ fail "this config never renders" }}` + "\n"
 		denied(t, author.Create(ctx, c), "this config never renders")
+	})
+
+	t.Run("a template failing only over the cluster's objects is refused", func(t *testing.T) {
+		// A caller that cannot be verified has this config admitted
+		// (TestConfigcheckUnverifiedConfigIsCheckedWithoutState).
+		denied(t, author.Create(ctx, failsOverServices(e)), "the config's rendering of the cluster's current state fails")
 	})
 
 	// Needs an Ingress to render: the frontend's default backend is the
@@ -149,6 +142,109 @@ func TestConfigcheckConfigIsCheckedOverTheCurrentState(t *testing.T) {
 		}
 		if got := warnings(); got != "" {
 			t.Errorf("warnings: %q", got)
+		}
+	})
+}
+
+// authorWithWarnings is a client of the env's user, through kube-apiserver,
+// and a function returning (and forgetting) the warnings it was sent.
+func (e *authzEnv) authorWithWarnings(t *testing.T) (client.Client, func() string) {
+	t.Helper()
+	rec := &warningRecorder{}
+	cfg := rest.CopyConfig(controlPlane.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: e.name, Groups: []string{"system:authenticated"}}
+	cfg.WarningHandler = rec
+	author, err := client.New(cfg, client.Options{Scheme: controlPlane.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return author, func() string {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		out := strings.Join(rec.msgs, "\n")
+		rec.msgs = nil
+		return out
+	}
+}
+
+// failsOverServices is a config whose template fails once the team's
+// namespace holds a Service: its rendering of empty watched resources
+// passes, that of the cluster's current state does not.
+func failsOverServices(e *authzEnv) *gatehousev1alpha1.HAProxyTemplateConfig {
+	c := e.config("fails-over-services", nil)
+	c.Spec.HAProxyConfig.Template = authzTemplate + `{{ range .resources.services.List }}{{ fail "a Service exists" }}{{ end }}` + "\n"
+	return c
+}
+
+// TestConfigcheckUnverifiedConfigIsCheckedWithoutState is a confined config
+// author (edit and config writing in one namespace, through kube-apiserver)
+// on a Gatehouse that serves webhooks without client certificates, as
+// every default install and make run did: it cannot tell the API server's
+// reviews from anyone else's, so it never renders the cluster's state for
+// them. Before, a config whose rendering fails whatever the cluster holds
+// (haproxy -c rejects a directive; the template always calls fail) was
+// admitted, and its author learned it from Ready=False. Now it is rendered
+// over empty watched resources and its tests' fixtures, and refused naming
+// the failure and why it was rendered so; a valid config is admitted, and so
+// is one failing only over the cluster's objects (nothing of them is
+// rendered for an unverified caller; with a verified one it is refused:
+// TestConfigcheckConfigIsCheckedOverTheCurrentState).
+func TestConfigcheckUnverifiedConfigIsCheckedWithoutState(t *testing.T) {
+	e := newAuthzEnv(t)
+	opts := configcheckOptions()
+	opts.Server.ClientAuth = testenv.NoClientAuth
+	startGatehouse(t, opts)
+	e.waitServed(t)
+	entriesLinked(t)
+	ctx := context.Background()
+	if err := e.user.Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.team, Name: "api"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	author, warnings := e.authorWithWarnings(t)
+	const why = "Gatehouse cannot verify that this request came from the API server"
+
+	t.Run("a template haproxy -c rejects is refused, naming the alert", func(t *testing.T) {
+		c := e.config("bad-timeout", nil)
+		c.Spec.HAProxyConfig.Template = strings.Replace(authzTemplate, "timeout server 30s", "timeout server abc", 1)
+		err := author.Create(ctx, c)
+		denied(t, err, why)
+		denied(t, err, "timeout server")
+	})
+
+	t.Run("a template that always calls fail is refused with its message", func(t *testing.T) {
+		c := e.config("always-fails", nil)
+		c.Spec.HAProxyConfig.Template = authzTemplate + `{{ fail "this config never renders" }}` + "\n"
+		denied(t, author.Create(ctx, c), "its rendering of empty watched resources fails: this config never renders")
+	})
+
+	t.Run("a test whose fixtures render what haproxy -c rejects is refused, naming the test", func(t *testing.T) {
+		c := e.config("bad-fixture", nil)
+		c.Spec.HAProxyConfig.Template = authzTemplate + `{{ range .resources.services.List }}  timeout tunnel {{ .metadata.name }}{{ end }}` + "\n"
+		c.Spec.ValidationTests = map[string]gatehousev1alpha1.ValidationTest{
+			"one-service": {
+				Fixtures:   map[string][]apiextensionsv1.JSON{"services": {{Raw: []byte(fmt.Sprintf(`{"metadata":{"name":"web","namespace":%q}}`, e.team))}}},
+				Assertions: []gatehousev1alpha1.Assertion{{Type: "contains", Pattern: "timeout tunnel web"}},
+			},
+		}
+		denied(t, author.Create(ctx, c), `the config's rendering of test "one-service"'s fixtures fails`)
+	})
+
+	t.Run("a valid config is admitted", func(t *testing.T) {
+		warnings()
+		if err := author.Create(ctx, e.config("renders", nil)); err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		if got := warnings(); !strings.Contains(got, "it was rendered over empty watched resources and its tests' fixtures") {
+			t.Errorf("warnings %q do not say how it was checked", got)
+		}
+	})
+
+	t.Run("a config failing only over the cluster's objects is admitted", func(t *testing.T) {
+		if err := author.Create(ctx, failsOverServices(e)); err != nil {
+			t.Fatalf("refused: %v", err)
 		}
 	})
 }

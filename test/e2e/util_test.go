@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatehouse-dev/gatehouse/internal/testing/clustertest"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -31,4 +32,15 @@ func impersonated(t testing.TB, user string) client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// entriesLinked waits until the gatehouse binary that serves the render
+// workers is linked (testenv.StartGatehouse starts the link without waiting
+// for it): a process's first rendering would otherwise wait for the link
+// inside a webhook's timeout, which took over 20 s on a loaded machine.
+func entriesLinked(t testing.TB) {
+	t.Helper()
+	if _, err := testenv.GatehouseForEntries(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -52,6 +52,15 @@ type Options struct {
 	// RealNode, when set, adds a kubelet-run Node beside the fake ones
 	// (make run REAL_NODE=1; docs/real-node.md).
 	RealNode *testenv.RealNodeOptions
+	// ClientAuth has Gatehouse serve webhook calls only from callers
+	// presenting the client certificate kube-apiserver presents to
+	// webhooks (--client-ca-file; the control plane's
+	// AdmissionConfiguration hands it one), as a self-managed platform
+	// configures it: Gatehouse then trusts the reviews' userInfo and runs
+	// every check (make run). Unset, it serves any caller, as the chart
+	// does by default (the load benchmark and the chaos tests, which post
+	// straight to the port as anyone reaching it would).
+	ClientAuth bool
 	// PolicyReports installs the report CRDs, OpenReports'
 	// (config/crd/openreports) and wg-policy's (config/crd/policyreport),
 	// so that the modules' periodic checks are written as reports (make
@@ -158,24 +167,11 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		return fail(err)
 	}
 
-	args := []string{
-		"--kubeconfig", env.Kubeconfig,
-		"--cert-dir", certDir,
-		// The keys that sign Gatehouse's records outlive a restart (the
-		// certificates are made again each time): records signed by the
-		// previous run still verify.
-		"--records-key-dir", filepath.Join(opts.Dir, "records-key"),
-		"--webhook-bind-address", opts.WebhookAddr,
-		"--metrics-bind-address", opts.MetricsAddr,
-		"--namespace", Namespace,
-		"--manage-webhooks-url", env.URL,
-		"--manage-webhooks-ca-file", filepath.Join(certDir, "ca.crt"),
+	clientCAFile := ""
+	if opts.ClientAuth {
+		clientCAFile = cp.WebhookClientCAFile
 	}
-	if opts.Modules != "" {
-		args = append(args, "--modules", opts.Modules)
-	}
-	args = append(args, opts.ExtraArgs...)
-	env.binary, env.args, env.env = binary, args, opts.Env
+	env.binary, env.args, env.env = binary, gatehouseArgs(opts, env.Kubeconfig, certDir, env.URL, clientCAFile), opts.Env
 	env.logOut = opts.Log
 	if env.logOut == nil {
 		env.logPath = filepath.Join(opts.Dir, "gatehouse.log")
@@ -191,11 +187,46 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(bundle.CACert)
-	env.HTTPClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	tlsConfig := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if b := cp.WebhookClient; opts.ClientAuth && b != nil {
+		// The API server's certificate: HTTPClient's posts are served
+		// as the API server's are (its probes need none).
+		pair, err := tls.X509KeyPair(b.ClientCert, b.ClientKey)
+		if err != nil {
+			return fail(err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{pair}
+	}
+	env.HTTPClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
 	if err := env.waitReady(ctx, 2*time.Minute); err != nil {
 		return fail(err)
 	}
 	return env, nil
+}
+
+// gatehouseArgs is Gatehouse's command line: clientCAFile, when set, is the
+// CA its webhook callers' certificates must chain to.
+func gatehouseArgs(opts Options, kubeconfig, certDir, url, clientCAFile string) []string {
+	args := []string{
+		"--kubeconfig", kubeconfig,
+		"--cert-dir", certDir,
+		// The keys that sign Gatehouse's records outlive a restart (the
+		// certificates are made again each time): records signed by the
+		// previous run still verify.
+		"--records-key-dir", filepath.Join(opts.Dir, "records-key"),
+		"--webhook-bind-address", opts.WebhookAddr,
+		"--metrics-bind-address", opts.MetricsAddr,
+		"--namespace", Namespace,
+		"--manage-webhooks-url", url,
+		"--manage-webhooks-ca-file", filepath.Join(certDir, "ca.crt"),
+	}
+	if clientCAFile != "" {
+		args = append(args, "--client-ca-file", clientCAFile)
+	}
+	if opts.Modules != "" {
+		args = append(args, "--modules", opts.Modules)
+	}
+	return append(args, opts.ExtraArgs...)
 }
 
 func (e *Env) startProcess() error {
