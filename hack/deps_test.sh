@@ -4,10 +4,15 @@
 # root) and root with a stand-in apt-get that records what it is asked and
 # installs nothing real. make test runs it.
 set -uo pipefail
-script="$(cd "$(dirname "$0")" && pwd)/deps.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 chmod 755 "$tmp"
+# A copy, run from the temporary directory: nobody may not reach the
+# checkout (a home directory is often 0700).
+script="$tmp/deps.sh"
+cp "$(dirname "$0")/deps.sh" "$script"
+chmod 755 "$script"
+cd "$tmp" || exit 1
 
 # Everything deps.sh test looks for on PATH.
 programs=(make git gcc haproxy containerd ctr runc nft ip qemu-aarch64-static qemu-x86_64-static)
