@@ -55,6 +55,9 @@ COSIGN         := $(BIN)/cosign
 # depends on it alone.
 RUN_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd $(BIN)/kubectl
 TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES) $(COSIGN)
+# TEST_TOOLS are what make test runs: no test runs controller-gen or
+# conversion-gen (make generate and verify-generated do).
+TEST_TOOLS := $(filter-out $(CONTROLLER_GEN) $(CONVERSION_GEN),$(TOOLS))
 # KUBE_MINOR_TOOLS are the older minors' control planes the minor matrix
 # runs (make tools-minors, make test-minors), built by make test as well.
 KUBE_MINORS       := 1.34 1.35 1.36
@@ -68,7 +71,7 @@ KUBE_MINOR_TOOLS  := $(foreach m,$(KUBE_MINORS),$(addprefix $(BIN)/kube-$(m)/,$(
 # prints nothing while it compiles, so without these lines a first make run
 # sits silent for minutes. COLD-TIME was measured with empty Go caches
 # (README's table).
-STEP_TOOLS := $(if $(filter run,$(MAKECMDGOALS)),$(RUN_TOOLS),$(if $(filter test tools test-minors,$(MAKECMDGOALS)),$(TOOLS))) \
+STEP_TOOLS := $(if $(filter run,$(MAKECMDGOALS)),$(RUN_TOOLS),$(if $(filter test,$(MAKECMDGOALS)),$(TEST_TOOLS),$(if $(filter tools test-minors,$(MAKECMDGOALS)),$(TOOLS)))) \
 	$(if $(filter tools-minors test-minors,$(MAKECMDGOALS)),$(foreach m,$(KUBE_MINORS),$(BIN)/kube-$(m)/kube-apiserver))
 STEPS      := $(filter-out $(wildcard $(STEP_TOOLS)),$(STEP_TOOLS)) $(if $(filter run test build,$(MAKECMDGOALS)),gatehouse) $(if $(filter run,$(MAKECMDGOALS)),devenv)
 step_index  = $(strip $(foreach i,$(shell seq $(words $(STEPS))),$(if $(filter $1,$(word $i,$(STEPS))),$i)))
@@ -154,9 +157,13 @@ $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 # promtool checks and unit-tests the chart's alerts (make test-alerts);
 # metricnames, built from the same pinned Prometheus, lists the metrics the
 # alerts and the dashboard query for the e2e metric-existence test.
+# remove_all_sd is Prometheus's own build tag that leaves out its service
+# discoveries but file and HTTP: check rules and test rules use none, and
+# they are more than half of promtool's source to compile (the AWS, Azure,
+# GCE, OCI, OpenStack... SDKs: 143 MB of Go files, 63 MB without).
 $(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
-	$(call step,$@,promtool,6 min)
-	cd hack/tools/promtool && $(GO) build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=$$($(GO) list -m -f '{{.Version}}' github.com/prometheus/prometheus)" \
+	$(call step,$@,promtool,3 min)
+	cd hack/tools/promtool && $(GO) build -trimpath -tags remove_all_sd -ldflags "-s -w -X github.com/prometheus/common/version.Version=$$($(GO) list -m -f '{{.Version}}' github.com/prometheus/prometheus)" \
 		-o $@ github.com/prometheus/prometheus/cmd/promtool
 
 $(METRICNAMES): hack/tools/promtool/go.mod hack/tools/promtool/go.sum hack/tools/promtool/metricnames/main.go
@@ -262,16 +269,59 @@ verify-generated: generate ## Fail when generated files or go.mod are out of dat
 lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml (builds the pinned golangci-lint into bin/ first).
 	$(GOLANGCI_LINT) run ./...
 
+# The Debian packages a target needs (hack/deps.sh holds the list): as root
+# they are installed, otherwise make stops at once with the one command to
+# run. With everything there this is a few lookups on PATH.
+.PHONY: deps
+deps: ## Install the Debian packages make test needs (as root; otherwise print the apt-get command): haproxy, containerd, runc, CNI plugins, nftables, iproute2, qemu-user-static, build-essential, git.
+	@hack/deps.sh test
+
+.PHONY: deps-run
+deps-run: ## The same for make run: haproxy (and the real node's packages with REAL_NODE=1).
+	@hack/deps.sh run $(if $(filter 1,$(REAL_NODE)),real-node)
+
+# make test's stages are timed (hack/stage.sh): the table of where the run's
+# time went is printed at its end, or at the stage that failed. Each tool
+# make would build is a stage of its own (a sub-make, told STEPS so that its
+# "building N of M" line counts as this make's); the image is built once for
+# the install suite and the minor matrix (IMAGE_READY).
+STAGES_FILE := $(BIN)/make-test-stages.txt
+STAGE       := STAGES_FILE=$(STAGES_FILE) hack/stage.sh
+timed_build  = $(foreach t,$1,$(MAKE) -q $t 2>/dev/null || $(STAGE) 'build $(t:$(BIN)/%=%)' -- $(MAKE) --no-print-directory STEPS='$(STEPS)' $t || exit $$?;)
+
 .PHONY: test
-test: tools build test-alerts ## Unit tests (race detector), the alerts' promtool tests, integration tests against a real kube-apiserver, then the install suite (test-install).
-	$(GO) vet ./...
-	hack/fuzz_test.sh
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
-	$(GO) test -count=1 -shuffle=on -timeout 30m $$($(GO) list ./test/... | grep -v /test/install)
-	$(MAKE) test-examples
-	$(MAKE) test-emulated
-	$(MAKE) test-install
-	$(MAKE) test-minors KUBE_MINORS='$(CI_KUBE_MINORS)' MINOR_INSTALL='$(CI_MINOR_INSTALL)'
+test: deps ## Unit tests (race detector), the alerts' promtool tests, integration tests against a real kube-apiserver, then the install suite (test-install) and 1.34's part of the minor matrix; prints each stage's time at the end.
+	@$(STAGE) --reset
+	@+$(call timed_build,$(TEST_TOOLS))
+	@$(STAGE) 'build gatehouse' -- $(MAKE) --no-print-directory STEPS='$(STEPS)' build
+	$(STAGE) 'alerts (promtool)' -- $(MAKE) --no-print-directory test-alerts
+	$(STAGE) vet -- $(GO) vet ./...
+	$(STAGE) 'hack scripts (fuzz, deps, stage)' -- bash -c 'hack/fuzz_test.sh && hack/deps_test.sh && hack/stage_test.sh'
+	$(STAGE) 'unit (race)' -- $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/ -e /hack/image)
+	$(STAGE) 'image tests (hack/image)' -- $(GO) test -count=1 -timeout 15m ./hack/image/
+	$(STAGE) 'e2e and chaos' -- $(GO) test -count=1 -shuffle=on -timeout 30m $$($(GO) list ./test/... | grep -v /test/install)
+	$(STAGE) examples -- $(MAKE) --no-print-directory test-examples
+	$(STAGE) 'emulated ($(FOREIGN_ARCH))' -- $(MAKE) --no-print-directory test-emulated
+	$(STAGE) 'image ($(IMAGE_PLATFORM))' -- $(MAKE) --no-print-directory local-image
+	$(STAGE) 'install suite' -- $(MAKE) --no-print-directory test-install IMAGE_READY=1
+	@$(MAKE) -q $(foreach m,$(CI_KUBE_MINORS),$(addprefix $(BIN)/kube-$m/,$(KUBE_MINOR_BINS))) 2>/dev/null || \
+		$(STAGE) 'build Kubernetes $(CI_KUBE_MINORS) (tools-minors)' -- $(MAKE) --no-print-directory tools-minors KUBE_MINORS='$(CI_KUBE_MINORS)'
+	$(STAGE) 'minors ($(CI_KUBE_MINORS): e2e subset, install)' -- $(MAKE) --no-print-directory test-minors KUBE_MINORS='$(CI_KUBE_MINORS)' MINOR_INSTALL='$(CI_MINOR_INSTALL)' IMAGE_READY=1
+	@$(STAGE) --report
+
+# UNIT_TIMEOUT bounds each package of the unit stage (go test's default is
+# 10 minutes, which a cold, busy machine's first run went past: issue 36).
+# hack/image runs in a stage of its own, without the race detector: it
+# starts no goroutine of its own, and its tests build the real image (the
+# pinned packages unpacked from xz, layers compressed at gzip's best level)
+# in pure computation the race detector slowed twelvefold (4.1 min of CPU
+# against 21 s, docs/testing.md); on a cold, busy machine that package
+# alone went past the 10 minutes.
+UNIT_TIMEOUT ?= 25m
+
+# IMAGE_READY=1: the caller (make test) built IMAGE_ARCHIVE already in this
+# run, so test-install and test-minors do not build it again.
+IMAGE_READY ?=
 
 # GATEHOUSE is the binary test-examples runs.
 GATEHOUSE ?= $(BIN)/gatehouse
@@ -316,7 +366,7 @@ test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/file
 # Gatehouse Pods on the real node and measures admissions under load. It
 # imports IMAGE_ARCHIVE, so only this machine's platform is built for it
 # (hack/image's tests build every platform's layers).
-test-install: tools local-image ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
+test-install: $(TEST_TOOLS) $(if $(IMAGE_READY),,local-image) ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
 	$(GO) test -count=1 -v -timeout 30m ./test/install/
 
 # The minor matrix: each older tested minor (KUBE_MINORS) runs the part of
@@ -376,7 +426,7 @@ empty :=
 space := $(empty) $(empty)
 
 .PHONY: test-minors
-test-minors: tools tools-minors build local-image ## The minor matrix: MINOR_E2E and the install suite on Kubernetes 1.34, 1.35 and 1.36 (bin/kube-<minor>/); KUBE_MINORS=1.34 for one.
+test-minors: $(TEST_TOOLS) tools-minors build $(if $(IMAGE_READY),,local-image) ## The minor matrix: MINOR_E2E and the install suite on Kubernetes 1.34, 1.35 and 1.36 (bin/kube-<minor>/); KUBE_MINORS=1.34 for one.
 	@# A renamed test would drop out of the matrix silently: each name must
 	@# still match a test.
 	@for name in $(MINOR_E2E); do grep -qE "^func $$name\(t \*testing.T\)" test/e2e/*_test.go || { echo "make: MINOR_E2E names $$name, which no test in test/e2e matches"; exit 1; }; done
@@ -424,7 +474,7 @@ REAL_NODE ?=
 # how long the whole first wait was, builds included.
 RUN_STARTED := $(if $(filter run,$(MAKECMDGOALS)),$(shell date +%s))
 
-run: $(RUN_TOOLS) build $(if $(filter 1,$(REAL_NODE)),$(BIN)/kubelet local-image) ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. Builds only those (and kubelet and images with REAL_NODE=1). REAL_NODE=1 adds a kubelet-run Node.
+run: deps-run $(RUN_TOOLS) build $(if $(filter 1,$(REAL_NODE)),$(BIN)/kubelet local-image) ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. Builds only those (and kubelet and images with REAL_NODE=1). REAL_NODE=1 adds a kubelet-run Node.
 	$(call step,devenv,devenv (make run's launcher),15 s)
 	$(GO) build -o $(BIN)/devenv ./hack/devenv
 	REAL_NODE=$(REAL_NODE) GATEHOUSE_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) PAUSE_IMAGE_ARCHIVE=$(PAUSE_IMAGE_ARCHIVE) GATEHOUSE_RUN_STARTED=$(RUN_STARTED) exec $(BIN)/devenv

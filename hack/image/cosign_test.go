@@ -44,11 +44,7 @@ func cosignBinary(t *testing.T) string {
 // digest, does not verify.
 func TestCosignSignsAndVerifiesTheIndex(t *testing.T) {
 	cosign := cosignBinary(t)
-	o := realOptions(t)
-	o.Output, o.Listing = "", ""
-	if err := run(o, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	o := realBuild(t)
 
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()

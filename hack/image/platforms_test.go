@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -80,6 +81,47 @@ func realOptions(t *testing.T) options {
 	return o
 }
 
+// The real image, both platforms with every output, is the costliest
+// thing these tests make (each platform's packages unpacked from xz, its
+// layer compressed at gzip's best level around this multi-megabyte test
+// binary), so it is built once for the tests that only read it
+// (TestImageIndexCarriesThePinnedPackages, TestCosignSignsAndVerifiesTheIndex),
+// in a directory TestMain removes.
+var (
+	realOnce  sync.Once
+	realDir   string
+	realBuilt options
+	realErr   error
+)
+
+// realBuild is realOptions' image built once: the options name its outputs.
+func realBuild(t *testing.T) options {
+	t.Helper()
+	o := realOptions(t)
+	realOnce.Do(func() {
+		if realDir, realErr = os.MkdirTemp("", "gatehouse-image-test-"); realErr != nil {
+			return
+		}
+		o.Output = filepath.Join(realDir, "image.tar")
+		o.IndexOutput = filepath.Join(realDir, "image.oci.tar")
+		o.Listing = filepath.Join(realDir, "contents.txt")
+		o.SBOM = filepath.Join(realDir, "sbom.spdx.json")
+		realBuilt, realErr = o, run(o, io.Discard)
+	})
+	if realErr != nil {
+		t.Fatal(realErr)
+	}
+	return realBuilt
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if realDir != "" {
+		_ = os.RemoveAll(realDir)
+	}
+	os.Exit(code)
+}
+
 var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
 // layerFiles reads a gzip layer blob into entries by absolute path.
@@ -116,10 +158,7 @@ func layerFiles(t *testing.T, blob []byte) *rootfs {
 // containerd imports) is the index's image for this machine's platform;
 // the listing and the SBOM name the pinned haproxy of each architecture.
 func TestImageIndexCarriesThePinnedPackages(t *testing.T) {
-	o := realOptions(t)
-	if err := run(o, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	o := realBuild(t)
 	data, err := os.ReadFile(o.IndexOutput)
 	if err != nil {
 		t.Fatal(err)
