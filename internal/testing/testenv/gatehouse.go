@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gatehouse-dev/gatehouse/internal/app"
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
@@ -69,7 +72,23 @@ func StartGatehouse(ctx context.Context, cp *ControlPlane, dir string, opts app.
 	if opts.RestConfig == nil {
 		opts.RestConfig = cp.Config
 	}
+	// Gatehouse's namespace exists in a cluster before Gatehouse does:
+	// what it keeps there (its records key Secret, the protected bypass
+	// record) is written at its start.
+	if opts.Namespace != "" {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.Namespace}}
+		if err := cp.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create Gatehouse's namespace %s: %w", opts.Namespace, err)
+		}
+	}
 	opts.CertDir = certDir
+	if opts.RecordsKeyDir == "" && opts.RecordsKeySecret == "" && opts.CertSecret == "" {
+		// Every Gatehouse on one control plane is a replica of one
+		// install: they sign and verify records with the same keys, as
+		// replicas sharing the keys' Secret do (a replica started later
+		// must honour what an earlier one signed).
+		opts.RecordsKeyDir = filepath.Join(cp.Dir, "records-key")
+	}
 	if opts.Server.Addr == "" {
 		opts.Server.Addr = "127.0.0.1:0"
 	}
