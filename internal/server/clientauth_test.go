@@ -8,14 +8,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,19 +53,8 @@ func postWith(t *testing.T, c *http.Client, url string, body []byte) (int, strin
 // its own, is refused before its review is read; the API server's
 // certificate is served; probes and conversions need none.
 func TestClientAuthRefusesCallersWithoutTheAPIServersCertificate(t *testing.T) {
-	apiServer, err := certs.SelfSignedClient("kube-apiserver-webhook-client", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cas, apiServer := clientCA(t)
 	stranger, err := certs.SelfSignedClient("kube-apiserver-webhook-client", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
-	if err := os.WriteFile(caFile, apiServer.CACert, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cas, err := certs.NewClientCA(caFile, testr.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,18 +130,7 @@ func TestClientAuthRefusesCallersWithoutTheAPIServersCertificate(t *testing.T) {
 }
 
 func TestClientAuthAllowedNames(t *testing.T) {
-	apiServer, err := certs.SelfSignedClient("kube-apiserver-webhook-client", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
-	if err := os.WriteFile(caFile, apiServer.CACert, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cas, err := certs.NewClientCA(caFile, testr.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cas, apiServer := clientCA(t)
 	h := start(t, func(o *server.Options) {
 		o.ClientAuth = &server.ClientAuthOptions{CAs: cas, AllowedNames: []string{"some-other-client"}}
 	}, func(s *server.Server) {
