@@ -266,11 +266,7 @@ func (m *Module) wantedAuthor(req admission.Request, cfg *gatehousev1alpha1.HAPr
 	if req.Operation != admissionv1.Update {
 		return signAuthor(rs, cfg.Namespace, cfg.Name, authorRecord{User: req.UserInfo, Generation: 1, SignedAt: time.Now().Unix()})
 	}
-	old := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := utiljson.Unmarshal(req.OldObject.Raw, old); err != nil {
-		return "", errors.New("failed to parse old object: " + err.Error())
-	}
-	changed, err := generationBumped(req)
+	old, changed, err := storedAndBumped(req)
 	if err != nil {
 		return "", err
 	}
@@ -288,6 +284,17 @@ func (m *Module) wantedAuthor(req admission.Request, cfg *gatehousev1alpha1.HAPr
 		return old.Annotations[AuthorAnnotation], nil
 	}
 	return signAuthor(rs, old.Namespace, old.Name, authorRecord{User: user, UID: old.UID, Generation: old.Generation})
+}
+
+// storedAndBumped reads an UPDATE's stored object and says whether the
+// write gives it a new generation (generationBumped).
+func storedAndBumped(req admission.Request) (*gatehousev1alpha1.HAProxyTemplateConfig, bool, error) {
+	old := &gatehousev1alpha1.HAProxyTemplateConfig{}
+	if err := utiljson.Unmarshal(req.OldObject.Raw, old); err != nil {
+		return nil, false, errors.New("failed to parse old object: " + err.Error())
+	}
+	changed, err := generationBumped(req)
+	return old, changed, err
 }
 
 // generationBumped says whether the API server will give req's object a
@@ -322,11 +329,7 @@ func (m *Module) checkAuthorRecord(req admission.Request, cfg *gatehousev1alpha1
 	rs := m.host.Records()
 	var writers []authenticationv1.UserInfo
 	if req.Operation == admissionv1.Update {
-		old := &gatehousev1alpha1.HAProxyTemplateConfig{}
-		if err := utiljson.Unmarshal(req.OldObject.Raw, old); err != nil {
-			return "", errors.New("failed to parse old object: " + err.Error())
-		}
-		changed, err := generationBumped(req)
+		old, changed, err := storedAndBumped(req)
 		if err != nil {
 			return "", err
 		}
