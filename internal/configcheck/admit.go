@@ -622,30 +622,28 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		return module.Deny(reasonTestsFailed, report.Message())
 	}
 	var warnings []string
-	if changed && !verified {
-		// What anyone may be shown: the config's own renderings.
-		own := m.checkWithoutState(ctx, key, c, rendered)
-		switch {
-		case own.undecided != "":
-			return module.Undecided(own.undecided)
-		case own.denial != "":
-			return module.Deny(reasonWithoutState, bounded(own.denial, 4000))
-		}
-		warnings = append(warnings, own.warnings...)
-		warnings = append(warnings, unverifiedWarning)
-	}
-	if changed && verified {
+	if changed {
 		// An UPDATE leaving the spec as it is renders nothing new, and
 		// must pass whatever the state (the garbage collector's and the
-		// namespace controller's writes).
-		current := m.checkCurrentState(ctx, key, c, report)
-		switch {
-		case current.undecided != "":
-			return module.Undecided(current.undecided)
-		case current.denial != "":
-			return module.Deny(reasonCurrentState, bounded(current.denial, 4000))
+		// namespace controller's writes). An unverified caller is shown
+		// only what the config's own renderings say.
+		var state currentState
+		reason := reasonCurrentState
+		if verified {
+			state = m.checkCurrentState(ctx, key, c, report)
+		} else {
+			state, reason = m.checkWithoutState(ctx, key, c, rendered), reasonWithoutState
 		}
-		warnings = append(warnings, current.warnings...)
+		switch {
+		case state.undecided != "":
+			return module.Undecided(state.undecided)
+		case state.denial != "":
+			return module.Deny(reason, bounded(state.denial, 4000))
+		}
+		warnings = append(warnings, state.warnings...)
+		if !verified {
+			warnings = append(warnings, unverifiedWarning)
+		}
 	}
 	// Last, so that every other reason is given first: a write that does
 	// not carry the author record Gatehouse sets (the author webhook did
