@@ -38,6 +38,9 @@ SOURCE_DATE_EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 IMAGE_PLATFORM      ?= linux/$(shell $(GO) env GOARCH)
 
 KUBE_VERSION := v1.37.1
+empty :=
+space := $(empty) $(empty)
+comma := ,
 ETCD_VERSION := $(shell sed -n 's/^require go.etcd.io\/etcd\/server\/v3 //p' hack/tools/etcd/go.mod)
 KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
@@ -53,14 +56,19 @@ COSIGN         := $(BIN)/cosign
 # make run waits for these five and Gatehouse only. TOOLS adds what the
 # tests, make generate and the alert checks use; each target that needs one
 # depends on it alone.
+KUBE_RUN_BINS := kube-apiserver kube-controller-manager kube-scheduler kubectl
 RUN_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd $(BIN)/kubectl
 TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES) $(COSIGN)
 # TEST_TOOLS are what make test runs: no test runs controller-gen or
-# conversion-gen (make generate and verify-generated do).
-TEST_TOOLS := $(filter-out $(CONTROLLER_GEN) $(CONVERSION_GEN),$(TOOLS))
+# conversion-gen (make generate and verify-generated do), and cosign only
+# signs in make test-ci's release test (.ci/run runs it after make test).
+TEST_TOOLS := $(filter-out $(CONTROLLER_GEN) $(CONVERSION_GEN) $(COSIGN),$(TOOLS))
 # KUBE_MINOR_TOOLS are the older minors' control planes the minor matrix
 # runs (make tools-minors, make test-minors), built by make test as well.
 KUBE_MINORS       := 1.34 1.35 1.36
+# CI_KUBE_MINORS is the part of the matrix .ci/run runs (make test-ci): the
+# lowest tested minor (the reasons are at test-minors).
+CI_KUBE_MINORS    := 1.34
 KUBE_MINOR_BINS   := kube-apiserver kube-controller-manager kube-scheduler kubelet
 KUBE_MINOR_TOOLS  := $(foreach m,$(KUBE_MINORS),$(addprefix $(BIN)/kube-$(m)/,$(KUBE_MINOR_BINS)))
 
@@ -72,8 +80,9 @@ KUBE_MINOR_TOOLS  := $(foreach m,$(KUBE_MINORS),$(addprefix $(BIN)/kube-$(m)/,$(
 # sits silent for minutes. COLD-TIME was measured with empty Go caches
 # (README's table).
 STEP_TOOLS := $(if $(filter run,$(MAKECMDGOALS)),$(RUN_TOOLS),$(if $(filter test,$(MAKECMDGOALS)),$(TEST_TOOLS),$(if $(filter tools test-minors,$(MAKECMDGOALS)),$(TOOLS)))) \
+	$(if $(filter test-ci,$(MAKECMDGOALS)),$(COSIGN) $(foreach m,$(CI_KUBE_MINORS),$(BIN)/kube-$(m)/kube-apiserver)) \
 	$(if $(filter tools-minors test-minors,$(MAKECMDGOALS)),$(foreach m,$(KUBE_MINORS),$(BIN)/kube-$(m)/kube-apiserver))
-STEPS      := $(filter-out $(wildcard $(STEP_TOOLS)),$(STEP_TOOLS)) $(if $(filter run test build,$(MAKECMDGOALS)),gatehouse) $(if $(filter run,$(MAKECMDGOALS)),devenv)
+STEPS      := $(filter-out $(wildcard $(STEP_TOOLS)) $(addprefix $(BIN)/,$(filter-out kube-apiserver,$(KUBE_RUN_BINS))),$(STEP_TOOLS)) $(if $(filter run test build,$(MAKECMDGOALS)),gatehouse) $(if $(filter run,$(MAKECMDGOALS)),devenv)
 step_index  = $(strip $(foreach i,$(shell seq $(words $(STEPS))),$(if $(filter $1,$(word $i,$(STEPS))),$i)))
 step        = @echo "make: building $2 ($(if $(call step_index,$1),$(call step_index,$1) of $(words $(STEPS)); )about $3 cold on two cores)…"
 
@@ -88,17 +97,14 @@ tools: $(TOOLS) ## Build every tool into bin/: what make run starts (kube-apiser
 .PHONY: run-tools
 run-tools: $(RUN_TOOLS) ## Build only what make run starts.
 
-$(BIN)/kube-apiserver: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	$(call step,$@,kube-apiserver $(KUBE_VERSION),10 min)
-	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
-
-$(BIN)/kube-controller-manager: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	$(call step,$@,kube-controller-manager $(KUBE_VERSION),3 min)
-	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
-
-$(BIN)/kube-scheduler: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	$(call step,$@,kube-scheduler $(KUBE_VERSION),15 s)
-	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+# One go build makes the four 1.37 binaries make run starts (a grouped
+# target: its recipe runs once for all of them; KUBE_RUN_BINS), as each
+# minor's are made below: the linker of one runs while the others compile,
+# where a build per binary left one core idle at each link. kubelet stays a
+# build of its own: make run does not start it.
+$(addprefix $(BIN)/,$(KUBE_RUN_BINS)) &: hack/tools/kube/go.mod hack/tools/kube/go.sum
+	$(call step,$(BIN)/kube-apiserver,$(subst $(space),$(comma)$(space),$(KUBE_RUN_BINS)) $(KUBE_VERSION),13 min)
+	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_RUN_BINS))
 
 # The minor matrix (make test-minors, docs/testing.md): the control plane of
 # each older tested minor, each from its own pinned module hack/tools/kube-<minor>,
@@ -128,10 +134,6 @@ $(addprefix $(BIN)/kube-%/,$(KUBE_MINOR_BINS)): hack/tools/kube-%/go.mod hack/to
 $(BIN)/kubelet: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	$(call step,$@,kubelet $(KUBE_VERSION),45 s)
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
-
-$(BIN)/kubectl: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	$(call step,$@,kubectl $(KUBE_VERSION),50 s)
-	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
 
 $(BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	$(call step,$@,etcd $(ETCD_VERSION),1 min)
@@ -187,14 +189,23 @@ $(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.su
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/gatehouse.
+build: ## Build bin/gatehouse (static, as the image's: GO_STATIC).
 	$(call step,gatehouse,gatehouse $(VERSION),4 min)
-	$(GO) build -buildvcs=auto -ldflags "-X github.com/gatehouse-dev/gatehouse/internal/version.Version=$(VERSION)" -o $(BIN)/gatehouse ./cmd/gatehouse
+	$(GO_STATIC) build $(IMAGE_GOFLAGS) -ldflags "-X github.com/gatehouse-dev/gatehouse/internal/version.Version=$(VERSION)" -o $(BIN)/gatehouse ./cmd/gatehouse
 
 # The images' binaries are static (CGO_ENABLED=0: nothing in Gatehouse
 # needs cgo, and a static binary needs no library of the image) and
-# reproducible (-trimpath; -buildvcs stamps the revision as make build does).
+# reproducible (-trimpath; -buildvcs stamps the revision).
 IMAGE_GOFLAGS := -trimpath -buildvcs=auto
+# GO_STATIC is go in the image's configuration (CGO_ENABLED=0; with
+# IMAGE_GOFLAGS' -trimpath for builds, GO_TEST_FLAGS for tests). make build,
+# vet, the e2e, chaos and install suites and the image all compile in it,
+# so Gatehouse and its dependencies are compiled once for all of them (a
+# configuration is a cache key of every package: cgo changes net, -trimpath
+# every file name) and the image's binary is a link. Only the unit stage
+# compiles in another, the race detector's, which needs cgo.
+GO_STATIC     := CGO_ENABLED=0 $(GO)
+GO_TEST_FLAGS := -trimpath
 IMAGE_BUILD   := $(BIN)/image
 
 .PHONY: image
@@ -283,31 +294,57 @@ deps-run: ## The same for make run: haproxy (and the real node's packages with R
 # make test's stages are timed (hack/stage.sh): the table of where the run's
 # time went is printed at its end, or at the stage that failed. Each tool
 # make would build is a stage of its own (a sub-make, told STEPS so that its
-# "building N of M" line counts as this make's); the image is built once for
-# the install suite and the minor matrix (IMAGE_READY).
+# "building N of M" line counts as this make's); the image is built once, for
+# the install suite (IMAGE_READY).
 STAGES_FILE := $(BIN)/make-test-stages.txt
 STAGE       := STAGES_FILE=$(STAGES_FILE) hack/stage.sh
-timed_build  = $(foreach t,$1,$(MAKE) -q $t 2>/dev/null || $(STAGE) 'build $(t:$(BIN)/%=%)' -- $(MAKE) --no-print-directory STEPS='$(STEPS)' $t || exit $$?;)
+timed_build  = $(foreach t,$1,$(MAKE) -q $t 2>/dev/null || $(STAGE) 'build $(if $(filter $(BIN)/kube-apiserver,$t),$(KUBE_RUN_BINS),$(t:$(BIN)/%=%))' -- $(MAKE) --no-print-directory STEPS='$(STEPS)' $t || exit $$?;)
 
 .PHONY: test
-test: deps ## Unit tests (race detector), the alerts' promtool tests, integration tests against a real kube-apiserver, then the install suite (test-install) and 1.34's part of the minor matrix; prints each stage's time at the end.
+test: deps ## Unit tests (race detector), the alerts' promtool tests, integration tests against a real kube-apiserver, the example suites, then the install suite on a real node; prints each stage's time at the end. .ci/run adds make test-ci.
 	@$(STAGE) --reset
 	@+$(call timed_build,$(TEST_TOOLS))
 	@$(STAGE) 'build gatehouse' -- $(MAKE) --no-print-directory STEPS='$(STEPS)' build
 	$(STAGE) 'alerts (promtool)' -- $(MAKE) --no-print-directory test-alerts
-	$(STAGE) vet -- $(GO) vet ./...
+	$(STAGE) vet -- $(GO_STATIC) vet $(GO_TEST_FLAGS) ./...
 	$(STAGE) 'hack scripts (fuzz, deps, stage)' -- bash -c 'hack/fuzz_test.sh && hack/deps_test.sh && hack/stage_test.sh'
 	$(STAGE) 'unit (race)' -- $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/ -e /hack/image)
 	$(STAGE) 'image tests (hack/image)' -- $(GO) test -count=1 -timeout 15m ./hack/image/
-	$(STAGE) 'e2e and chaos' -- $(GO) test -count=1 -shuffle=on -timeout 30m $$($(GO) list ./test/... | grep -v /test/install)
+	$(STAGE) 'e2e and chaos' -- $(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -shuffle=on -timeout 30m $$($(GO) list ./test/... | grep -v /test/install)
 	$(STAGE) examples -- $(MAKE) --no-print-directory test-examples
-	$(STAGE) 'emulated ($(FOREIGN_ARCH))' -- $(MAKE) --no-print-directory test-emulated
 	$(STAGE) 'image ($(IMAGE_PLATFORM))' -- $(MAKE) --no-print-directory local-image
 	$(STAGE) 'install suite' -- $(MAKE) --no-print-directory test-install IMAGE_READY=1
-	@$(MAKE) -q $(foreach m,$(CI_KUBE_MINORS),$(addprefix $(BIN)/kube-$m/,$(KUBE_MINOR_BINS))) 2>/dev/null || \
-		$(STAGE) 'build Kubernetes $(CI_KUBE_MINORS) (tools-minors)' -- $(MAKE) --no-print-directory tools-minors KUBE_MINORS='$(CI_KUBE_MINORS)'
-	$(STAGE) 'minors ($(CI_KUBE_MINORS): e2e subset, install)' -- $(MAKE) --no-print-directory test-minors KUBE_MINORS='$(CI_KUBE_MINORS)' MINOR_INSTALL='$(CI_MINOR_INSTALL)' IMAGE_READY=1
 	@$(STAGE) --report
+
+# make test-ci is what .ci/run runs after make test: the suites that guard
+# the release's other parts and cost minutes of builds a developer's loop
+# need not pay (issue 36: make test within 20 minutes warm, 45 cold). Each
+# is timed as make test's stages are, in a table of its own.
+# - the release's signing: hack/image's TestCosignSignsAndVerifiesTheIndex
+#   (build tag release) signs and attests the image index with the pinned
+#   cosign and verifies it as a user would; cosign is about 8 minutes to
+#   build cold, for this test alone;
+# - the image's other architecture under emulation (test-emulated): about
+#   9 minutes cold, a second compile of Gatehouse for FOREIGN_ARCH;
+# - the lowest tested minor (CI_KUBE_MINORS): its e2e subset and install
+#   suite (test-minors), about 12.5 minutes cold to build its control plane.
+CI_STAGES_FILE := $(BIN)/make-test-ci-stages.txt
+CI_STAGE       := STAGES_FILE=$(CI_STAGES_FILE) hack/stage.sh
+
+.PHONY: test-ci
+test-ci: deps ## What .ci/run runs after make test: the release's signing (cosign), the other architecture under emulation (test-emulated) and 1.34's e2e subset and install suite (test-minors); prints each stage's time.
+	@$(CI_STAGE) --reset
+	@$(MAKE) -q $(COSIGN) 2>/dev/null || $(CI_STAGE) 'build cosign' -- $(MAKE) --no-print-directory STEPS='$(STEPS)' $(COSIGN)
+	$(CI_STAGE) 'release signing (cosign)' -- $(MAKE) --no-print-directory test-release
+	$(CI_STAGE) 'emulated ($(FOREIGN_ARCH))' -- $(MAKE) --no-print-directory test-emulated
+	@$(MAKE) -q $(foreach m,$(CI_KUBE_MINORS),$(addprefix $(BIN)/kube-$m/,$(KUBE_MINOR_BINS))) 2>/dev/null || \
+		$(CI_STAGE) 'build Kubernetes $(CI_KUBE_MINORS) (tools-minors)' -- $(MAKE) --no-print-directory STEPS='$(STEPS)' tools-minors KUBE_MINORS='$(CI_KUBE_MINORS)'
+	$(CI_STAGE) 'minors ($(CI_KUBE_MINORS): e2e subset, install)' -- $(MAKE) --no-print-directory test-minors KUBE_MINORS='$(CI_KUBE_MINORS)' MINOR_INSTALL='$(CI_MINOR_INSTALL)'
+	@$(CI_STAGE) --report
+
+.PHONY: test-release
+test-release: $(COSIGN) ## The release's signing played offline: hack/image's tests with the release build tag (cosign signs, attests and verifies the image index in a registry on loopback).
+	COSIGN=$(COSIGN) $(GO) test -tags release -count=1 -timeout 15m ./hack/image/
 
 # UNIT_TIMEOUT bounds each package of the unit stage (go test's default is
 # 10 minutes, which a cold, busy machine's first run went past: issue 36).
@@ -367,7 +404,7 @@ test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/file
 # imports IMAGE_ARCHIVE, so only this machine's platform is built for it
 # (hack/image's tests build every platform's layers).
 test-install: $(TEST_TOOLS) $(if $(IMAGE_READY),,local-image) ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
-	$(GO) test -count=1 -v -timeout 30m ./test/install/
+	$(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -v -timeout 30m ./test/install/
 
 # The minor matrix: each older tested minor (KUBE_MINORS) runs the part of
 # the e2e suite where Gatehouse meets the API server and the controllers,
@@ -407,8 +444,9 @@ MINOR_E2E := TestControlPlane.* \
 # MINOR_INSTALL is the install suite's part each older minor runs: all of
 # it (empty: none).
 MINOR_INSTALL := .*
-# CI_KUBE_MINORS and CI_MINOR_INSTALL are the part of the matrix make test
-# runs: the lowest tested minor's e2e subset and its whole install suite.
+# CI_KUBE_MINORS (defined with KUBE_MINORS) and CI_MINOR_INSTALL are the
+# part of the matrix make test-ci (.ci/run) runs: the lowest tested minor's
+# e2e subset and its whole install suite.
 # The install suite is where the minors differ most for an install: before
 # 1.37 kube-apiserver keeps a webhook connection on the Pod it dialled, so a
 # draining replica is still called until the drain closes each connection
@@ -420,10 +458,7 @@ MINOR_INSTALL := .*
 # control plane in about 11 minutes on two cores, and the whole matrix
 # (three minors, builds and both suites) would take .ci/run past its 90
 # minutes; make test-minors runs all of it (docs/testing.md).
-CI_KUBE_MINORS   := 1.34
 CI_MINOR_INSTALL := .*
-empty :=
-space := $(empty) $(empty)
 
 .PHONY: test-minors
 test-minors: $(TEST_TOOLS) tools-minors build $(if $(IMAGE_READY),,local-image) ## The minor matrix: MINOR_E2E and the install suite on Kubernetes 1.34, 1.35 and 1.36 (bin/kube-<minor>/); KUBE_MINORS=1.34 for one.
@@ -432,8 +467,8 @@ test-minors: $(TEST_TOOLS) tools-minors build $(if $(IMAGE_READY),,local-image) 
 	@for name in $(MINOR_E2E); do grep -qE "^func $$name\(t \*testing.T\)" test/e2e/*_test.go || { echo "make: MINOR_E2E names $$name, which no test in test/e2e matches"; exit 1; }; done
 	@failed=; for m in $(KUBE_MINORS); do \
 		echo "make: the e2e subset$(if $(MINOR_INSTALL), and the install suite) on Kubernetes $$m"; \
-		GATEHOUSE_KUBE_MINOR=$$m $(GO) test -count=1 -shuffle=on -timeout 20m -run '^($(subst $(space),|,$(strip $(MINOR_E2E))))$$' ./test/e2e/ || failed="$$failed $$m(e2e)"; \
-		if [ -n '$(MINOR_INSTALL)' ]; then GATEHOUSE_KUBE_MINOR=$$m $(GO) test -count=1 -timeout 20m -run '^($(MINOR_INSTALL))$$' ./test/install/ || failed="$$failed $$m(install)"; fi; \
+		GATEHOUSE_KUBE_MINOR=$$m $(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -shuffle=on -timeout 20m -run '^($(subst $(space),|,$(strip $(MINOR_E2E))))$$' ./test/e2e/ || failed="$$failed $$m(e2e)"; \
+		if [ -n '$(MINOR_INSTALL)' ]; then GATEHOUSE_KUBE_MINOR=$$m $(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -timeout 20m -run '^($(MINOR_INSTALL))$$' ./test/install/ || failed="$$failed $$m(install)"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "make: the minor matrix failed on$$failed"; exit 1; fi
 
@@ -445,7 +480,7 @@ test-loaded: ## make test on a busy machine: a CPU hog on one core and a make ru
 
 .PHONY: chaos
 chaos: $(RUN_TOOLS) build ## Fault tests alone (Gatehouse killed and restarted under load); make test runs them too.
-	$(GO) test -count=1 -v -timeout 10m ./test/chaos/
+	$(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -v -timeout 10m ./test/chaos/
 
 # FUZZTIME is how long each fuzz target runs; FUZZMINIMIZETIME bounds the
 # minimization of each new input (Go's default, 60s, would spend a short run
@@ -476,7 +511,7 @@ RUN_STARTED := $(if $(filter run,$(MAKECMDGOALS)),$(shell date +%s))
 
 run: deps-run $(RUN_TOOLS) build $(if $(filter 1,$(REAL_NODE)),$(BIN)/kubelet local-image) ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and Gatehouse locally; kubeconfig in .gatehouse/kubeconfig. Builds only those (and kubelet and images with REAL_NODE=1). REAL_NODE=1 adds a kubelet-run Node.
 	$(call step,devenv,devenv (make run's launcher),15 s)
-	$(GO) build -o $(BIN)/devenv ./hack/devenv
+	$(GO_STATIC) build $(IMAGE_GOFLAGS) -o $(BIN)/devenv ./hack/devenv
 	REAL_NODE=$(REAL_NODE) GATEHOUSE_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) PAUSE_IMAGE_ARCHIVE=$(PAUSE_IMAGE_ARCHIVE) GATEHOUSE_RUN_STARTED=$(RUN_STARTED) exec $(BIN)/devenv
 
 .PHONY: help

@@ -14,7 +14,8 @@ mkdir -p "$out"
 # What make test and make run need, built before the load starts: the
 # builds are not what this measures.
 "$make" tools build
-go build -o bin/devenv ./hack/devenv
+# In make build's configuration (the Makefile's GO_STATIC): a link.
+CGO_ENABLED=0 go build -trimpath -o bin/devenv ./hack/devenv
 
 # Stopped at exit: the hog with SIGTERM (a background job of a script
 # ignores SIGINT), make run's launcher with SIGINT, as Ctrl-C stops it.

@@ -1,3 +1,9 @@
+//go:build release
+
+// The release's signing, played offline with the pinned cosign: make
+// test-release (which .ci/run runs through make test-ci) builds cosign and
+// runs this file; make test leaves it out, and cosign's build with it.
+
 package main
 
 import (

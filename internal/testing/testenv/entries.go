@@ -46,9 +46,12 @@ func buildEntriesBinary() (string, error) {
 	}
 	_ = tmp.Close()
 	defer os.Remove(tmp.Name())
-	// go test puts its toolchain's bin first on the tests' PATH.
-	cmd := exec.Command("go", "build", "-o", tmp.Name(), "./cmd/gatehouse")
+	// go test puts its toolchain's bin first on the tests' PATH. The
+	// configuration is make build's (static, -trimpath: the Makefile's
+	// GO_STATIC), so this is a link of the packages it compiled.
+	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp.Name(), "./cmd/gatehouse")
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
