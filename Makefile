@@ -204,7 +204,7 @@ IMAGE_GOFLAGS := -trimpath -buildvcs=auto
 # configuration is a cache key of every package: cgo changes net, -trimpath
 # every file name) and the image's binary is a link. Only the unit stage
 # compiles in another, the race detector's, which needs cgo.
-GO_STATIC     := CGO_ENABLED=0 $(GO)
+GO_STATIC     := env CGO_ENABLED=0 $(GO)
 GO_TEST_FLAGS := -trimpath
 IMAGE_BUILD   := $(BIN)/image
 
