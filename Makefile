@@ -199,7 +199,8 @@ build: ## Build bin/gatehouse (static, as the image's: GO_STATIC).
 IMAGE_GOFLAGS := -trimpath -buildvcs=auto
 # GO_STATIC is go in the image's configuration (CGO_ENABLED=0; with
 # IMAGE_GOFLAGS' -trimpath for builds, GO_TEST_FLAGS for tests). make build,
-# vet, the e2e, chaos and install suites and the image all compile in it,
+# the e2e, chaos and install suites, the image and make run's launcher all
+# compile in it,
 # so Gatehouse and its dependencies are compiled once for all of them (a
 # configuration is a cache key of every package: cgo changes net, -trimpath
 # every file name) and the image's binary is a link. Only the unit stage
