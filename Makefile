@@ -266,7 +266,7 @@ generate: $(CONTROLLER_GEN) $(CONVERSION_GEN) ## Generate deepcopy code, CRDs an
 	$(CONVERSION_GEN) --output-file zz_generated.conversion.go --go-header-file /dev/null ./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:artifacts:config=config/crd/external
-	rm -rf config/rbac/role.yaml $(addprefix config/rbac/,$(RBAC_SOURCES))
+	rm -f config/rbac/role.yaml $(foreach name,$(RBAC_SOURCES),config/rbac/$(name)/role.yaml)
 	for name in $(RBAC_SOURCES); do \
 		pkg=internal/$$name; [ $$name = core ] && pkg=internal/app; \
 		$(CONTROLLER_GEN) rbac:roleName=gatehouse-$$name paths=./$$pkg/... output:rbac:artifacts:config=config/rbac/$$name || exit 1; \

@@ -85,7 +85,8 @@
 // The checks read Secrets kube-system/d8-cluster-configuration and
 // d8-provider-cluster-configuration, Endpoints default/kubernetes and
 // ModuleConfig global, each through an informer selected by name, and
-// Nodes through one metadata informer per label the checks use. /readyz
+// Nodes through one metadata cache of the Nodes labelled
+// node.deckhouse.io/group, indexed by group. /readyz
 // waits for all of them. The ModuleConfig CRD may be installed or removed
 // at any time: the module watches that CRD and runs the ModuleConfig
 // informer only while it exists; without it there are no custom toleration

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
+	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha2"
 )
 
 // Messages clients match on keep Deckhouse's wording, "longer then"
@@ -35,6 +37,7 @@ const (
 	msgMaxPods              = ".spec.kubelet.maxPods (%d) is too high: each pod may need 2 IPs (one terminating + one starting), but only %d IPs available in podSubnetNodeCIDRPrefix /%d"
 	msgMemorySwapCgroupV1   = "memorySwap requires cgroup v2, but NodeGroup %q contains nodes where cgroup v2 is not supported"
 	msgConversionData       = "the annotation is written by Gatehouse's conversion and must be a JSON object: %v"
+	msgConversionDataSpoke  = "the annotation is written by Gatehouse's conversion: with it, the group cannot be read as %s: %v; remove the annotation or restore its %s section"
 	// Deckhouse's Go port's wording, "or removed" included.
 	msgStaticSelector = ".spec.staticInstances.labelSelector can be added but cannot be modified or removed once set. To change it, create a new NodeGroup"
 	// The v1 schema rule's wording, which this check carries to the older
@@ -193,7 +196,7 @@ var checks = []check{
 		}
 		return validateMemorySwap(in.ng.Name, in.ng.Spec.Kubelet, in.state.NodesWithoutContainerdV2)
 	})},
-	{"conversionData", 0, denies(func(in checkInput) field.ErrorList { return validateConversionData(in.ng.Annotations) })},
+	{"conversionData", 0, denies(func(in checkInput) field.ErrorList { return validateConversionData(in.old, in.ng) })},
 }
 
 var (
@@ -428,15 +431,36 @@ func warnMaxPods(k *v1.KubeletSpec, prefix int) []string {
 
 // validateConversionData is not a Deckhouse check: a v1 client could store
 // an annotation that no later conversion to an older version could read,
-// breaking every LIST through that version.
-func validateConversionData(annotations map[string]string) field.ErrorList {
-	raw, ok := annotations[v1.ConversionDataAnnotation]
+// breaking every read and LIST through that version. So the group is
+// converted to each older version here, as the API server would convert
+// it, and an annotation that makes either fail is refused. An UPDATE that
+// leaves a stored annotation as it was is let through, so that a group
+// stored before this check can still be changed. old is nil on CREATE.
+func validateConversionData(old, ng *v1.NodeGroup) field.ErrorList {
+	raw, ok := ng.Annotations[v1.ConversionDataAnnotation]
 	if !ok {
 		return nil
 	}
+	if old != nil {
+		if was, ok := old.Annotations[v1.ConversionDataAnnotation]; ok && was == raw {
+			return nil
+		}
+	}
+	path := field.NewPath("metadata", "annotations").Key(v1.ConversionDataAnnotation)
 	var sections map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(raw), &sections); err != nil {
-		return field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations").Key(v1.ConversionDataAnnotation), raw, fmt.Sprintf(msgConversionData, err))}
+		return field.ErrorList{field.Invalid(path, raw, fmt.Sprintf(msgConversionData, err))}
+	}
+	for _, spoke := range []struct {
+		version string
+		hub     interface{ ConvertFromHub(*v1.NodeGroup) error }
+	}{
+		{v1alpha1.GroupVersion.Version, &v1alpha1.NodeGroup{}},
+		{v1alpha2.GroupVersion.Version, &v1alpha2.NodeGroup{}},
+	} {
+		if err := spoke.hub.ConvertFromHub(ng.DeepCopy()); err != nil {
+			return field.ErrorList{field.Invalid(path, raw, fmt.Sprintf(msgConversionDataSpoke, spoke.version, err, spoke.version))}
+		}
 	}
 	return nil
 }

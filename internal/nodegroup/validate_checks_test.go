@@ -274,13 +274,44 @@ func TestWarnMaxPods(t *testing.T) {
 }
 
 func TestValidateConversionData(t *testing.T) {
+	group := func(annotation string) *v1.NodeGroup {
+		ng := &v1.NodeGroup{Spec: v1.NodeGroupSpec{NodeType: v1.NodeTypeStatic}}
+		if annotation != "" {
+			ng.Annotations = map[string]string{v1.ConversionDataAnnotation: annotation}
+		}
+		return ng
+	}
+	path := []string{"metadata.annotations[gatehouse.dev/nodegroup-conversion-data]"}
 	runChecks(t, []checkCase{
-		{"unreadable", validateConversionData(map[string]string{v1.ConversionDataAnnotation: "{"}),
-			[]string{"the annotation is written by Gatehouse's conversion and must be a JSON object: unexpected end of JSON input"},
-			[]string{"metadata.annotations[gatehouse.dev/nodegroup-conversion-data]"}},
-		{"an object", validateConversionData(map[string]string{v1.ConversionDataAnnotation: `{"v1":{}}`}), nil, nil},
-		{"absent", validateConversionData(nil), nil, nil},
+		{"unreadable", validateConversionData(nil, group("{")),
+			[]string{"the annotation is written by Gatehouse's conversion and must be a JSON object: unexpected end of JSON input"}, path},
+		{"an object", validateConversionData(nil, group(`{"v1":{}}`)), nil, nil},
+		{"absent", validateConversionData(nil, group("")), nil, nil},
+		// Stored before this check, unchanged by the update: let through.
+		{"unchanged on update", validateConversionData(group(`{"v1alpha1":{"x":1}}`), group(`{"v1alpha1":{"x":1}}`)), nil, nil},
 	})
+	// A JSON object with a section no conversion can read: every read of
+	// the group in that version would fail from then on. (v1alpha2 keeps no
+	// section of its own; its conversion fails only on the object itself.)
+	for _, tc := range []struct {
+		name     string
+		old, now *v1.NodeGroup
+		want     string
+	}{
+		{"an unknown field in the v1alpha1 section", nil, group(`{"v1alpha1":{"x":1}}`),
+			`the annotation is written by Gatehouse's conversion: with it, the group cannot be read as v1alpha1: section "v1alpha1" of the conversion data`},
+		{"a v1alpha1 section of the wrong type", nil, group(`{"v1alpha1":[]}`), "the group cannot be read as v1alpha1"},
+		{"changed on update", group(`{"v1alpha1":{}}`), group(`{"v1alpha1":{"x":1}}`), "the group cannot be read as v1alpha1"},
+	} {
+		errs := validateConversionData(tc.old, tc.now)
+		if len(errs) != 1 || !strings.Contains(errs[0].Detail, tc.want) || errs[0].Field != path[0] ||
+			!strings.HasSuffix(errs[0].Detail, "remove the annotation or restore its v1alpha1 section") {
+			t.Errorf("%s: %v, want one denial of %s saying %q", tc.name, errs, path[0], tc.want)
+		}
+		if len(errs) == 1 && !slices.Contains(denialReasons(), denialReason(errs)) {
+			t.Errorf("%s: no declared denial reason", tc.name)
+		}
+	}
 }
 
 // TestCustomContainerdDenialIsBounded: a group of 1,000 custom-containerd

@@ -1,7 +1,9 @@
 package webhookconfig
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -31,11 +33,18 @@ type Settings struct {
 	// labels, AND-ed with what a webhook declares. Whoever may set a label
 	// on an object decides whether the webhook sees it.
 	ObjectSelector *metav1.LabelSelector `json:"objectSelector,omitempty"`
+	// MatchConditions are CEL conditions the API server evaluates before it
+	// calls one of the module's webhooks, AND-ed with those the webhook
+	// declares: a request is sent only when every one is true. They narrow
+	// what the webhooks see as an objectSelector does, so a webhook that
+	// refuses an objectSelector or namespace exclusions refuses them too.
+	MatchConditions []admissionregistrationv1.MatchCondition `json:"matchConditions,omitempty"`
 }
 
 // Empty is true when the settings change nothing.
 func (s *Settings) Empty() bool {
-	return s == nil || (s.FailurePolicy == nil && s.TimeoutSeconds == nil && len(s.NamespaceExclusions) == 0 && s.ObjectSelector == nil)
+	return s == nil || (s.FailurePolicy == nil && s.TimeoutSeconds == nil && len(s.NamespaceExclusions) == 0 &&
+		s.ObjectSelector == nil && len(s.MatchConditions) == 0)
 }
 
 // Validate checks the settings on their own, each rule a function of its
@@ -49,6 +58,7 @@ func (s *Settings) Validate(path *field.Path) field.ErrorList {
 	errs = append(errs, validateTimeout(s.TimeoutSeconds, path.Child("timeoutSeconds"))...)
 	errs = append(errs, validateNamespaceExclusions(s.NamespaceExclusions, path.Child("namespaceExclusions"))...)
 	errs = append(errs, validateObjectSelector(s.ObjectSelector, path.Child("objectSelector"))...)
+	errs = append(errs, validateMatchConditions(s.MatchConditions, path.Child("matchConditions"))...)
 	return errs
 }
 
@@ -82,6 +92,41 @@ func validateObjectSelector(sel *metav1.LabelSelector, path *field.Path) field.E
 		return nil
 	}
 	return metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, path)
+}
+
+// MaxMatchConditions is the API server's limit of match conditions per
+// webhook, the declared ones included.
+const MaxMatchConditions = 64
+
+// validateMatchConditions checks each condition as the API server checks
+// a webhook configuration's: a qualified name, unique, and an expression
+// that compiles to a bool over request, object, oldObject and authorizer.
+func validateMatchConditions(conds []admissionregistrationv1.MatchCondition, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(conds) > MaxMatchConditions {
+		errs = append(errs, field.TooMany(path, len(conds), MaxMatchConditions))
+	}
+	seen := map[string]bool{}
+	for i, c := range conds {
+		p := path.Index(i)
+		switch {
+		case c.Name == "":
+			errs = append(errs, field.Required(p.Child("name"), "a condition is named"))
+		case seen[c.Name]:
+			errs = append(errs, field.Duplicate(p.Child("name"), c.Name))
+		default:
+			for _, msg := range validation.IsQualifiedName(c.Name) {
+				errs = append(errs, field.Invalid(p.Child("name"), c.Name, msg))
+			}
+		}
+		seen[c.Name] = true
+		if strings.TrimSpace(c.Expression) == "" {
+			errs = append(errs, field.Required(p.Child("expression"), "a CEL expression"))
+		} else if err := compileMatchCondition(c); err != nil {
+			errs = append(errs, field.Invalid(p.Child("expression"), c.Expression, err.Error()))
+		}
+	}
+	return errs
 }
 
 // Apply returns hook with the settings applied, or an error when the
@@ -131,10 +176,42 @@ func (s *Settings) Apply(hook module.Webhook, path *field.Path) (module.Webhook,
 			hook.ObjectSelector = merged
 		}
 	}
+	if len(s.MatchConditions) > 0 {
+		if why := cmp.Or(hook.Locked.ObjectSelector, hook.Locked.NamespaceExclusions); why != "" {
+			errs = append(errs, field.Forbidden(path.Child("matchConditions"),
+				fmt.Sprintf("webhook %s takes no matchConditions: %s", hook.Name, why)))
+		} else {
+			conds, err := appendMatchConditions(hook.Name, hook.MatchConditions, s.MatchConditions)
+			if err != nil {
+				errs = append(errs, field.Invalid(path.Child("matchConditions"), len(s.MatchConditions), err.Error()))
+			}
+			hook.MatchConditions = conds
+		}
+	}
 	if len(errs) > 0 {
 		return hook, errs.ToAggregate()
 	}
 	return hook, nil
+}
+
+// appendMatchConditions ANDs the operator's conditions with the declared
+// ones: a name both use, or more than the API server takes, is an error.
+func appendMatchConditions(webhook string, declared, added []admissionregistrationv1.MatchCondition) ([]admissionregistrationv1.MatchCondition, error) {
+	out := slices.Clone(declared)
+	var clashes []string
+	for _, c := range added {
+		if slices.ContainsFunc(declared, func(d admissionregistrationv1.MatchCondition) bool { return d.Name == c.Name }) {
+			clashes = append(clashes, c.Name)
+		}
+	}
+	out = append(out, added...)
+	if len(clashes) > 0 {
+		return out, fmt.Errorf("webhook %s declares conditions named %s already", webhook, strings.Join(clashes, ", "))
+	}
+	if len(out) > MaxMatchConditions {
+		return out, fmt.Errorf("webhook %s declares %d conditions: with these, %d, over the API server's %d", webhook, len(declared), len(out), MaxMatchConditions)
+	}
+	return out, nil
 }
 
 // NamespaceNameLabel is the label the API server sets on every namespace to

@@ -127,3 +127,67 @@ func TestSettingsLockedNamespaceExclusions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The operator's match conditions are checked as kube-apiserver checks a
+// webhook configuration's (names, and CEL that compiles to a bool), follow
+// the declared conditions, and are refused where an objectSelector is.
+func TestSettingsMatchConditions(t *testing.T) {
+	notCI := admissionregistrationv1.MatchCondition{Name: "not-ci", Expression: `request.userInfo.username != "system:serviceaccount:ci:deployer"`}
+	for _, tc := range []struct {
+		conds []admissionregistrationv1.MatchCondition
+		want  string
+	}{
+		{[]admissionregistrationv1.MatchCondition{{Name: "", Expression: "true"}}, "modules[m].webhook.matchConditions[0].name: Required value"},
+		{[]admissionregistrationv1.MatchCondition{{Name: "a b", Expression: "true"}}, `modules[m].webhook.matchConditions[0].name: Invalid value: "a b"`},
+		{[]admissionregistrationv1.MatchCondition{notCI, notCI}, `modules[m].webhook.matchConditions[1].name: Duplicate value: "not-ci"`},
+		{[]admissionregistrationv1.MatchCondition{{Name: "x", Expression: " "}}, "modules[m].webhook.matchConditions[0].expression: Required value"},
+		// Not CEL, not a bool, an undeclared variable: kube-apiserver
+		// would refuse each in the configuration.
+		{[]admissionregistrationv1.MatchCondition{{Name: "x", Expression: "request.userInfo.username =="}}, "modules[m].webhook.matchConditions[0].expression: Invalid value"},
+		{[]admissionregistrationv1.MatchCondition{{Name: "x", Expression: `request.userInfo.username`}}, "modules[m].webhook.matchConditions[0].expression"},
+		{[]admissionregistrationv1.MatchCondition{{Name: "x", Expression: `params.enabled`}}, "modules[m].webhook.matchConditions[0].expression"},
+	} {
+		errs := (&Settings{MatchConditions: tc.conds}).Validate(settingsPath)
+		if errs.ToAggregate() == nil || !strings.Contains(errs.ToAggregate().Error(), tc.want) {
+			t.Errorf("%+v: errors %v, want %q", tc.conds, errs, tc.want)
+		}
+	}
+	ok := &Settings{MatchConditions: []admissionregistrationv1.MatchCondition{notCI,
+		{Name: "labelled", Expression: `has(object.metadata.labels) && "team" in object.metadata.labels`},
+		{Name: "may-delete", Expression: `authorizer.group("").resource("pods").check("delete").allowed()`}}}
+	if errs := ok.Validate(settingsPath); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+
+	h := hooks()[0]
+	h.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "declared", Expression: "true"}}
+	got, err := ok.Apply(h, settingsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range got.MatchConditions {
+		names = append(names, c.Name)
+	}
+	if want := []string{"declared", "not-ci", "labelled", "may-delete"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("conditions %v, want %v", names, want)
+	}
+	if len(hooks()[0].MatchConditions) != 0 || len(h.MatchConditions) != 1 {
+		t.Error("Apply changed the declaration")
+	}
+	rendered := Render([]module.Webhook{got}, Target{URL: "https://gh", Namespace: "gh"})
+	if n := len(rendered.Validating.Webhooks[0].MatchConditions); n != 4 {
+		t.Errorf("rendered with %d conditions, want 4", n)
+	}
+
+	clash := &Settings{MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "declared", Expression: "false"}}}
+	if _, err := clash.Apply(h, settingsPath); err == nil || !strings.Contains(err.Error(), "webhook v.test declares conditions named declared already") {
+		t.Errorf("a condition named as a declared one: %v", err)
+	}
+	guard := hooks()[0]
+	guard.Locked = module.Locked{ObjectSelector: "tenants set labels"}
+	if _, err := ok.Apply(guard, settingsPath); err == nil || !strings.Contains(err.Error(),
+		"modules[m].webhook.matchConditions: Forbidden: webhook v.test takes no matchConditions: tenants set labels") {
+		t.Errorf("a guard that refuses an objectSelector: %v", err)
+	}
+}

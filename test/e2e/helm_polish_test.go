@@ -109,6 +109,25 @@ func TestHelmScrapeMonitors(t *testing.T) {
 		t.Errorf("PodMonitor relabelings %v", r)
 	}
 
+	// The ServiceMonitor presents Prometheus's own token by default, and a
+	// Secret's through authorization once one is named.
+	if sm["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+		t.Errorf("ServiceMonitor endpoint %v: want Prometheus's own token by default", sm)
+	}
+	for _, o := range renderChart(t, ns, "metrics.serviceMonitor.enabled=true", "metrics.secure=true",
+		"metrics.serviceMonitor.authorization.secretName=prometheus-token") {
+		if o.GetKind() != "ServiceMonitor" {
+			continue
+		}
+		ep := endpoint(o, "endpoints")
+		if _, ok := ep["bearerTokenFile"]; ok {
+			t.Error("ServiceMonitor with authorization still uses the deprecated bearerTokenFile")
+		}
+		if name, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name"); name != "prometheus-token" {
+			t.Errorf("ServiceMonitor authorization %v: want the Secret prometheus-token", ep["authorization"])
+		}
+	}
+
 	// Plain HTTP without metrics.secure: no credentials at all.
 	for _, o := range renderChart(t, ns, "metrics.podMonitor.enabled=true") {
 		if o.GetKind() != "PodMonitor" {

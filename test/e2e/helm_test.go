@@ -324,6 +324,14 @@ func TestHelmRejectsBadValues(t *testing.T) {
 			"modules.placement.webhook.failurePolicy: webhook placement-affinityclass.gatehouse.dev must stay Fail: it keeps a tenant's placement boundary"},
 		{[]string{"modules.placement.enabled=true", "modules.placement.webhook.objectSelector.matchLabels.a=b"},
 			"modules.placement.webhook.objectSelector: webhook placement-affinityclass.gatehouse.dev takes no objectSelector"},
+		// Match conditions are refused where an objectSelector is, in both
+		// modes; a name the webhook declares already is an error.
+		{[]string{"modules.placement.enabled=true", "modules.placement.webhook.matchConditions[0].name=a", "modules.placement.webhook.matchConditions[0].expression=request.dryRun"},
+			"modules.placement.webhook.matchConditions: webhook placement-affinityclass.gatehouse.dev takes no matchConditions"},
+		{[]string{"certificates.mode=certManager", "webhooks.mode=static", "modules.placement.enabled=true",
+			"modules.placement.webhook.matchConditions[0].name=a", "modules.placement.webhook.matchConditions[0].expression=request.dryRun"},
+			"modules.placement.webhook.matchConditions: webhook placement-affinityclass.gatehouse.dev takes no matchConditions"},
+		{[]string{"modules.pvsafe.webhook.matchConditions[0].name=a"}, "at '/modules/pvsafe/webhook/matchConditions/0': missing property 'expression'"},
 		// configcheck's author and config webhooks see every namespace but
 		// the always-excluded ones: a config they do not see carries a
 		// record nobody checked.
@@ -682,7 +690,7 @@ func TestHelmPVSafeBypassRole(t *testing.T) {
 	objs := renderChart(t, "gatehouse-system")
 	wantSettings(t, objs, "pvsafe", `{"bypass":"authorized"}`)
 	root, _ := testenv.RepoRoot()
-	data, err := os.ReadFile(filepath.Join(root, "config/rbac/pvsafe_bypass_role.yaml"))
+	data, err := os.ReadFile(filepath.Join(root, "config/rbac/pvsafe/bypass_role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -697,7 +705,7 @@ func TestHelmPVSafeBypassRole(t *testing.T) {
 		}
 	}
 	if found == nil || fmtRules(found.Rules) != fmtRules(want.Rules) {
-		t.Fatalf("ClusterRole %s: %+v, want the rules of config/rbac/pvsafe_bypass_role.yaml %+v", pvsafe.BypassClusterRole, found, want.Rules)
+		t.Fatalf("ClusterRole %s: %+v, want the rules of config/rbac/pvsafe/bypass_role.yaml %+v", pvsafe.BypassClusterRole, found, want.Rules)
 	}
 	for k := range found.Labels {
 		if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
@@ -833,21 +841,48 @@ func TestHelmGoMemLimit(t *testing.T) {
 		{[]string{"resources.limits.memory=2147483648"}, "1843MiB"}, // 2Gi in bytes
 		{[]string{"resources.limits.memory=1Ti"}, "943718MiB"},      // 1048576 * 0.9 = 943718.4
 		{[]string{"goMemLimit=300MiB"}, "300MiB"},
-		// The render workers' 512Mi are not the Go heap's.
-		{[]string{"modules.configcheck.enabled=true", "resources.limits.memory=1Gi"}, "460MiB"},
+		// The render workers' 512Mi are not the Go heap's, where they run
+		// in the server's container.
+		{[]string{"modules.configcheck.enabled=true", "modules.configcheck.separateIdentity=false", "resources.limits.memory=1Gi"}, "460MiB"},
+		// With the sandbox runner (the default) they run in its container:
+		// the server's limit is the server's.
+		{[]string{"modules.configcheck.enabled=true", "resources.limits.memory=1Gi"}, "921MiB"},
+		{[]string{"modules.configcheck.enabled=true"}, "460MiB"},
 		{[]string{"resources.limits=null"}, ""},
 	} {
 		objs := renderChart(t, "gatehouse-system", tc.set...)
-		got := ""
-		for _, env := range findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Env {
-			if env.Name == "GOMEMLIMIT" {
-				got = env.Value
-			}
-		}
-		if got != tc.want {
+		if got := goMemLimit(findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0]); got != tc.want {
 			t.Errorf("--set %v: GOMEMLIMIT %q, want %q", tc.set, got, tc.want)
 		}
 	}
+	// The sandbox runner's: 90% of its limit less the workers'.
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, "460MiB"}, // 1Gi
+		{[]string{"modules.configcheck.sandboxRunner.resources.limits.memory=2Gi"}, "1382MiB"},
+		{[]string{"modules.configcheck.sandboxRunner.resources.limits=null"}, ""},
+	} {
+		objs := renderChart(t, "gatehouse-system", append([]string{"modules.configcheck.enabled=true"}, tc.set...)...)
+		runners := findObject[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.InitContainers
+		if len(runners) != 1 {
+			t.Fatalf("--set %v: %d init containers, want the sandbox runner", tc.set, len(runners))
+		}
+		if got := goMemLimit(runners[0]); got != tc.want {
+			t.Errorf("--set %v: the sandbox runner's GOMEMLIMIT %q, want %q", tc.set, got, tc.want)
+		}
+	}
+}
+
+// goMemLimit is a container's GOMEMLIMIT, or "".
+func goMemLimit(c corev1.Container) string {
+	for _, env := range c.Env {
+		if env.Name == "GOMEMLIMIT" {
+			return env.Value
+		}
+	}
+	return ""
 }
 
 // TestHelmHardening: client certificate authentication of the API server,

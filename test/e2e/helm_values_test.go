@@ -28,6 +28,8 @@ var pvsafeSettings = []string{
 	"modules.pvsafe.webhook.timeoutSeconds=4",
 	"modules.pvsafe.webhook.namespaceExclusions={tenant-z,tenant-a}",
 	"modules.pvsafe.webhook.objectSelector.matchLabels.protected=yes",
+	"modules.pvsafe.webhook.matchConditions[0].name=not-ci",
+	"modules.pvsafe.webhook.matchConditions[0].expression=request.userInfo.username != 'ci'",
 }
 
 // The same values reach the --config file (managed mode: Gatehouse renders
@@ -46,7 +48,8 @@ func TestHelmWebhookSettingsReachBothModes(t *testing.T) {
 		NamespaceExclusions: []string{"tenant-z", "tenant-a"},
 	}
 	if settings == nil || !reflect.DeepEqual(settings.FailurePolicy, want.FailurePolicy) || *settings.TimeoutSeconds != 4 ||
-		!slices.Equal(settings.NamespaceExclusions, want.NamespaceExclusions) || settings.ObjectSelector.MatchLabels["protected"] != "yes" {
+		!slices.Equal(settings.NamespaceExclusions, want.NamespaceExclusions) || settings.ObjectSelector.MatchLabels["protected"] != "yes" ||
+		len(settings.MatchConditions) != 1 || settings.MatchConditions[0].Expression != "request.userInfo.username != 'ci'" {
 		t.Fatalf("pvsafe settings in the --config file: %+v", settings)
 	}
 	if c, ok := cfg.Modules["nodegroup"]; ok {
@@ -74,10 +77,11 @@ func TestHelmWebhookSettingsReachBothModes(t *testing.T) {
 			continue
 		}
 		if !reflect.DeepEqual(w.FailurePolicy, rendered.FailurePolicy) || !reflect.DeepEqual(w.TimeoutSeconds, rendered.TimeoutSeconds) ||
-			!reflect.DeepEqual(w.NamespaceSelector, rendered.NamespaceSelector) || !reflect.DeepEqual(w.ObjectSelector, rendered.ObjectSelector) {
-			t.Errorf("static entry %s:\n failurePolicy %s timeout %d namespaceSelector %v objectSelector %v\nGatehouse renders:\n failurePolicy %s timeout %d namespaceSelector %v objectSelector %v",
-				w.Name, *w.FailurePolicy, *w.TimeoutSeconds, w.NamespaceSelector, w.ObjectSelector,
-				*rendered.FailurePolicy, *rendered.TimeoutSeconds, rendered.NamespaceSelector, rendered.ObjectSelector)
+			!reflect.DeepEqual(w.NamespaceSelector, rendered.NamespaceSelector) || !reflect.DeepEqual(w.ObjectSelector, rendered.ObjectSelector) ||
+			!reflect.DeepEqual(w.MatchConditions, rendered.MatchConditions) {
+			t.Errorf("static entry %s:\n failurePolicy %s timeout %d namespaceSelector %v objectSelector %v matchConditions %v\nGatehouse renders:\n failurePolicy %s timeout %d namespaceSelector %v objectSelector %v matchConditions %v",
+				w.Name, *w.FailurePolicy, *w.TimeoutSeconds, w.NamespaceSelector, w.ObjectSelector, w.MatchConditions,
+				*rendered.FailurePolicy, *rendered.TimeoutSeconds, rendered.NamespaceSelector, rendered.ObjectSelector, rendered.MatchConditions)
 		}
 		return
 	}
@@ -231,6 +235,23 @@ func TestHelmRendersForGitOps(t *testing.T) {
 	}
 	if !crd || !role {
 		t.Errorf("defaults: CRD rendered %v, bypass role rendered %v; want both", crd, role)
+	}
+	// Every CRD stays when its module is turned off or the Application
+	// deleted, under Argo CD's and Flux's pruning (docs/gitops.md);
+	// TestInstallAsArgoCDAndDeleteAsArgoCD prunes as they do.
+	crds := 0
+	for _, obj := range renderChart(t, "gatehouse-system", "modules.nodegroup.enabled=true", "modules.placement.enabled=true", "modules.configcheck.enabled=true") {
+		if obj.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		crds++
+		a := obj.GetAnnotations()
+		if a["helm.sh/resource-policy"] != "keep" || a["argocd.argoproj.io/sync-options"] != "Prune=false,Delete=false" || a["kustomize.toolkit.fluxcd.io/prune"] != "disabled" {
+			t.Errorf("CRD %s may be deleted by Helm, Argo CD or Flux: %v", obj.GetName(), a)
+		}
+	}
+	if crds != 3 {
+		t.Errorf("%d CRDs rendered with every module on, want 3", crds)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -138,6 +139,8 @@ func TestModuleWebhookSettingsAreKeptByTheDriftRepair(t *testing.T) {
 		TimeoutSeconds:      ptr.To[int32](4),
 		NamespaceExclusions: []string{"tenant-z", "tenant-y"},
 		ObjectSelector:      &metav1.LabelSelector{MatchLabels: map[string]string{"guarded-by": "gatehouse"}},
+		MatchConditions: []admissionregistrationv1.MatchCondition{
+			{Name: "not-ci", Expression: `request.userInfo.username != "system:serviceaccount:ci:deployer"`}},
 	}
 	g := startInstance(t, "gh-settings", ns, settings)
 	check := func() error {
@@ -156,8 +159,9 @@ func TestModuleWebhookSettingsAreKeptByTheDriftRepair(t *testing.T) {
 		want := []string{"kube-node-lease", "kube-system", ns, "tenant-y", "tenant-z"}
 		slices.Sort(want)
 		if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.TimeoutSeconds != 4 || w.ObjectSelector.MatchLabels["guarded-by"] != "gatehouse" ||
-			!slices.Equal(excluded, want) {
-			return fmt.Errorf("webhook failurePolicy %s, timeout %d, objectSelector %v, excluded %v", *w.FailurePolicy, *w.TimeoutSeconds, w.ObjectSelector, excluded)
+			!slices.Equal(excluded, want) || !reflect.DeepEqual(w.MatchConditions, settings.MatchConditions) {
+			return fmt.Errorf("webhook failurePolicy %s, timeout %d, objectSelector %v, excluded %v, matchConditions %v",
+				*w.FailurePolicy, *w.TimeoutSeconds, w.ObjectSelector, excluded, w.MatchConditions)
 		}
 		return nil
 	}
@@ -169,6 +173,7 @@ func TestModuleWebhookSettingsAreKeptByTheDriftRepair(t *testing.T) {
 	c.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Fail)
 	c.Webhooks[0].TimeoutSeconds = ptr.To[int32](10)
 	c.Webhooks[0].ObjectSelector = &metav1.LabelSelector{}
+	c.Webhooks[0].MatchConditions = nil
 	if err := controlPlane.Client.Update(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +205,17 @@ func TestPlacementGuardRefusesIgnore(t *testing.T) {
 			TimeoutSeconds: ptr.To[int32](60)}}},
 	})
 	if want := "modules[pvsafe].webhook.timeoutSeconds: Invalid value: 60: must be between 1 and 30 seconds"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("start-up error %v, want %q", err, want)
+	}
+	// A match condition kube-apiserver would refuse stops Gatehouse at
+	// start-up, rather than every write of its configuration later.
+	_, err = testenv.StartGatehouse(context.Background(), controlPlane, t.TempDir(), app.Options{
+		Namespace: "gatehouse-e2e",
+		Catalogue: catalogue.All(),
+		Modules: map[string]app.ModuleConfig{"pvsafe": {Enabled: true, Webhook: &webhookconfig.Settings{
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "typo", Expression: "request.userInfo.usernme == 'x'"}}}}},
+	})
+	if want := "modules[pvsafe].webhook.matchConditions[0].expression: Invalid value"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("start-up error %v, want %q", err, want)
 	}
 }

@@ -61,7 +61,7 @@ func bypassEvent(t *testing.T, eventNamespace, kind, name string) string {
 func bypassClusterRole(t *testing.T) {
 	t.Helper()
 	root, _ := testenv.RepoRoot()
-	data, err := os.ReadFile(filepath.Join(root, "config/rbac/pvsafe_bypass_role.yaml"))
+	data, err := os.ReadFile(filepath.Join(root, "config/rbac/pvsafe/bypass_role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

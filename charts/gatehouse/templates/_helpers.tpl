@@ -1,3 +1,35 @@
+{{/*
+gatehouse.defaults fills, when the release's values come from a chart with
+other keys (their defaultsRevision is another, or absent), every key of
+this chart's defaults that .Values lacks, keeping every value .Values has
+(false and empty ones too). Every template includes it first. Why: `helm
+upgrade --reuse-values` renders the new chart over the previous release's
+values with the previous chart's defaults, so a key added since is missing,
+and a template reading it would fail ("nil pointer evaluating
+.Values.tests.enabled"). With this chart's own values nothing is filled, so
+a key a user deletes with null stays deleted. files/generated/values.yaml
+is values.yaml as it is (make generate), since a chart's values.yaml is not
+among .Files. Sprig's merge is not used: it replaces false and empty values
+with the default.
+*/}}
+{{- define "gatehouse.defaults" -}}
+{{- $defaults := .Files.Get "files/generated/values.yaml" | fromYaml -}}
+{{- if ne (toString .Values.defaultsRevision) (toString $defaults.defaultsRevision) -}}
+{{- include "gatehouse.fillDefaults" (list .Values $defaults) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gatehouse.fillDefaults" -}}
+{{- $values := index . 0 -}}
+{{- range $key, $default := index . 1 -}}
+{{- if not (hasKey $values $key) -}}
+{{- $_ := set $values $key $default -}}
+{{- else if and (kindIs "map" $default) (kindIs "map" (index $values $key)) -}}
+{{- include "gatehouse.fillDefaults" (list (index $values $key) $default) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Names. */}}
 {{- define "gatehouse.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
@@ -158,11 +190,12 @@ Arguments: (list $ text).
 
 {{/*
 gatehouse.applySettings applies modules.<module>.webhook (failurePolicy,
-timeoutSeconds, namespaceExclusions, objectSelector) to a module's generated
-entries, as Gatehouse's renderer does in managed mode
+timeoutSeconds, namespaceExclusions, objectSelector, matchConditions) to a
+module's generated entries, as Gatehouse's renderer does in managed mode
 (internal/webhookconfig/settings.go): the exclusions join the one
 kubernetes.io/metadata.name NotIn list, sorted; the object selector is
-AND-ed with the declared one. A setting a webhook locks
+AND-ed with the declared one, the match conditions follow the declared
+ones (the API server compiles their CEL; Gatehouse checks it at start-up). A setting a webhook locks
 (files/generated/webhooks/<module>/locked.yaml) fails, with its reason.
 Arguments: (list $ module entries); returns the entries as YAML.
 */}}
@@ -213,6 +246,25 @@ Arguments: (list $ module entries); returns the entries as YAML.
 {{- end -}}
 {{- $_ := set $w "objectSelector" $sel -}}
 {{- end -}}
+{{- with $s.matchConditions -}}
+{{- if $l.matchConditions -}}
+{{- fail (printf "modules.%s.webhook.matchConditions: webhook %s takes no matchConditions: %s" $module $w.name $l.matchConditions) -}}
+{{- end -}}
+{{- $declared := list -}}
+{{- range $c := $w.matchConditions | default list -}}
+{{- $declared = append $declared $c.name -}}
+{{- end -}}
+{{- range $c := . -}}
+{{- if has $c.name $declared -}}
+{{- fail (printf "modules.%s.webhook.matchConditions: webhook %s declares conditions named %s already" $module $w.name $c.name) -}}
+{{- end -}}
+{{- end -}}
+{{- $all := concat ($w.matchConditions | default list) . -}}
+{{- if gt (len $all) 64 -}}
+{{- fail (printf "modules.%s.webhook.matchConditions: webhook %s declares %d conditions: with these, %d, over the API server's 64" $module $w.name (len $declared) (len $all)) -}}
+{{- end -}}
+{{- $_ := set $w "matchConditions" $all -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml $entries -}}
 {{- end -}}
@@ -237,6 +289,7 @@ webhook settings and its own settings (docs/install.md, "Configuration").
 {{- if .timeoutSeconds }}{{ $_ := set $w "timeoutSeconds" (int .timeoutSeconds) }}{{ end -}}
 {{- if .namespaceExclusions }}{{ $_ := set $w "namespaceExclusions" .namespaceExclusions }}{{ end -}}
 {{- if .objectSelector }}{{ $_ := set $w "objectSelector" .objectSelector }}{{ end -}}
+{{- if .matchConditions }}{{ $_ := set $w "matchConditions" .matchConditions }}{{ end -}}
 {{- end -}}
 {{- if $w -}}
 {{- $_ := set $c "webhook" $w -}}
@@ -325,18 +378,46 @@ for people, the runtime pulls the digest).
 {{- end -}}
 
 {{/*
-gatehouse.goMemLimit: .Values.goMemLimit, else 90% of the memory limit (less
-the render workers' 512Mi when configcheck is enabled) in MiB, else nothing.
-The limit is read as Kubernetes reads a quantity: a decimal number (1.5,
-.5, 1e9, 15e2) with a binary (Ki, Mi, Gi, Ti, Pi, Ei) or decimal (k, M, G,
-T, P, E) suffix, or a number YAML already parsed (2147483648, 1e9). What
-it cannot read fails the render rather than run without a soft limit.
+gatehouse.goMemLimit is the server container's GOMEMLIMIT: .Values.goMemLimit,
+else 90% of its memory limit in MiB, less the render workers' 512Mi when
+configcheck runs them in this container (without separateIdentity), else
+nothing.
 */}}
 {{- define "gatehouse.goMemLimit" -}}
 {{- if .Values.goMemLimit -}}
 {{- .Values.goMemLimit -}}
 {{- else -}}
-{{- $raw := dig "limits" "memory" "" (.Values.resources | default dict) -}}
+{{- $workers := 0 -}}
+{{- if and .Values.modules.configcheck.enabled (not (include "gatehouse.separateIdentity" .)) -}}
+{{- $workers = 536870912 -}}
+{{- end -}}
+{{- include "gatehouse.goMemLimitOf" (list "resources.limits.memory" .Values.resources $workers) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+gatehouse.runnerGoMemLimit is the sandbox runner's GOMEMLIMIT: 90% of its
+memory limit less the render workers' 512Mi, which are processes of their
+own (with a memory budget each, and no GOMEMLIMIT: their environment is
+empty), in MiB, else nothing.
+*/}}
+{{- define "gatehouse.runnerGoMemLimit" -}}
+{{- include "gatehouse.goMemLimitOf" (list "modules.configcheck.sandboxRunner.resources.limits.memory" .Values.modules.configcheck.sandboxRunner.resources 536870912) -}}
+{{- end -}}
+
+{{/*
+gatehouse.goMemLimitOf (list name resources reservedBytes): 90% of the
+memory limit in resources less reservedBytes, in MiB; nothing when there is
+no limit or nothing is left. The limit is read as Kubernetes reads a
+quantity: a decimal number (1.5, .5, 1e9, 15e2) with a binary (Ki, Mi, Gi,
+Ti, Pi, Ei) or decimal (k, M, G, T, P, E) suffix, or a number YAML already
+parsed (2147483648, 1e9). What it cannot read fails the render rather than
+run without a soft limit.
+*/}}
+{{- define "gatehouse.goMemLimitOf" -}}
+{{- $name := index . 0 -}}
+{{- $raw := dig "limits" "memory" "" (index . 1 | default dict) -}}
+{{- $reserved := index . 2 | float64 -}}
 {{- if or (kindIs "float64" $raw) (kindIs "int" $raw) (kindIs "int64" $raw) -}}
 {{- /* YAML's and --set's numbers: bytes. toString would write 2.147483648e+09. */ -}}
 {{- $raw = printf "%.0f" (float64 $raw) -}}
@@ -345,7 +426,7 @@ it cannot read fails the render rather than run without a soft limit.
 {{- if $limit -}}
 {{- $m := regexMatch `^([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$` $limit -}}
 {{- if not $m -}}
-{{- fail (printf "resources.limits.memory %q: not a memory quantity (want e.g. 512Mi, 1.5Gi, 1500M, 2G or bytes); set goMemLimit to choose GOMEMLIMIT yourself" $limit) -}}
+{{- fail (printf "%s %q: not a memory quantity (want e.g. 512Mi, 1.5Gi, 1500M, 2G or bytes); set goMemLimit to choose GOMEMLIMIT yourself" $name $limit) -}}
 {{- end -}}
 {{- $units := dict "Ki" "1024" "Mi" "1048576" "Gi" "1073741824" "Ti" "1099511627776" "Pi" "1125899906842624" "Ei" "1152921504606846976" "k" "1e3" "M" "1e6" "G" "1e9" "T" "1e12" "P" "1e15" "E" "1e18" -}}
 {{- $suffix := regexFind `(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)$` $limit -}}
@@ -356,15 +437,9 @@ it cannot read fails the render rather than run without a soft limit.
 {{- /* Plain bytes, or a decimal exponent (1e9), which float64 reads. */ -}}
 {{- $bytes = float64 $limit -}}
 {{- end -}}
-{{- /* configcheck's two render workers are processes of their own with a
-256 MiB budget each: the Go heap's share of the limit is what they leave. */ -}}
-{{- if .Values.modules.configcheck.enabled -}}
-{{- $bytes = subf $bytes 536870912 -}}
-{{- end -}}
-{{- $mib := floor (divf (mulf $bytes 0.9) 1048576) -}}
+{{- $mib := floor (divf (mulf (subf $bytes $reserved) 0.9) 1048576) -}}
 {{- if gt $mib (float64 0) -}}
 {{- printf "%.0fMiB" $mib -}}
-{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
