@@ -121,6 +121,9 @@ func TestConfigDefaultIsTheChartsDefault(t *testing.T) {
 			t.Errorf("config/default has no role of %s (it has %v)", s, roles)
 		}
 	}
+	// The Namespace config/default creates is created first, as kubectl
+	// apply -k does before what it holds (a dry run creates nothing).
+	fixedNamespace(t, "gatehouse-system")
 	dryRunApply(t, objs)
 
 	for _, obj := range kustomize(t, "config/crd") {

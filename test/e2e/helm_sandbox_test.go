@@ -45,8 +45,10 @@ func TestHelmConfigcheckSeparateIdentity(t *testing.T) {
 	}
 	wantArgs(t, runner.Args, "--serve-uid="+itoa(*ssc.RunAsUser), "--dir=/run/gatehouse-sandbox")
 	wantArgs(t, server.Args, "--sandbox-runner-dir=/run/gatehouse-sandbox")
-	if len(runner.Env) != 0 || len(runner.EnvFrom) != 0 {
-		t.Errorf("runner environment %+v %+v: want none", runner.Env, runner.EnvFrom)
+	// Nothing of the server's reaches the runner's environment: its own
+	// GOMEMLIMIT alone (the processes it starts get an empty one).
+	if len(runner.Env) != 1 || runner.Env[0].Name != "GOMEMLIMIT" || runner.Env[0].ValueFrom != nil || len(runner.EnvFrom) != 0 {
+		t.Errorf("runner environment %+v %+v: want its GOMEMLIMIT alone", runner.Env, runner.EnvFrom)
 	}
 	if len(runner.VolumeMounts) != 1 || runner.VolumeMounts[0].Name != "sandbox" || runner.VolumeMounts[0].MountPath != "/run/gatehouse-sandbox" {
 		t.Errorf("runner mounts %+v: want the shared emptyDir alone", runner.VolumeMounts)
