@@ -213,18 +213,7 @@ func renderAsArgoCD(t *testing.T, rel string, values map[string]any) (synced, pr
 	t.Helper()
 	rendered := must(t, "helm", "template", rel, "charts/gatehouse", "--namespace", releaseNamespace, "--skip-tests",
 		"-f", valuesFile(t, values))
-	docs, err := testenv.YAMLDocuments([]byte(rendered))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range docs {
-		obj := &unstructured.Unstructured{}
-		if err := utilyaml.Unmarshal(doc, &obj.Object); err != nil {
-			t.Fatal(err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+	for _, obj := range decodeObjects(t, rendered) {
 		a := obj.GetAnnotations()
 		switch {
 		case a["argocd.argoproj.io/hook"] == "PreDelete":
@@ -278,10 +267,24 @@ func prunedAsArgoCDAndFlux(t *testing.T, before, after []*unstructured.Unstructu
 // of objs, sorted.
 func objectKeys(t *testing.T, text string, objs ...*unstructured.Unstructured) []string {
 	t.Helper()
+	objs = append(objs, decodeObjects(t, text)...)
+	var keys []string
+	for _, o := range objs {
+		keys = append(keys, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// decodeObjects are the objects of a multi-document YAML text, empty
+// documents left out.
+func decodeObjects(t *testing.T, text string) []*unstructured.Unstructured {
+	t.Helper()
 	docs, err := testenv.YAMLDocuments([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var objs []*unstructured.Unstructured
 	for _, doc := range docs {
 		obj := &unstructured.Unstructured{}
 		if err := utilyaml.Unmarshal(doc, &obj.Object); err != nil {
@@ -291,10 +294,5 @@ func objectKeys(t *testing.T, text string, objs ...*unstructured.Unstructured) [
 			objs = append(objs, obj)
 		}
 	}
-	var keys []string
-	for _, o := range objs {
-		keys = append(keys, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
-	}
-	slices.Sort(keys)
-	return keys
+	return objs
 }
