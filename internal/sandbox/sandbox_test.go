@@ -1062,7 +1062,13 @@ func outOfMemory(stderr string) bool {
 			return true
 		}
 	}
-	return false
+	// Go 1.26's garbage collector does not check the mapping of a new GC
+	// span queue (runtime.newSpanSPMC's sysAlloc): refused under
+	// RLIMIT_DATA, its ring is nil, and the collector's next drain into it
+	// faults at address 0 (about one run in twenty of TestDataLimit,
+	// idle or loaded). The process died of the limit all the same.
+	return strings.Contains(stderr, "SIGSEGV: segmentation violation") && strings.Contains(stderr, "addr=0x0") &&
+		strings.Contains(stderr, "runtime.(*spanQueue).tryDrain")
 }
 
 // bound keeps the first lines of a Go traceback.
