@@ -33,21 +33,7 @@ func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatalf("kubectl kustomize %s: %v: %s", dir, err, stderr.String())
 	}
-	docs, err := testenv.YAMLDocuments(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, doc := range docs {
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
-			t.Fatal(err)
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
-	return objs
+	return decodeObjects(t, out)
 }
 
 // chartDefaultModules are the modules values.yaml turns on.

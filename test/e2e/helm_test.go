@@ -73,8 +73,15 @@ func decodeRender(t *testing.T, args []string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatalf("helm %v: %v", args, err)
 	}
+	return decodeObjects(t, []byte(out))
+}
+
+// decodeObjects are the objects of a multi-document YAML text, empty
+// documents left out.
+func decodeObjects(t *testing.T, text []byte) []*unstructured.Unstructured {
+	t.Helper()
 	var objs []*unstructured.Unstructured
-	docs, err := testenv.YAMLDocuments([]byte(out))
+	docs, err := testenv.YAMLDocuments(text)
 	if err != nil {
 		t.Fatal(err)
 	}
