@@ -20,17 +20,20 @@ check() { # description condition...
 "$script" vet -- true
 out=$("$script" unit -- sh -c 'echo unit output; exit 3' 2>&1)
 rc=$?
+# A stage that straddles a second boundary counts one second (date +%s),
+# so the durations are compared by shape, not value.
+out=$(printf '%s\n' "$out" | sed -E 's/ [0-9]+:[0-9]{2}( |$)/ M:SS\1/')
 check "a failing stage exits with its command's status" [ "$rc" = 3 ]
 want="unit output
 make test: time by stage (min:s)
-  build a tool                                    0:00
-  vet                                             0:00
-  unit                                            0:00  FAILED (exit 3)
-  total                                           0:00"
+  build a tool                                    M:SS
+  vet                                             M:SS
+  unit                                            M:SS  FAILED (exit 3)
+  total                                           M:SS"
 check "a failing stage prints the table, itself marked" [ "$out" = "$want" ]
 "$script" --reset
 "$script" examples -- true
-check "reset starts a new table" [ "$("$script" --report | sed -n 2p)" = "  examples                                        0:00" ]
+check "reset starts a new table" grep -qE '^  examples +0:0[01]$' <("$script" --report | sed -n 2p)
 "$script" e2e -- sleep 1.1
 check "a stage's seconds are counted" grep -qE '^e2e	[1-9]	ok$' "$STAGES_FILE"
 exit $((failures > 0))
