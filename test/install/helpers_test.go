@@ -100,12 +100,20 @@ func valuesFile(t *testing.T, values map[string]any) string {
 }
 
 // onRealNode are the values that put Gatehouse's Pods (and the chart's
-// hook Jobs) on the real node.
+// hook Jobs) on the real node, and pull a published release's image
+// from where the suite published it.
 func onRealNode() map[string]any {
-	return map[string]any{
+	values := map[string]any{
 		"nodeSelector": map[string]any{testenv.RealNodeLabel: "true"},
 		"tolerations":  []any{map[string]any{"key": testenv.RealNodeTaint, "operator": "Exists", "effect": "NoSchedule"}},
 	}
+	if published != nil {
+		// As docs/releasing.md installs a release from another registry
+		// than the chart's default: the repository only (the tag is the
+		// chart's appVersion).
+		values["image"] = map[string]any{"repository": published.repository}
+	}
+	return values
 }
 
 // merge returns the maps merged, later ones winning, one level deep for

@@ -86,10 +86,20 @@ func installEveryModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	must(t, "helm", "install", release, "charts/gatehouse", "--namespace", releaseNamespace, "--create-namespace",
-		"-f", valuesFile(t, fullValues()), "--wait", "--timeout", "5m")
+	must(t, "helm", helmChart("install", release, "--namespace", releaseNamespace, "--create-namespace",
+		"-f", valuesFile(t, fullValues()), "--wait", "--timeout", "5m")...)
 	waitRolledOut(t, release, 3)
 	t.Logf("helm install to 3 Ready replicas: %v", time.Since(start).Round(time.Second))
+	if published != nil {
+		// The real node pulled the published image: nothing was imported.
+		for _, p := range pods(t, release) {
+			for _, c := range p.Status.ContainerStatuses {
+				if !strings.HasSuffix(c.ImageID, "@"+published.imageDigest) {
+					t.Errorf("Pod %s container %s runs image %s, not the published %s@%s", p.Name, c.Name, c.ImageID, published.repository, published.imageDigest)
+				}
+			}
+		}
+	}
 
 	// Every webhook and the conversion point at the Service.
 	service := release + "-webhook"
@@ -344,8 +354,8 @@ func upgradeUnderLoad(t *testing.T) {
 	// A CA rotation starts with the upgrade: its phases (new CA trusted,
 	// served, old CA dropped) run across the leader's hand-over.
 	must(t, "kubectl", "-n", releaseNamespace, "annotate", "secret", secret, certs.AnnotationRotateCA+"=now", "--overwrite")
-	must(t, "helm", "upgrade", release, "charts/gatehouse", "--namespace", releaseNamespace, "--reuse-values",
-		"--set-string", "podAnnotations.gatehouse\\.dev/restarted-at="+start.UTC().Format("20060102T150405Z"), "--wait", "--timeout", "8m")
+	must(t, "helm", helmChart("upgrade", release, "--namespace", releaseNamespace, "--reuse-values",
+		"--set-string", "podAnnotations.gatehouse\\.dev/restarted-at="+start.UTC().Format("20060102T150405Z"), "--wait", "--timeout", "8m")...)
 	waitRolledOut(t, release, 3)
 	for _, p := range pods(t, release) {
 		if before[p.Name] {
@@ -500,7 +510,7 @@ func TestInstallBesideAForeignNodeGroupCRD(t *testing.T) {
 		"modules":      map[string]any{"nodegroup": map[string]any{"enabled": false}},
 		"certificates": map[string]any{"mode": "secret", "secret": map[string]any{"name": tlsSecret.Name}},
 	})
-	must(t, "helm", "install", rel, "charts/gatehouse", "--namespace", releaseNamespace, "-f", valuesFile(t, values), "--wait", "--timeout", "5m")
+	must(t, "helm", helmChart("install", rel, "--namespace", releaseNamespace, "-f", valuesFile(t, values), "--wait", "--timeout", "5m")...)
 	waitRolledOut(t, rel, 2)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "beside-claims"}}
 	if err := controlPlane.Client.Create(ctx, ns); err != nil {

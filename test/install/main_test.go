@@ -62,11 +62,21 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "install:", err)
 		return 1
 	}
+	images := []string{pauseArchive, gatehouseArchive}
+	if dist := os.Getenv(releaseDistEnv); dist != "" {
+		if published, err = publishRelease(dist); err != nil {
+			fmt.Fprintln(os.Stderr, "install:", err)
+			return 1
+		}
+		defer published.server.Close()
+		gatehouseImage = published.repository + ":" + published.version
+		images = []string{pauseArchive}
+	}
 	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{
 		// The chart installs the CRDs of the modules it enables (and must
 		// leave another owner's alone); the harness only other projects'.
 		CRDPaths: []string{"config/crd/external"},
-		RealNode: &testenv.RealNodeOptions{PauseImage: pauseImage, Images: []string{pauseArchive, gatehouseArchive}},
+		RealNode: &testenv.RealNodeOptions{PauseImage: pauseImage, Images: images},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "install:", err)

@@ -108,7 +108,7 @@ func TestRealNodeRunsGatehouseImage(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "version"},
 		Spec: corev1.PodSpec{
 			InitContainers: []corev1.Container{{
-				Name: "version", Image: gatehouseImage, ImagePullPolicy: corev1.PullNever, Args: []string{"version"},
+				Name: "version", Image: gatehouseImage, ImagePullPolicy: imagePullPolicy(), Args: []string{"version"},
 			}},
 			// Something long-running: the sandbox image, imported beside it.
 			Containers: []corev1.Container{{
@@ -184,7 +184,7 @@ var servingGatehouse = sync.OnceValues(func() (*corev1.Pod, error) {
 		Spec: corev1.PodSpec{
 			ServiceAccountName: name,
 			Containers: []corev1.Container{{
-				Name: "gatehouse", Image: gatehouseImage, ImagePullPolicy: corev1.PullNever,
+				Name: "gatehouse", Image: gatehouseImage, ImagePullPolicy: imagePullPolicy(),
 				Args: []string{"serve", "--modules=pvsafe", "--namespace=" + ns,
 					"--cert-secret=" + ns + "/" + name + "-tls", "--webhook-service=" + name,
 					"--metrics-bind-address=0"},
