@@ -17,12 +17,13 @@ import (
 // processes, which the kernel would otherwise let it act on (resource
 // limits, IPC, signals where seccomp or Landlock miss one), nor with root's
 // files. It returns what undoes it. Not root, it does nothing: the checks
-// run as the command's user, which is no one else's business. A runner that
+// run as the command's user, which is no one else's business. Where no
+// check can run at all (not Linux), there is nothing to start. A runner that
 // cannot start (a user namespace without nobody) is said on w and the
 // checks run as root, confined as before; strict says it is an error
 // instead (--require-confinement).
 func checksUnprivileged(ctx context.Context, command string, w io.Writer, strict bool) (func(), error) {
-	if os.Geteuid() != 0 {
+	if os.Geteuid() != 0 || sandbox.Available().Unsupported != "" {
 		return func() {}, nil
 	}
 	r, err := sandbox.StartRunner(ctx, sandbox.RunnerOptions{})

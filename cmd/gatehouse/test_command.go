@@ -122,6 +122,10 @@ Exit status: 0 every test passed, 1 a test failed, 2 a suite could not run
 // confinementLine says how confined configcheck's checks and renderings
 // run here.
 func confinementLine(command string, caps sandbox.Capabilities) string {
+	if caps.Unsupported != "" {
+		return fmt.Sprintf("%s: configcheck checks and renderings cannot run here (%s): its documents and suites fail; the other modules' run; "+
+			"run configcheck's suites on Linux (the release's image runs gatehouse test)", command, caps.Unsupported)
+	}
 	if caps.Complete() {
 		return fmt.Sprintf("%s: configcheck checks and renderings run fully confined (Landlock ABI %d, seccomp%s)", command, caps.LandlockABI, identityNote(caps))
 	}
@@ -135,6 +139,9 @@ func confinementLine(command string, caps sandbox.Capabilities) string {
 func confinementRequired(command string, caps sandbox.Capabilities) error {
 	if caps.Complete() {
 		return nil
+	}
+	if caps.Unsupported != "" {
+		return fmt.Errorf("%s: --require-confinement: configcheck's checks and renderings cannot run here (%s)", command, caps.Unsupported)
 	}
 	return fmt.Errorf("%s: --require-confinement: this kernel cannot confine configcheck's checks and renderings fully (missing: %s); "+
 		"run the job on a runner whose kernel has the landlock LSM enabled (Linux 5.13 or later)", command, strings.Join(caps.Missing(), "; "))

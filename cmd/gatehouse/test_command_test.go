@@ -206,6 +206,21 @@ func TestTestCommandStatesItsConfinement(t *testing.T) {
 	if err := confinementRequired("gatehouse test", sandbox.Capabilities{LandlockABI: 1, Seccomp: true}); err != nil {
 		t.Errorf("--require-confinement on ABI 1 (Ubuntu 22.04): %v", err)
 	}
+	// The release's darwin CLI: nothing of configcheck can run, and the
+	// line says so rather than promise a weaker confinement.
+	darwin := sandbox.Capabilities{Unsupported: "Gatehouse confines processes with Linux's Landlock and seccomp; this is darwin", LandlockReason: "not Linux", SeccompReason: "not Linux"}
+	line = confinementLine("gatehouse test", darwin)
+	for _, want := range []string{"cannot run here", "this is darwin", "its documents and suites fail", "on Linux"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("darwin's line %q does not say %q", line, want)
+		}
+	}
+	if strings.Contains(line, "less confinement") {
+		t.Errorf("darwin's line %q promises checks that cannot run", line)
+	}
+	if err := confinementRequired("gatehouse test", darwin); err == nil || !strings.Contains(err.Error(), "cannot run here") {
+		t.Errorf("--require-confinement on darwin: %v; want a refusal saying nothing can run", err)
+	}
 }
 
 // TestASuiteCannotAllowLuaForItself plays a pull request whose suite turns

@@ -108,6 +108,10 @@ func validEntryName(name string) bool {
 // Capabilities says what this kernel offers the confinement, for startup
 // logs, metrics and documentation.
 type Capabilities struct {
+	// Unsupported, when not empty, says why no confined process can be
+	// started here at all (an OS other than Linux): Command then always
+	// fails, and whatever needs it fails rather than run unconfined.
+	Unsupported string
 	// LandlockABI is the Landlock ABI version, 0 if Landlock is not
 	// available (then LandlockReason says why). ABI 1 confines files,
 	// ABI 4 TCP bind/connect, ABI 6 signals and abstract Unix sockets.

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"context"
 	"os/exec"
+	"runtime"
 )
 
 // Command cannot confine anything outside Linux.
@@ -16,11 +17,29 @@ func Entry(name string) bool { return false }
 
 // Available reports nothing available outside Linux.
 func Available() Capabilities {
-	return Capabilities{LandlockReason: "not Linux", SeccompReason: "not Linux"}
+	return Capabilities{
+		Unsupported:    "Gatehouse confines processes with Linux's Landlock and seccomp; this is " + runtime.GOOS,
+		LandlockReason: "not Linux", SeccompReason: "not Linux",
+	}
 }
 
 // Runner is never available outside Linux.
 type Runner struct{}
+
+// StartRunner cannot start a runner outside Linux.
+func StartRunner(context.Context, RunnerOptions) (*Runner, error) { return nil, ErrUnsupported }
+
+// ConnectRunner cannot reach a runner outside Linux.
+func ConnectRunner(context.Context, string) (*Runner, error) { return nil, ErrUnsupported }
+
+// Close does nothing: no Runner is ever made outside Linux.
+func (r *Runner) Close() error { return nil }
+
+// Identity is never asked of a Runner outside Linux.
+func (r *Runner) Identity() (uid, gid int) { return 0, 0 }
+
+// ProcessUIDs is never asked of a Runner outside Linux.
+func (r *Runner) ProcessUIDs() UIDRange { return UIDRange{} }
 
 // UseRunner does nothing outside Linux.
 func UseRunner(*Runner) {}
@@ -33,3 +52,6 @@ func ShareDir(string) error { return nil }
 
 // ServeRunner cannot run outside Linux.
 func ServeRunner(context.Context, string, int) error { return ErrUnsupported }
+
+// LimitLandlockABI does nothing outside Linux: nothing is confined.
+func LimitLandlockABI(int) {}

@@ -46,21 +46,6 @@ func Main() int {
 	return serve(os.Stdin, out)
 }
 
-// takeStdout returns the protocol's output, a copy of fd 1, and points fd
-// 1 at stderr, so that a stray write to os.Stdout by any package of the
-// binary cannot corrupt the protocol.
-func takeStdout() (*os.File, error) {
-	fd, err := unix.Dup(1)
-	if err != nil {
-		return nil, fmt.Errorf("dup stdout: %w", err)
-	}
-	unix.CloseOnExec(fd)
-	if err := unix.Dup3(2, 1, 0); err != nil {
-		return nil, fmt.Errorf("point stdout at stderr: %w", err)
-	}
-	return os.NewFile(uintptr(fd), "renderproc-out"), nil
-}
-
 // serve renders requests from in onto out until in ends.
 func serve(in io.Reader, out io.Writer) int {
 	// One rendering at a time on one thread: render's outputs then render
