@@ -172,7 +172,7 @@ func TestInstallAsArgoCDAndDeleteAsArgoCD(t *testing.T) {
 	}
 	// The hooks as docs/gitops.md has a user render them where Argo CD
 	// runs no PreDelete hook: helm template --show-only.
-	hooksOff := must(t, "helm", helmChart("template", rel, "--namespace", releaseNamespace,
+	hooksOff := render(t, helmChart("template", rel, "--namespace", releaseNamespace,
 		"-f", valuesFile(t, off), "--show-only", "templates/uninstall-hook.yaml")...)
 	if got, want := objectKeys(t, hooksOff), objectKeys(t, "", preDeleteOff...); !slices.Equal(got, want) {
 		t.Fatalf("--show-only templates/uninstall-hook.yaml renders %v, the PreDelete hooks are %v", got, want)
@@ -211,7 +211,7 @@ func TestInstallAsArgoCDAndDeleteAsArgoCD(t *testing.T) {
 // CD does: hooks run at their phase, the rest is synced.
 func renderAsArgoCD(t *testing.T, rel string, values map[string]any) (synced, preDelete []*unstructured.Unstructured) {
 	t.Helper()
-	rendered := must(t, "helm", helmChart("template", rel, "--namespace", releaseNamespace, "--skip-tests",
+	rendered := render(t, helmChart("template", rel, "--namespace", releaseNamespace, "--skip-tests",
 		"-f", valuesFile(t, values))...)
 	for _, obj := range decodeObjects(t, rendered) {
 		a := obj.GetAnnotations()

@@ -55,20 +55,45 @@ func suiteDir(t *testing.T) string {
 // suite's cluster and returns its combined output.
 func tool(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
+	cmd, cancel := toolCommand(t, name, args...)
+	defer cancel()
+	out, err := cmd.CombinedOutput()
+	t.Logf("$ %s %s\n%s", name, strings.Join(args, " "), strings.TrimSpace(string(out)))
+	return string(out), err
+}
+
+// render runs helm template (args after "template" by helmChart) and
+// returns what it rendered: its standard output alone, since helm says on
+// standard error what it pulled from a registry (make test-ci's install
+// from a published chart).
+func render(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd, cancel := toolCommand(t, "helm", args...)
+	defer cancel()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	t.Logf("$ helm %s\n%s", strings.Join(args, " "), strings.TrimSpace(stderr.String()))
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+// toolCommand is the command tool and render run, with what cancels it.
+func toolCommand(t *testing.T, name string, args ...string) (*exec.Cmd, context.CancelFunc) {
+	t.Helper()
 	dir := suiteDir(t)
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", name), args...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.kubeconfig, "HELM_CACHE_HOME="+filepath.Join(dir, "helm-cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(dir, "helm-config"), "HELM_DATA_HOME="+filepath.Join(dir, "helm-data"))
-	out, err := cmd.CombinedOutput()
-	t.Logf("$ %s %s\n%s", name, strings.Join(args, " "), strings.TrimSpace(string(out)))
-	return string(out), err
+	return cmd, cancel
 }
 
 // must runs a tool that has to succeed.
