@@ -298,6 +298,13 @@ DIST              ?= $(CURDIR)/dist
 RELEASE_PLATFORMS    ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 CI_RELEASE_PLATFORMS := linux/amd64 linux/arm64
 RELEASE_KEY       ?= $(BIN)/release-key/cosign.key
+# RELEASE_KEYLESS_IDENTITY, when set, signs keyless instead of with
+# RELEASE_KEY: cosign's ambient OIDC token (the release workflow's), the
+# identity verifiers demand (the workflow's URI at its ref), and
+# RELEASE_KEYLESS_ISSUER the token's issuer.
+RELEASE_KEYLESS_IDENTITY ?=
+RELEASE_KEYLESS_ISSUER   ?= $(if $(RELEASE_KEYLESS_IDENTITY),https://token.actions.githubusercontent.com)
+RELEASE_SIGNING = $(if $(RELEASE_KEYLESS_IDENTITY),--keyless-identity $(RELEASE_KEYLESS_IDENTITY) --keyless-issuer $(RELEASE_KEYLESS_ISSUER),--key $(RELEASE_KEY))
 RELEASE_BUILD     := $(BIN)/release-build
 REGISTRY          ?=
 PLAIN_HTTP        ?= $(if $(filter localhost:% 127.%,$(REGISTRY)),1,)
@@ -314,7 +321,7 @@ release: $(COSIGN) $(HELM) ## Build a release into DIST: make release VERSION=v0
 	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_ARCHIVE=$(RELEASE_BUILD)/image.tar IMAGE_INDEX_ARCHIVE=$(RELEASE_BUILD)/image.oci.tar \
 		IMAGE_LISTING=$(RELEASE_BUILD)/image.contents.txt IMAGE_SBOM=$(RELEASE_BUILD)/image.spdx.json
 	$(HELM) package charts/gatehouse --version $(VERSION:v%=%) --app-version $(VERSION:v%=%) --destination $(RELEASE_BUILD)/chart
-	@[ -f $(RELEASE_KEY) ] || { echo "make release: no RELEASE_KEY; making one at $(RELEASE_KEY) (empty password)"; \
+	@[ -n "$(RELEASE_KEYLESS_IDENTITY)" ] || [ -f $(RELEASE_KEY) ] || { echo "make release: no RELEASE_KEY; making one at $(RELEASE_KEY) (empty password)"; \
 		mkdir -p $(dir $(RELEASE_KEY)) && cd $(dir $(RELEASE_KEY)) && COSIGN_PASSWORD= $(COSIGN) generate-key-pair --output-key-prefix $(basename $(notdir $(RELEASE_KEY))); }
 	$(GO) run ./hack/release dist --version $(VERSION) --dist $(DIST) \
 		$(foreach p,$(RELEASE_PLATFORMS),--binary=$(p)=$(RELEASE_BUILD)/$(subst /,_,$(p))/gatehouse) --include LICENSE --include README.md \
@@ -323,13 +330,13 @@ release: $(COSIGN) $(HELM) ## Build a release into DIST: make release VERSION=v0
 		--revision $$(git rev-parse HEAD) $$([ -z "$$(git status --porcelain --untracked-files=no)" ] || echo --modified) \
 		--go-version $$($(GO) env GOVERSION) $(if $(RELEASE_BUILDER),--builder-id $(RELEASE_BUILDER)) \
 		--dependency=file:go.sum=go.sum $(foreach p,$(IMAGE_PLATFORMS),--dependency=file:hack/image/debian/$(notdir $(p)).lock=hack/image/debian/$(notdir $(p)).lock) \
-		--cosign $(COSIGN) --key $(RELEASE_KEY)
+		--cosign $(COSIGN) $(RELEASE_SIGNING)
 
 .PHONY: publish
 publish: $(COSIGN) $(HELM) ## Push DIST's release to REGISTRY and sign it there: make publish REGISTRY=registry.example/platform (image REGISTRY/gatehouse, chart oci://REGISTRY/charts/gatehouse).
 	@[ -n "$(REGISTRY)" ] || { echo "make publish: REGISTRY=host[:port]/path is required"; exit 2; }
 	$(GO) run ./hack/release publish --version $(VERSION) --dist $(DIST) --registry $(REGISTRY) $(if $(PLAIN_HTTP),--plain-http) \
-		--cosign $(COSIGN) --helm $(HELM) --key $(RELEASE_KEY)
+		--cosign $(COSIGN) --helm $(HELM) $(RELEASE_SIGNING)
 
 ##@ Test
 

@@ -42,7 +42,7 @@ type distOptions struct {
 	GoVersion    string
 	Dependencies listFlag // URI=PATH: a build input recorded by its file's digest
 	Cosign       string
-	Key          string
+	Signing      signing
 }
 
 func runDist(args []string) error {
@@ -64,7 +64,9 @@ func runDist(args []string) error {
 	fs.StringVar(&o.GoVersion, "go-version", "", "The Go toolchain that compiled the binaries (go env GOVERSION).")
 	fs.Var(&o.Dependencies, "dependency", "URI=PATH: a build input recorded in provenance by its file's SHA-256 (go.sum, the Debian package locks). Repeatable.")
 	fs.StringVar(&o.Cosign, "cosign", "cosign", "The cosign binary that signs checksums.txt.")
-	fs.StringVar(&o.Key, "key", "", "cosign's private key (COSIGN_PASSWORD unlocks it); empty: checksums.txt is left unsigned.")
+	fs.StringVar(&o.Signing.Key, "key", "", "cosign's private key (COSIGN_PASSWORD unlocks it); empty, and not keyless: checksums.txt is left unsigned.")
+	fs.StringVar(&o.Signing.Identity, "keyless-identity", "", "Sign keyless instead of with a key (the release workflow: cosign's ambient OIDC token): the certificate identity verifiers demand, the workflow's URI at its ref.")
+	fs.StringVar(&o.Signing.Issuer, "keyless-issuer", "", "The keyless signer's OIDC issuer, which verifiers demand (https://token.actions.githubusercontent.com).")
 	_ = fs.Parse(args)
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -85,6 +87,9 @@ func dist(o distOptions, out io.Writer) error {
 		return errors.New("--image-index, --sbom, --listing and --chart are required")
 	case o.Revision == "":
 		return errors.New("--revision is required")
+	}
+	if err := o.Signing.validate(); err != nil {
+		return err
 	}
 	if err := cleanDist(o.Dist); err != nil {
 		return err
@@ -161,8 +166,8 @@ func dist(o distOptions, out io.Writer) error {
 	if err := os.WriteFile(filepath.Join(o.Dist, n.Checksums()), sums, 0o644); err != nil {
 		return err
 	}
-	if o.Key != "" {
-		if err := signChecksums(o.Cosign, o.Key, o.Dist, n); err != nil {
+	if o.Signing.enabled() {
+		if err := signChecksums(o.Cosign, o.Signing, o.Dist, n); err != nil {
 			return err
 		}
 	}
@@ -170,10 +175,13 @@ func dist(o distOptions, out io.Writer) error {
 	for _, f := range append(files, n.Checksums()) {
 		fmt.Fprintf(out, "  %s\n", f)
 	}
-	if o.Key == "" {
-		fmt.Fprintln(out, "  (checksums.txt is not signed: no key given)")
-	} else {
+	switch {
+	case o.Signing.keyless():
+		fmt.Fprintf(out, "  %s (keyless, signed as %s)\n", n.Bundle(), o.Signing.Identity)
+	case o.Signing.enabled():
 		fmt.Fprintf(out, "  %s, %s\n", n.Signature(), n.PublicKey())
+	default:
+		fmt.Fprintln(out, "  (checksums.txt is not signed: no key given)")
 	}
 	return nil
 }

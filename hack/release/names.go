@@ -33,6 +33,7 @@ func (n names) Provenance() string    { return fmt.Sprintf("gatehouse_%s.intoto.
 func (names) Checksums() string       { return "checksums.txt" }
 func (names) Signature() string       { return "checksums.txt.sig" }
 func (names) PublicKey() string       { return "cosign.pub" }
+func (names) Bundle() string          { return "checksums.txt.sigstore.json" }
 func (n names) Tag() string           { return n.Version }
 func (names) ImageRepository() string { return "gatehouse" }
 func (names) ChartRepository() string { return "charts" }

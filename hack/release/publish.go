@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -30,7 +31,7 @@ type publishOptions struct {
 	PlainHTTP  bool
 	Cosign     string
 	Helm       string
-	Key        string
+	Signing    signing
 	TlogUpload bool
 }
 
@@ -43,7 +44,9 @@ func runPublish(args []string) error {
 	fs.BoolVar(&o.PlainHTTP, "plain-http", false, "Talk to the registry over plain HTTP (a registry on loopback).")
 	fs.StringVar(&o.Cosign, "cosign", "cosign", "The cosign binary that signs.")
 	fs.StringVar(&o.Helm, "helm", "helm", "The helm binary that pushes the chart.")
-	fs.StringVar(&o.Key, "key", "", "cosign's private key, the one make release signed checksums.txt with; empty: nothing is signed in the registry.")
+	fs.StringVar(&o.Signing.Key, "key", "", "cosign's private key, the one make release signed checksums.txt with; empty, and not keyless: nothing is signed in the registry.")
+	fs.StringVar(&o.Signing.Identity, "keyless-identity", "", "Sign keyless (cosign's ambient OIDC token), as make release did: the certificate identity checksums.txt's bundle must name and verifiers demand.")
+	fs.StringVar(&o.Signing.Issuer, "keyless-issuer", "", "The keyless signer's OIDC issuer (https://token.actions.githubusercontent.com).")
 	fs.BoolVar(&o.TlogUpload, "tlog-upload", false, "Record the signatures in Sigstore's public transparency log (needs its network).")
 	_ = fs.Parse(args)
 	if fs.NArg() > 0 {
@@ -69,6 +72,9 @@ func publish(ctx context.Context, o publishOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := o.Signing.validate(); err != nil {
+		return err
+	}
 	if !registryPath.MatchString(o.Registry) {
 		return fmt.Errorf("registry %q: want HOST[:PORT]/PATH in lower case (registry.example:5000/platform)", o.Registry)
 	}
@@ -84,7 +90,7 @@ func publish(ctx context.Context, o publishOptions, out io.Writer) error {
 		return fmt.Errorf("pushing the chart: %w", err)
 	}
 	fmt.Fprintf(out, "pushed the chart %s:%s@%s\n", p.Chart, n.Version, p.ChartDigest)
-	if o.Key == "" {
+	if !o.Signing.enabled() {
 		fmt.Fprintln(out, "nothing signed: no key given")
 	} else {
 		if err := signPublished(o, n, p); err != nil {
@@ -129,12 +135,26 @@ func checkRelease(o publishOptions, n names) error {
 			return fmt.Errorf("%s: SHA-256 %s, checksums.txt says %s: changed since make release", f, got, sum)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(o.Dist, n.Signature())); err == nil {
-		if err := verifyChecksums(o.Cosign, o.Dist, n); err != nil {
+	_, keyErr := os.Stat(filepath.Join(o.Dist, n.Signature()))
+	_, bundleErr := os.Stat(filepath.Join(o.Dist, n.Bundle()))
+	switch {
+	case keyErr == nil:
+		// Signed with a key: its public key in the release says whose.
+		if err := verifyChecksums(o.Cosign, signing{Key: "(the release's)"}, o.Dist, n); err != nil {
 			return fmt.Errorf("checksums.txt's signature: %w", err)
 		}
-	} else if o.Key != "" {
-		return fmt.Errorf("a key is given but checksums.txt is not signed: make release with the same key first")
+		if o.Signing.keyless() {
+			return errors.New("checksums.txt is signed with a key, and publishing is asked to sign keyless: make release and make publish sign one way")
+		}
+	case bundleErr == nil:
+		if !o.Signing.keyless() {
+			return fmt.Errorf("checksums.txt is signed keyless (%s): give the signer's --keyless-identity and --keyless-issuer to check and publish it", n.Bundle())
+		}
+		if err := verifyChecksums(o.Cosign, o.Signing, o.Dist, n); err != nil {
+			return fmt.Errorf("checksums.txt's keyless signature: %w", err)
+		}
+	case o.Signing.enabled():
+		return fmt.Errorf("checksums.txt is not signed and publishing is asked to sign: make release the same way first")
 	}
 	return nil
 }
@@ -264,11 +284,9 @@ func pushChart(o publishOptions, n names) (ref, digest string, err error) {
 func signPublished(o publishOptions, n names, p published) error {
 	image := strings.TrimSuffix(p.Image, ":"+n.Tag()) + "@" + p.ImageDigest
 	chart := strings.TrimPrefix(p.Chart, "oci://") + "@" + p.ChartDigest
-	common := []string{"--tlog-upload=" + fmt.Sprint(o.TlogUpload)}
-	verify := []string{"--key", filepath.Join(o.Dist, n.PublicKey())}
-	if !o.TlogUpload {
-		verify = append(verify, "--insecure-ignore-tlog")
-	}
+	s := o.Signing
+	common := s.logArgs(o.TlogUpload)
+	verify := s.verifyArgs(o.Dist, n, o.TlogUpload || s.keyless())
 	if o.PlainHTTP {
 		common = append(common, "--allow-http-registry", "--allow-insecure-registry")
 		verify = append(verify, "--allow-http-registry", "--allow-insecure-registry")
@@ -279,10 +297,10 @@ func signPublished(o publishOptions, n names, p published) error {
 	}
 	defer os.Remove(predicate)
 	steps := [][]string{
-		append([]string{"sign", "--yes", "--key", o.Key, "--recursive"}, append(common, image)...),
-		append([]string{"attest", "--yes", "--key", o.Key, "--type", "slsaprovenance1", "--predicate", predicate}, append(common, image)...),
-		append([]string{"attest", "--yes", "--key", o.Key, "--type", "spdxjson", "--predicate", filepath.Join(o.Dist, n.SBOM())}, append(common, image)...),
-		append([]string{"sign", "--yes", "--key", o.Key}, append(common, chart)...),
+		slices.Concat([]string{"sign", "--yes", "--recursive"}, s.signArgs(), common, []string{image}),
+		slices.Concat([]string{"attest", "--yes", "--type", "slsaprovenance1", "--predicate", predicate}, s.signArgs(), common, []string{image}),
+		slices.Concat([]string{"attest", "--yes", "--type", "spdxjson", "--predicate", filepath.Join(o.Dist, n.SBOM())}, s.signArgs(), common, []string{image}),
+		slices.Concat([]string{"sign", "--yes"}, s.signArgs(), common, []string{chart}),
 		append(append([]string{"verify"}, verify...), image),
 		append(append([]string{"verify-attestation", "--type", "slsaprovenance1"}, verify...), image),
 		append(append([]string{"verify-attestation", "--type", "spdxjson"}, verify...), image),

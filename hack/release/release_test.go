@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -432,9 +433,72 @@ func TestPublishRefusesAReleaseChangedSinceItWasMade(t *testing.T) {
 	}
 	// A key but no signature: never pushed as if signed.
 	unsigned, _ := fakeRelease(t)
-	p = publishOptions{Version: unsigned.Version, Dist: unsigned.Dist, Registry: "127.0.0.1:1/x", Key: "cosign.key"}
+	p = publishOptions{Version: unsigned.Version, Dist: unsigned.Dist, Registry: "127.0.0.1:1/x", Signing: signing{Key: "cosign.key"}}
 	if err := checkRelease(p, n); err == nil || !strings.Contains(err.Error(), "not signed") {
 		t.Errorf("an unsigned release published with a key: %v", err)
+	}
+	// Nor keyless.
+	p.Signing = signing{Identity: workflowIdentity, Issuer: githubIssuer}
+	if err := checkRelease(p, n); err == nil || !strings.Contains(err.Error(), "not signed") {
+		t.Errorf("an unsigned release published keyless: %v", err)
+	}
+	// A release signed keyless (its bundle beside checksums.txt) is not
+	// published unless the publisher names the identity that must have
+	// signed it: a bundle anyone could have made proves nothing.
+	keyless, _ := fakeRelease(t)
+	if err := os.WriteFile(filepath.Join(keyless.Dist, n.Bundle()), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = publishOptions{Version: keyless.Version, Dist: keyless.Dist, Registry: "127.0.0.1:1/x"}
+	if err := checkRelease(p, n); err == nil || !strings.Contains(err.Error(), "--keyless-identity") {
+		t.Errorf("a keyless release published without naming its signer: %v", err)
+	}
+}
+
+const (
+	workflowIdentity = "https://github.com/gatehouse-dev/gatehouse/.github/workflows/release.yml@refs/tags/v0.3.0"
+	githubIssuer     = "https://token.actions.githubusercontent.com"
+)
+
+// TestSigningIsOneWayAndVerifiedAsSigned: a key or keyless, never both;
+// keyless always goes through the transparency log and is verified by the
+// identity and issuer alone, a key by the release's public key.
+func TestSigningIsOneWayAndVerifiedAsSigned(t *testing.T) {
+	n, _ := namesOf("v0.3.0")
+	for _, bad := range []signing{
+		{Key: "cosign.key", Identity: workflowIdentity, Issuer: githubIssuer},
+		{Identity: workflowIdentity},
+		{Key: "cosign.key", Issuer: githubIssuer},
+	} {
+		if err := bad.validate(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	keyless := signing{Identity: workflowIdentity, Issuer: githubIssuer}
+	if err := keyless.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := keyless.signArgs(); len(got) != 0 {
+		t.Errorf("keyless signs with %v; want cosign's ambient identity", got)
+	}
+	if got := keyless.logArgs(false); len(got) != 0 {
+		t.Errorf("keyless logs with %v; want the log cosign's default", got)
+	}
+	if got, want := keyless.verifyArgs("dist", n, false), []string{"--certificate-identity", workflowIdentity, "--certificate-oidc-issuer", githubIssuer}; !slices.Equal(got, want) {
+		t.Errorf("keyless verified with %v, want %v", got, want)
+	}
+	key := signing{Key: "bin/release-key/cosign.key"}
+	if got, want := key.signArgs(), []string{"--key", "bin/release-key/cosign.key"}; !slices.Equal(got, want) {
+		t.Errorf("a key signs with %v, want %v", got, want)
+	}
+	if got, want := key.logArgs(false), []string{"--tlog-upload=false"}; !slices.Equal(got, want) {
+		t.Errorf("a key logs with %v, want %v", got, want)
+	}
+	if got, want := key.verifyArgs("dist", n, false), []string{"--key", filepath.Join("dist", "cosign.pub"), "--insecure-ignore-tlog"}; !slices.Equal(got, want) {
+		t.Errorf("a key verified with %v, want %v", got, want)
+	}
+	if got := key.verifyArgs("dist", n, true); slices.Contains(got, "--insecure-ignore-tlog") {
+		t.Errorf("a key whose signatures were logged is verified without the log: %v", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,31 +27,102 @@ func cosign(binary string, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// signChecksums signs checksums.txt with key (cosign sign-blob, no
-// transparency log: a local release is verified by its public key alone),
-// writes the public key beside it and verifies the signature as a user
-// would.
-func signChecksums(binary, key, dir string, n names) error {
+// signing is who signs a release: a key pair (make release's RELEASE_KEY,
+// the signatures kept out of Sigstore's public log), or keyless, the
+// release workflow's OIDC identity certified by Sigstore's Fulcio and
+// recorded in its Rekor log, which verification then demands. Neither:
+// nothing is signed.
+type signing struct {
+	Key string // cosign's private key
+	// Identity and Issuer are a keyless signer's certificate identity
+	// (the workflow's URI at its ref) and OIDC issuer, as a verifier
+	// names them.
+	Identity, Issuer string
+}
+
+func (s signing) keyless() bool { return s.Identity != "" }
+
+func (s signing) enabled() bool { return s.Key != "" || s.keyless() }
+
+func (s signing) validate() error {
+	switch {
+	case s.Key != "" && s.keyless():
+		return errors.New("--key and --keyless-identity both given: sign one way")
+	case s.keyless() && s.Issuer == "":
+		return errors.New("--keyless-identity needs --keyless-issuer (https://token.actions.githubusercontent.com in GitHub Actions)")
+	case !s.keyless() && s.Issuer != "":
+		return errors.New("--keyless-issuer without --keyless-identity")
+	}
+	return nil
+}
+
+// signArgs name the signer to cosign sign, attest and sign-blob: the key,
+// or nothing (keyless: cosign takes the ambient OIDC token).
+func (s signing) signArgs() []string {
+	if s.keyless() {
+		return nil
+	}
+	return []string{"--key", s.Key}
+}
+
+// logArgs say whether signatures go to the transparency log: a keyless
+// certificate outlives its ten minutes only through the log's timestamp,
+// so keyless always logs; a key logs only when asked (tlog).
+func (s signing) logArgs(tlog bool) []string {
+	if s.keyless() {
+		return nil
+	}
+	return []string{"--tlog-upload=" + fmt.Sprint(tlog)}
+}
+
+// verifyArgs are cosign verify's flags for what s signed in dir: the
+// release's public key (without the log unless it was used), or the
+// keyless identity and issuer, nothing else accepted.
+func (s signing) verifyArgs(dir string, n names, tlog bool) []string {
+	if s.keyless() {
+		return []string{"--certificate-identity", s.Identity, "--certificate-oidc-issuer", s.Issuer}
+	}
+	args := []string{"--key", filepath.Join(dir, n.PublicKey())}
+	if !tlog {
+		args = append(args, "--insecure-ignore-tlog")
+	}
+	return args
+}
+
+// signChecksums signs checksums.txt (cosign sign-blob): with a key, the
+// signature beside it and the public key written next to them; keyless,
+// a Sigstore bundle (signature, certificate, log entry). It then verifies
+// the signature as a user would.
+func signChecksums(binary string, s signing, dir string, n names) error {
 	sums := filepath.Join(dir, n.Checksums())
-	sig := filepath.Join(dir, n.Signature())
-	pub := filepath.Join(dir, n.PublicKey())
-	if _, err := cosign(binary, "sign-blob", "--yes", "--key", key, "--tlog-upload=false", "--output-signature", sig, sums); err != nil {
+	if s.keyless() {
+		if _, err := cosign(binary, "sign-blob", "--yes", "--bundle", filepath.Join(dir, n.Bundle()), sums); err != nil {
+			return err
+		}
+		return verifyChecksums(binary, s, dir, n)
+	}
+	if _, err := cosign(binary, "sign-blob", "--yes", "--key", s.Key, "--tlog-upload=false", "--output-signature", filepath.Join(dir, n.Signature()), sums); err != nil {
 		return err
 	}
-	out, err := cosign(binary, "public-key", "--key", key)
+	out, err := cosign(binary, "public-key", "--key", s.Key)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(pub, []byte(out), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, n.PublicKey()), []byte(out), 0o644); err != nil {
 		return err
 	}
-	return verifyChecksums(binary, dir, n)
+	return verifyChecksums(binary, s, dir, n)
 }
 
-// verifyChecksums checks checksums.txt's signature by the release's
-// public key.
-func verifyChecksums(binary, dir string, n names) error {
+// verifyChecksums checks checksums.txt's signature: by the release's
+// public key, or, keyless, by its bundle and the signer's identity.
+func verifyChecksums(binary string, s signing, dir string, n names) error {
+	sums := filepath.Join(dir, n.Checksums())
+	if s.keyless() {
+		_, err := cosign(binary, append(append([]string{"verify-blob", "--bundle", filepath.Join(dir, n.Bundle())}, s.verifyArgs(dir, n, true)...), sums)...)
+		return err
+	}
 	_, err := cosign(binary, "verify-blob", "--key", filepath.Join(dir, n.PublicKey()), "--insecure-ignore-tlog",
-		"--signature", filepath.Join(dir, n.Signature()), filepath.Join(dir, n.Checksums()))
+		"--signature", filepath.Join(dir, n.Signature()), sums)
 	return err
 }
