@@ -9,6 +9,7 @@ require (
 	github.com/go-json-experiment/json v0.0.0-20260820222146-c27c302e5fc3
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-containerregistry v0.22.1
+	github.com/google/renameio/v2 v2.0.2
 	github.com/in-toto/attestation v1.1.2
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.7.0
 	github.com/open-policy-agent/cert-controller v0.16.0

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"sigs.k8s.io/yaml"
 )
 
@@ -334,21 +335,15 @@ func copyFile(src, dst string) error {
 // writeFile writes through a temporary file beside path: an interrupted
 // release never leaves a truncated file under a release's name.
 func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	// In path's directory, so that the rename is atomic; 0644 whatever
+	// the umask, so that the file is the same on every machine.
+	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithStaticPermissions(0o644))
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
+	defer func() { _ = f.Cleanup() }()
 	if err := write(f); err != nil {
-		f.Close()
 		return err
 	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return f.CloseAtomicallyReplace()
 }
