@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
 // kubectl runs bin/kubectl as a cluster admin and returns its combined
@@ -143,19 +145,64 @@ var pauseImage string
 // servingGatehouse runs Gatehouse from its image on the real node, as the
 // chart would in its managed mode (webhook configurations pointing at the
 // Service), with pvsafe only and a serving certificate held in a Secret,
-// and returns once its Pod is Ready. Its /readyz waits for its caches, which
-// it fills through the `kubernetes` Service from inside the Pod.
-var servingGatehouse = sync.OnceValues(func() (*corev1.Pod, error) {
+// and returns its Pod (not waiting for Ready: its /readyz waits for its
+// caches, which it fills through the `kubernetes` Service from inside the
+// Pod) and what removes it all, webhook configurations included: the test
+// runs that at its end (it runs once), and before its own clean-up where
+// that needs pvsafe gone. Nothing of it is left for the suite's next test,
+// which may install the chart under the same names (TestTryItOnYourCluster).
+func servingGatehouse(t *testing.T) (*corev1.Pod, func()) {
+	t.Helper()
+	pod, objs, err := startServingGatehouse()
+	stop := sync.OnceFunc(func() { stopServingGatehouse(t, pod, objs) })
+	t.Cleanup(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod, stop
+}
+
+// stopServingGatehouse deletes the Pod and waits until it is gone (alive,
+// its drift repair would write the webhook configurations again), then its
+// webhook configurations and the rest.
+func stopServingGatehouse(t *testing.T, pod *corev1.Pod, objs []client.Object) {
+	ctx := context.Background()
+	c := controlPlane.Client
+	if err := client.IgnoreNotFound(c.Delete(ctx, pod, client.GracePeriodSeconds(0))); err != nil {
+		t.Errorf("delete the serving Gatehouse's Pod: %v", err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}) == nil {
+		if time.Now().After(deadline) {
+			t.Errorf("the serving Gatehouse's Pod %s/%s is not gone after 2 minutes", pod.Namespace, pod.Name)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	validating, mutating := webhookconfig.ConfigurationNames("") // the Pod names no --instance
+	objs = append(objs,
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: validating}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: mutating}})
+	for _, o := range objs {
+		if err := client.IgnoreNotFound(c.Delete(ctx, o)); err != nil {
+			t.Errorf("delete the serving Gatehouse's %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// startServingGatehouse creates what servingGatehouse runs: the Pod, and
+// the objects beside it.
+func startServingGatehouse() (*corev1.Pod, []client.Object, error) {
 	ctx := context.Background()
 	const ns, name = "gatehouse-system", "gatehouse"
 	c := controlPlane.Client
 	bundle, err := certs.SelfSigned(certs.ServiceDNSNames(name, ns), 24*time.Hour)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	labels := map[string]string{"app.kubernetes.io/name": name}
 	if err := createNamespaceWithServiceAccount(ns); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	objs := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
@@ -199,21 +246,18 @@ var servingGatehouse = sync.OnceValues(func() (*corev1.Pod, error) {
 	testenv.PlaceOnRealNode(&pod.Spec)
 	for _, o := range append(objs, pod) {
 		if err := c.Create(ctx, o); err != nil && !errors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+			return pod, objs, fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}
 	}
-	return pod, nil
-})
+	return pod, objs, nil
+}
 
 // TestPodReachesAPIServerThroughKubernetesService: Gatehouse in a Pod on
 // the real node, with the in-cluster configuration (KUBERNETES_SERVICE_HOST,
 // the `kubernetes` Service's ClusterIP, and the service-account token and
 // CA), syncs its caches and becomes Ready.
 func TestPodReachesAPIServerThroughKubernetesService(t *testing.T) {
-	pod, err := servingGatehouse()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod, _ := servingGatehouse(t)
 	waitPodReady(t, pod.Namespace, pod.Name, 2*time.Minute)
 	var svc corev1.Service
 	if err := controlPlane.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "kubernetes"}, &svc); err != nil {
@@ -236,10 +280,7 @@ func TestPodReachesAPIServerThroughKubernetesService(t *testing.T) {
 // Fail would also turn into a refusal) comes back through kubectl.
 func TestAPIServerCallsWebhookPodThroughService(t *testing.T) {
 	ctx := context.Background()
-	pod, err := servingGatehouse()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod, stop := servingGatehouse(t)
 	waitPodReady(t, pod.Namespace, pod.Name, 2*time.Minute)
 	ns := "real-node-data"
 	createNamespace(t, ns)
@@ -249,16 +290,20 @@ func TestAPIServerCallsWebhookPodThroughService(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// pvsafe would refuse these deletions: it goes first.
 	t.Cleanup(func() {
-		_ = controlPlane.Client.Delete(ctx, pvc)
-		_ = controlPlane.Client.Delete(ctx, pv)
+		stop()
+		for _, o := range []client.Object{pvc, pv, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}} {
+			if err := client.IgnoreNotFound(controlPlane.Client.Delete(ctx, o)); err != nil {
+				t.Errorf("delete %T %s: %v", o, o.GetName(), err)
+			}
+		}
 	})
 	// Until the claim is bound, pvsafe has nothing to protect; until the
 	// managed configuration is written, nothing calls it.
 	deadline := time.Now().Add(time.Minute)
-	var out string
 	for {
-		out, err = kubectl(t, "delete", "namespace", ns, "--dry-run=server")
+		out, err := kubectl(t, "delete", "namespace", ns, "--dry-run=server")
 		if err != nil && strings.Contains(out, `admission webhook "pvsafe.gatehouse.dev" denied the request: DELETION BLOCKED:`) {
 			return
 		}
