@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	"github.com/google/renameio/v2"
 )
 
 // imageConfig is what the image's config says about running it.
@@ -292,26 +290,6 @@ func writeTarFiles(w io.Writer, files map[string][]byte, created time.Time) erro
 		}
 	}
 	return tw.Close()
-}
-
-// writeFileAtomic writes data through a temporary file beside path, so
-// that an interrupted build never leaves a truncated archive that a later
-// `ctr images import` would take.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	// In path's directory, so that the rename is atomic; 0644 whatever
-	// the umask, so that the file is the same on every machine.
-	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithStaticPermissions(0o644))
-	if err != nil {
-		return err
-	}
-	defer func() { _ = f.Cleanup() }()
-	if err := write(f); err != nil {
-		return err
-	}
-	return f.CloseAtomicallyReplace()
 }
 
 // platformOf parses "os/arch[/variant]".

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/ulikunitz/xz"
+
+	"github.com/gatehouse-dev/gatehouse/hack/internal/atomicfile"
 )
 
 // The Debian archives the image's packages come from: bookworm (Debian
@@ -110,7 +112,7 @@ func writeLock(file, arch string, entries []lockEntry, roots []string) error {
 	for _, e := range entries {
 		fmt.Fprintln(&b, e)
 	}
-	return writeFileAtomic(file, func(w io.Writer) error { _, err := w.Write(b.Bytes()); return err })
+	return atomicfile.Write(file, func(w io.Writer) error { _, err := w.Write(b.Bytes()); return err })
 }
 
 // debCache downloads and unpacks locked packages, keeping each verified
@@ -146,7 +148,7 @@ func (c debCache) fetch(e lockEntry) (*debPackage, error) {
 		if got := sha256Hex(data); got != e.SHA256 {
 			return nil, fmt.Errorf("%s: sha256 %s, the lock says %s", e.URL(), got, e.SHA256)
 		}
-		if err := writeFileAtomic(file, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		if err := atomicfile.Write(file, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 			return nil, err
 		}
 	}

@@ -30,6 +30,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/gatehouse-dev/gatehouse/hack/internal/atomicfile"
 )
 
 // listFlag is a repeatable flag.
@@ -203,7 +205,7 @@ func run(o options, out io.Writer) error {
 		return nil
 	}
 	if o.Output != "" {
-		if err := writeFileAtomic(o.Output, func(w io.Writer) error { return writeArchive(w, localBuild.Image, ref, created) }); err != nil {
+		if err := atomicfile.Write(o.Output, func(w io.Writer) error { return writeArchive(w, localBuild.Image, ref, created) }); err != nil {
 			return fmt.Errorf("--output: %w", err)
 		}
 		digest, err := localBuild.Image.Digest()
@@ -217,7 +219,7 @@ func run(o options, out io.Writer) error {
 		if index, err = buildIndex(builds); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(o.IndexOutput, func(w io.Writer) error { return writeIndexArchive(w, index, ref, created) }); err != nil {
+		if err := atomicfile.Write(o.IndexOutput, func(w io.Writer) error { return writeIndexArchive(w, index, ref, created) }); err != nil {
 			return fmt.Errorf("--index-output: %w", err)
 		}
 		digest, err := index.Digest()
@@ -234,14 +236,14 @@ func run(o options, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := writeFileAtomic(o.Listing, func(w io.Writer) error {
+		if err := atomicfile.Write(o.Listing, func(w io.Writer) error {
 			return writeListing(w, ref, index, builds, origins)
 		}); err != nil {
 			return fmt.Errorf("--listing: %w", err)
 		}
 	}
 	if o.SBOM != "" {
-		if err := writeFileAtomic(o.SBOM, func(w io.Writer) error {
+		if err := atomicfile.Write(o.SBOM, func(w io.Writer) error {
 			return writeSBOM(w, ref, index, builds, created)
 		}); err != nil {
 			return fmt.Errorf("--sbom: %w", err)

@@ -15,8 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/renameio/v2"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gatehouse-dev/gatehouse/hack/internal/atomicfile"
 )
 
 // listFlag is a repeatable flag.
@@ -65,9 +66,7 @@ func runDist(args []string) error {
 	fs.StringVar(&o.GoVersion, "go-version", "", "The Go toolchain that compiled the binaries (go env GOVERSION).")
 	fs.Var(&o.Dependencies, "dependency", "URI=PATH: a build input recorded in provenance by its file's SHA-256 (go.sum, the Debian package locks). Repeatable.")
 	fs.StringVar(&o.Cosign, "cosign", "cosign", "The cosign binary that signs checksums.txt.")
-	fs.StringVar(&o.Signing.Key, "key", "", "cosign's private key (COSIGN_PASSWORD unlocks it); empty, and not keyless: checksums.txt is left unsigned.")
-	fs.StringVar(&o.Signing.Identity, "keyless-identity", "", "Sign keyless instead of with a key (the release workflow: cosign's ambient OIDC token): the certificate identity verifiers demand, the workflow's URI at its ref.")
-	fs.StringVar(&o.Signing.Issuer, "keyless-issuer", "", "The keyless signer's OIDC issuer, which verifiers demand (https://token.actions.githubusercontent.com).")
+	o.Signing.addFlags(fs, "checksums.txt is left unsigned")
 	_ = fs.Parse(args)
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -118,7 +117,7 @@ func dist(o distOptions, out io.Writer) error {
 			entries = append(entries, archiveEntry{Name: filepath.Base(inc), Source: inc, Mode: 0o644})
 		}
 		name := n.Archive(platform)
-		if err := writeFile(filepath.Join(o.Dist, name), func(w io.Writer) error {
+		if err := atomicfile.Write(filepath.Join(o.Dist, name), func(w io.Writer) error {
 			return writeArchive(w, entries, epoch)
 		}); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -133,7 +132,7 @@ func dist(o distOptions, out io.Writer) error {
 	if err := checkChart(chart, n.Version); err != nil {
 		return fmt.Errorf("%s: %w", o.Chart, err)
 	}
-	if err := writeFile(filepath.Join(o.Dist, n.Chart()), func(w io.Writer) error {
+	if err := atomicfile.Write(filepath.Join(o.Dist, n.Chart()), func(w io.Writer) error {
 		return repackChart(w, chart, epoch)
 	}); err != nil {
 		return fmt.Errorf("%s: %w", n.Chart(), err)
@@ -326,24 +325,8 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	return writeFile(dst, func(w io.Writer) error {
+	return atomicfile.Write(dst, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	})
-}
-
-// writeFile writes through a temporary file beside path: an interrupted
-// release never leaves a truncated file under a release's name.
-func writeFile(path string, write func(io.Writer) error) error {
-	// In path's directory, so that the rename is atomic; 0644 whatever
-	// the umask, so that the file is the same on every machine.
-	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithStaticPermissions(0o644))
-	if err != nil {
-		return err
-	}
-	defer func() { _ = f.Cleanup() }()
-	if err := write(f); err != nil {
-		return err
-	}
-	return f.CloseAtomicallyReplace()
 }

@@ -44,9 +44,7 @@ func runPublish(args []string) error {
 	fs.BoolVar(&o.PlainHTTP, "plain-http", false, "Talk to the registry over plain HTTP (a registry on loopback).")
 	fs.StringVar(&o.Cosign, "cosign", "cosign", "The cosign binary that signs.")
 	fs.StringVar(&o.Helm, "helm", "helm", "The helm binary that pushes the chart.")
-	fs.StringVar(&o.Signing.Key, "key", "", "cosign's private key, the one make release signed checksums.txt with; empty, and not keyless: nothing is signed in the registry.")
-	fs.StringVar(&o.Signing.Identity, "keyless-identity", "", "Sign keyless (cosign's ambient OIDC token), as make release did: the certificate identity checksums.txt's bundle must name and verifiers demand.")
-	fs.StringVar(&o.Signing.Issuer, "keyless-issuer", "", "The keyless signer's OIDC issuer (https://token.actions.githubusercontent.com).")
+	o.Signing.addFlags(fs, "nothing is signed in the registry")
 	fs.BoolVar(&o.TlogUpload, "tlog-upload", false, "Record the signatures in Sigstore's public transparency log (needs its network).")
 	_ = fs.Parse(args)
 	if fs.NArg() > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,6 +39,14 @@ type signing struct {
 	// (the workflow's URI at its ref) and OIDC issuer, as a verifier
 	// names them.
 	Identity, Issuer string
+}
+
+// addFlags adds the signer's flags to fs; unsigned says what happens when
+// none is given.
+func (s *signing) addFlags(fs *flag.FlagSet, unsigned string) {
+	fs.StringVar(&s.Key, "key", "", "cosign's private key (COSIGN_PASSWORD unlocks it), the same for make release and make publish; empty, and not keyless: "+unsigned+".")
+	fs.StringVar(&s.Identity, "keyless-identity", "", "Sign keyless instead (cosign's ambient OIDC token: the release workflow's), the same for make release and make publish: the certificate identity verifiers demand, the workflow's URI at its ref.")
+	fs.StringVar(&s.Issuer, "keyless-issuer", "", "The keyless signer's OIDC issuer, which verifiers demand (https://token.actions.githubusercontent.com).")
 }
 
 func (s signing) keyless() bool { return s.Identity != "" }
