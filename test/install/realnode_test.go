@@ -166,6 +166,9 @@ func servingGatehouse(t *testing.T) (*corev1.Pod, func()) {
 // its drift repair would write the webhook configurations again), then its
 // webhook configurations and the rest.
 func stopServingGatehouse(t *testing.T, pod *corev1.Pod, objs []client.Object) {
+	if pod == nil { // nothing was created
+		return
+	}
 	ctx := context.Background()
 	c := controlPlane.Client
 	if err := client.IgnoreNotFound(c.Delete(ctx, pod, client.GracePeriodSeconds(0))); err != nil {
