@@ -123,8 +123,9 @@ func signChecksums(binary string, s signing, dir string, n names) error {
 	return verifyChecksums(binary, s, dir, n)
 }
 
-// verifyChecksums checks checksums.txt's signature: by the release's
-// public key, or, keyless, by its bundle and the signer's identity.
+// verifyChecksums checks checksums.txt's signature: keyless, by its
+// bundle and the signer's identity; otherwise (s's key unused) by the
+// release's public key.
 func verifyChecksums(binary string, s signing, dir string, n names) error {
 	sums := filepath.Join(dir, n.Checksums())
 	if s.keyless() {
