@@ -66,6 +66,13 @@ type Options struct {
 	// MaxInFlight bounds the admissions awaiting their answer (default 256);
 	// beyond it the load slows down, and Report.Rate shows it.
 	MaxInFlight int
+	// MaxInFlightPerModule bounds each module's admissions awaiting their
+	// answer (default MaxInFlight). A module that queues one party's
+	// admissions behind each other (configcheck takes one config's
+	// admissions in turn and refuses a party's ninth waiter) sheds an
+	// open-loop load on a machine slowed by other work, whatever the test
+	// is about; below its queue's bound the load slows down instead.
+	MaxInFlightPerModule int
 	// Timeout bounds one admission (default 30s, beyond any webhook's).
 	Timeout time.Duration
 	// Modules are the modules whose operations are sent (Operations).
@@ -96,6 +103,9 @@ func Start(cfg *rest.Config, opts Options) (*Run, error) {
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = 256
 	}
+	if opts.MaxInFlightPerModule == 0 {
+		opts.MaxInFlightPerModule = opts.MaxInFlight
+	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
 	}
@@ -118,6 +128,12 @@ func Start(cfg *rest.Config, opts Options) (*Run, error) {
 func (r *Run) send(ctx context.Context) {
 	defer close(r.done)
 	slots := make(chan struct{}, r.opts.MaxInFlight)
+	moduleSlots := map[string]chan struct{}{}
+	for _, op := range r.ops {
+		if moduleSlots[op.Module] == nil {
+			moduleSlots[op.Module] = make(chan struct{}, r.opts.MaxInFlightPerModule)
+		}
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	interval := time.Duration(float64(time.Second) / r.opts.Rate)
@@ -129,17 +145,23 @@ func (r *Run) send(ctx context.Context) {
 			case <-time.After(wait):
 			}
 		}
+		op := r.ops[i%len(r.ops)]
 		select {
 		case <-ctx.Done():
 			return
 		case slots <- struct{}{}:
 		}
-		op := r.ops[i%len(r.ops)]
+		select {
+		case <-ctx.Done():
+			<-slots
+			return
+		case moduleSlots[op.Module] <- struct{}{}:
+		}
 		wg.Add(1)
 		r.inFlight.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-slots }()
+			defer func() { <-slots; <-moduleSlots[op.Module] }()
 			r.do(op)
 		}()
 	}

@@ -1,10 +1,14 @@
 package admissionload
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func TestClassify(t *testing.T) {
@@ -109,5 +113,47 @@ apiserver_conversion_webhook_request_total{failure_type="conversion_webhook_call
 	}
 	if d := w.Sub(Witness{Calls: 40, Conversions: 17}); d.Calls != 2 || d.Conversions != 1 {
 		t.Fatalf("sub %+v", d)
+	}
+}
+
+// TestModuleInFlightIsBounded: a module whose admissions are slow to answer
+// never has more than MaxInFlightPerModule of them waiting; the load slows
+// down instead of piling them up.
+func TestModuleInFlightIsBounded(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	slow := func(ctx context.Context, _ client.Client) error {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return nil
+	}
+	fast := func(context.Context, client.Client) error { return nil }
+	r := &Run{
+		opts:    Options{Rate: 1000, MaxInFlight: 64, MaxInFlightPerModule: 3, Timeout: time.Minute},
+		ops:     []Operation{{Name: "slow", Module: "slow", Do: slow}, {Name: "fast", Module: "fast", Do: fast}},
+		done:    make(chan struct{}),
+		started: time.Now(),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.send(ctx)
+	time.Sleep(100 * time.Millisecond) // a hundred sends due at 1000/s
+	mu.Lock()
+	got := most
+	mu.Unlock()
+	close(release)
+	rep := r.Stop()
+	if got != 3 {
+		t.Fatalf("at most %d slow admissions waited at once, want the bound, 3", got)
+	}
+	if rep.Allowed == 0 || rep.Failed != 0 {
+		t.Fatalf("the load after the slow ones were answered: %s", rep)
 	}
 }
