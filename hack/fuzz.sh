@@ -24,7 +24,12 @@ reproducers() { # dir target: list of files Go has written for target
 }
 
 for dir in $(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' api cmd internal | xargs -n1 dirname | sort -u); do
-  for name in $($GO test -list '^Fuzz' "./$dir" | grep '^Fuzz'); do
+  # The targets by their declarations, not go test -list: listing compiles
+  # each package's tests in one more configuration (neither the race
+  # detector's nor the fuzzer's instrumentation), which cost a cold CI
+  # about three minutes. A target in a file this platform does not build
+  # is then run by name and matches nothing.
+  for name in $(sed -nE 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/p' "$dir"/*_test.go | sort -u); do
     echo "== ./$dir $name for $FUZZTIME"
     before=$(reproducers "$dir" "$name")
     if $GO test "./$dir" -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" \

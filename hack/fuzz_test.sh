@@ -11,7 +11,6 @@ cat >"$tmp/go" <<'FAKE'
 #!/usr/bin/env bash
 # FAKE_FUZZ: pass | deadline | crash | panic; FAKE_REPLAY: pass | fail
 args=" $* "
-if [[ $args == *" -list "* ]]; then echo FuzzA; echo ok; exit 0; fi
 if [[ $args == *" -fuzz "* ]]; then
   case $FAKE_FUZZ in
     pass) echo PASS; exit 0 ;;

@@ -2,8 +2,11 @@ package install
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
@@ -45,10 +49,11 @@ func fullValues() map[string]any {
 }
 
 // TestInstallUpgradeKillDrainUninstall is the day-one life of a release in
-// the order a platform engineer lives it, on one cluster: install with
-// every module on, a replica killed under load, a node drain, an upgrade
-// (with a CA rotation) under load, uninstall. Each step needs the one
-// before; the first failure ends the test.
+// the order a platform engineer lives it, on one cluster: install of the
+// previous chart with every module on, a replica killed under load, a node
+// drain, the upgrade to this chart with --reuse-values (and a CA rotation)
+// under load, uninstall. Each step needs the one before; the first failure
+// ends the test.
 func TestInstallUpgradeKillDrainUninstall(t *testing.T) {
 	steps := []struct {
 		name string
@@ -57,7 +62,7 @@ func TestInstallUpgradeKillDrainUninstall(t *testing.T) {
 		{"1 install: every module answers through the Service", installEveryModule},
 		{"3 a replica killed hard under load", killOneReplicaUnderLoad},
 		{"4 a drain: the PDB refuses the second eviction", evictTwoOfThree},
-		{"2 and 7 upgrade under load with a CA rotation: zero failed admissions", upgradeUnderLoad},
+		{"2 and 7 upgrade from the previous chart under load with a CA rotation: zero failed admissions", upgradeUnderLoad},
 		{"5 uninstall leaves a working cluster", uninstallLeavesAWorkingCluster},
 	}
 	// A failed step leaves the release installed: remove it, so that the
@@ -86,10 +91,14 @@ func installEveryModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	must(t, "helm", helmChart("install", release, "--namespace", releaseNamespace, "--create-namespace",
+	// The previous chart: step 7 upgrades from it (previousChartFile).
+	must(t, "helm", append(append([]string{"install", release}, previousChartRef()...), "--namespace", releaseNamespace, "--create-namespace",
 		"-f", valuesFile(t, fullValues()), "--wait", "--timeout", "5m")...)
 	waitRolledOut(t, release, 3)
-	t.Logf("helm install to 3 Ready replicas: %v", time.Since(start).Round(time.Second))
+	t.Logf("helm install of the previous chart (%s) to 3 Ready replicas: %v", previousChartVersion, time.Since(start).Round(time.Second))
+	if got := releasedChart(t); got != "gatehouse-"+previousChartVersion {
+		t.Fatalf("the release runs chart %s, want the previous one, gatehouse-%s", got, previousChartVersion)
+	}
 	if published != nil {
 		// The real node pulled the published image: nothing was imported.
 		for _, p := range pods(t, release) {
@@ -367,6 +376,9 @@ func upgradeUnderLoad(t *testing.T) {
 	must(t, "helm", helmChart("upgrade", release, "--namespace", releaseNamespace, "--reuse-values",
 		"--set-string", "podAnnotations.gatehouse\\.dev/restarted-at="+start.UTC().Format("20060102T150405Z"), "--wait", "--timeout", "8m")...)
 	waitRolledOut(t, release, 3)
+	if got, want := releasedChart(t), "gatehouse-"+currentChartVersion(t); got != want {
+		t.Fatalf("after the upgrade the release runs chart %s, want %s", got, want)
+	}
 	for _, p := range pods(t, release) {
 		if before[p.Name] {
 			t.Fatalf("Pod %s was not replaced by the upgrade", p.Name)
@@ -395,6 +407,78 @@ func upgradeUnderLoad(t *testing.T) {
 	if witness.Failures() > 0 {
 		t.Fatalf("kube-apiserver counted failed webhook calls during the upgrade: %s", witness)
 	}
+
+	// --reset-then-reuse-values (the docs' upgrade command, which takes
+	// today's defaults) renders what --reuse-values over the previous
+	// chart's values rendered: every key that chart lacked was filled in
+	// from today's defaults. Nothing changes, so nothing rolls.
+	reused := must(t, "helm", "get", "manifest", release, "--namespace", releaseNamespace)
+	must(t, "helm", helmChart("upgrade", release, "--namespace", releaseNamespace, "--reset-then-reuse-values", "--wait", "--timeout", "5m")...)
+	reset := must(t, "helm", "get", "manifest", release, "--namespace", releaseNamespace)
+	if reused != reset {
+		t.Errorf("--reset-then-reuse-values renders otherwise than --reuse-values over the previous chart's values:\n%s", firstDifference(reused, reset))
+	}
+	// The chart's own check, on the chart upgraded to.
+	out := must(t, "helm", "test", release, "--namespace", releaseNamespace, "--timeout", "3m", "--logs")
+	if !strings.Contains(out, "pvsafe refused the dry-run deletion") {
+		t.Errorf("helm test passed without pvsafe's check:\n%s", out)
+	}
+}
+
+// releasedChart is the chart (name-version) the release runs, as helm
+// list shows it.
+func releasedChart(t *testing.T) string {
+	t.Helper()
+	out := must(t, "helm", "list", "--namespace", releaseNamespace, "--filter", "^"+release+"$", "--output", "json")
+	var releases []struct {
+		Chart string `json:"chart"`
+	}
+	if err := json.Unmarshal([]byte(out), &releases); err != nil || len(releases) != 1 {
+		t.Fatalf("helm list: %v: %s", err, out)
+	}
+	return releases[0].Chart
+}
+
+// currentChartVersion is the version of the chart under test: the
+// published release's, or charts/gatehouse's.
+func currentChartVersion(t *testing.T) string {
+	t.Helper()
+	if published != nil {
+		return published.version
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "charts", "gatehouse", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Version string `json:"version"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatal(err)
+	}
+	return meta.Version
+}
+
+// firstDifference is the first line where a and b differ, with its number.
+func firstDifference(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range max(len(al), len(bl)) {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d:\n  --reuse-values:             %s\n  --reset-then-reuse-values: %s", i+1, x, y)
+		}
+	}
+	return "(none)"
 }
 
 // caBundle is the CA bundle of the self-managed Secret.

@@ -46,6 +46,31 @@ type publishedRelease struct {
 // the repository.
 var published *publishedRelease
 
+// The previous chart: charts/gatehouse as of commit 4f63b87 (2026-12-02),
+// packaged by helm as it was (testdata). The install suite installs it
+// first and upgrades to today's chart with --reuse-values, as the docs'
+// upgrade commands do: the new templates then render over the values of a
+// chart that lacked every key added since (defaultsRevision,
+// webhooks.matchConditions, the ServiceMonitor's authorization, the prune
+// opt-outs, the sandbox runner's GOMEMLIMIT). Both charts run the image
+// under test (their appVersion is the same): the previous release's image
+// would need the previous commit's tree, which a clone need not hold, and
+// it is the chart that --reuse-values breaks. Move it forward to the last
+// release once the project has one.
+const (
+	previousChartFile    = "test/install/testdata/gatehouse-0.0.0-previous.4f63b87.tgz"
+	previousChartVersion = "0.0.0-previous.4f63b87"
+)
+
+// previousChartRef is the previous chart in helm's command line: the
+// packaged file, or the copy the suite pushed beside the release.
+func previousChartRef() []string {
+	if published == nil {
+		return []string{previousChartFile}
+	}
+	return []string{published.chart, "--version", previousChartVersion, "--plain-http"}
+}
+
 // chartRef is the chart in helm's command line.
 func chartRef() []string {
 	if published == nil {
@@ -124,6 +149,15 @@ func publishRelease(dist string) (*publishedRelease, error) {
 	if p.imageDigest, err = verifyPublished(p, root, dist); err != nil {
 		_ = srv.Close()
 		return nil, err
+	}
+	// The previous chart beside it, as a registry keeps a project's
+	// earlier releases.
+	push := exec.CommandContext(ctx, filepath.Join(root, "bin", "helm"), "push", filepath.Join(root, previousChartFile),
+		"oci://"+host+"/gatehouse-dev/charts", "--plain-http")
+	push.Env = append(os.Environ(), "HELM_REGISTRY_CONFIG="+filepath.Join(os.TempDir(), fmt.Sprintf("gatehouse-install-registry-%d.json", os.Getpid())))
+	if out, err := push.CombinedOutput(); err != nil {
+		_ = srv.Close()
+		return nil, fmt.Errorf("helm push %s: %w\n%s", previousChartFile, err, out)
 	}
 	return p, nil
 }
