@@ -65,9 +65,10 @@ TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(H
 TEST_TOOLS := $(filter-out $(CONTROLLER_GEN) $(CONVERSION_GEN) $(COSIGN),$(TOOLS))
 # KUBE_MINOR_TOOLS are the older minors' control planes the minor matrix
 # runs (make tools-minors, make test-minors), built by make test as well.
-KUBE_MINORS       := 1.34 1.35 1.36
+KUBE_MINORS       := 1.33 1.34 1.35 1.36
 # CI_KUBE_MINORS is the part of the matrix .ci/run runs (make test-ci): the
-# lowest tested minor (the reasons are at test-minors).
+# lowest minor the previous chart supports (the install suite upgrades from
+# it, test/install/release_test.go), 1.34; the reasons are at test-minors.
 CI_KUBE_MINORS    := 1.34
 KUBE_MINOR_BINS   := kube-apiserver kube-controller-manager kube-scheduler kubelet
 KUBE_MINOR_TOOLS  := $(foreach m,$(KUBE_MINORS),$(addprefix $(BIN)/kube-$(m)/,$(KUBE_MINOR_BINS)))
@@ -119,7 +120,7 @@ kube_ldflags = -s -w -X k8s.io/component-base/version.gitVersion=$(call kube_ver
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$1))
 
 .PHONY: tools-minors
-tools-minors: $(KUBE_MINOR_TOOLS) ## Build the control plane of every older tested minor (1.34-1.36: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet) into bin/kube-<minor>/.
+tools-minors: $(KUBE_MINOR_TOOLS) ## Build the control plane of every older tested minor (1.33-1.36: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet) into bin/kube-<minor>/.
 
 # One go build per minor makes all four (a pattern rule with several
 # targets runs once for them): the linker of one runs while the others
@@ -548,7 +549,7 @@ INSTALL_RELEASE_DIST ?=
 CI_MINOR_INSTALL := .*
 
 .PHONY: test-minors
-test-minors: $(TEST_TOOLS) tools-minors build $(if $(IMAGE_READY),,local-image) ## The minor matrix: MINOR_E2E and the install suite on Kubernetes 1.34, 1.35 and 1.36 (bin/kube-<minor>/); KUBE_MINORS=1.34 for one.
+test-minors: $(TEST_TOOLS) tools-minors build $(if $(IMAGE_READY),,local-image) ## The minor matrix: MINOR_E2E and the install suite on Kubernetes 1.33, 1.34, 1.35 and 1.36 (bin/kube-<minor>/); KUBE_MINORS=1.34 for one.
 	@# A renamed test would drop out of the matrix silently: each name must
 	@# still match a test.
 	@for name in $(MINOR_E2E); do grep -qE "^func $$name\(t \*testing.T\)" test/e2e/*_test.go || { echo "make: MINOR_E2E names $$name, which no test in test/e2e matches"; exit 1; }; done

@@ -1041,14 +1041,14 @@ func TestHelmDisruptionBudgetLetsADrainThrough(t *testing.T) {
 
 // Chart.yaml says which Kubernetes it needs, the lowest minor make
 // test-minors runs: helm refuses the one before and renders for it and
-// a provider's build of it (EKS's v1.34.4-eks-..., a pre-release to semver).
+// a provider's build of it (EKS's v1.33.5-eks-..., a pre-release to semver).
 func TestHelmKubeVersion(t *testing.T) {
 	root, _ := testenv.RepoRoot()
 	chart := filepath.Join(root, "charts/gatehouse")
-	if out, err := helm(t, "template", "g", chart, "--kube-version", "1.33.9"); err == nil {
-		t.Errorf("rendered for Kubernetes 1.33, which no test runs on:\n%.300s", out)
+	if out, err := helm(t, "template", "g", chart, "--kube-version", "1.32.9"); err == nil {
+		t.Errorf("rendered for Kubernetes 1.32, which no test runs on:\n%.300s", out)
 	}
-	for _, v := range []string{"1.34.0", "v1.34.4-eks-3025e55"} {
+	for _, v := range []string{"1.33.0", "v1.33.5-eks-3025e55"} {
 		if _, err := helm(t, "template", "g", chart, "--kube-version", v); err != nil {
 			t.Errorf("Kubernetes %s, the lowest tested minor: %v", v, err)
 		}

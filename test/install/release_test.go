@@ -13,10 +13,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/discovery"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
@@ -62,13 +65,37 @@ const (
 	previousChartVersion = "0.0.0-previous.4f63b87"
 )
 
-// previousChartRef is the previous chart in helm's command line: the
-// packaged file, or the copy the suite pushed beside the release.
-func previousChartRef() []string {
-	if published == nil {
-		return []string{previousChartFile}
+// previousChartLowestMinor is the lowest Kubernetes minor the previous
+// chart's kubeVersion accepts (">=1.34.0-0").
+const previousChartLowestMinor = 34
+
+// firstChart is the chart the install suite installs first, in helm's
+// command line, and its version: the previous chart (the packaged file, or
+// the copy the suite pushed beside the release); on a minor the previous
+// chart refuses, on which no release of it can have been installed, this
+// chart, and the upgrade is to itself.
+func firstChart(t *testing.T) (ref []string, version string) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(controlPlane.Config)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return []string{published.chart, "--version", previousChartVersion, "--plain-http"}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	minor, err := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
+	if err != nil {
+		t.Fatalf("Kubernetes minor %q: %v", v.Minor, err)
+	}
+	if minor < previousChartLowestMinor {
+		t.Logf("Kubernetes %s: older than the previous chart supports; installing this chart first", v.GitVersion)
+		return chartRef(), currentChartVersion(t)
+	}
+	if published == nil {
+		return []string{previousChartFile}, previousChartVersion
+	}
+	return []string{published.chart, "--version", previousChartVersion, "--plain-http"}, previousChartVersion
 }
 
 // chartRef is the chart in helm's command line.
