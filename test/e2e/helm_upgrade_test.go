@@ -3,9 +3,9 @@ package e2e
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/testing/linediff"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
@@ -76,7 +76,7 @@ func TestHelmUpgradeReusingThePreviousValues(t *testing.T) {
 			// The chart's path is in nothing rendered; the release's
 			// values are the same once filled in.
 			if reused != today {
-				t.Errorf("the render over the previous values differs from today's:\n%s", firstDifference(reused, today))
+				t.Errorf("the render over the previous values differs from today's:\n%s", linediff.First("reused", reused, "today", today))
 			}
 		})
 	}
@@ -88,22 +88,4 @@ func TestHelmUpgradeReusingThePreviousValues(t *testing.T) {
 	if !nodegroup {
 		t.Error("the previous release's default (nodegroup on) was replaced by today's: no NodeGroup CRD rendered")
 	}
-}
-
-// firstDifference is the first line where a and b differ, with its number.
-func firstDifference(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := range max(len(al), len(bl)) {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			return "line " + itoa(int64(i+1)) + ":\n  reused: " + x + "\n  today:  " + y
-		}
-	}
-	return "(none)"
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/certs"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/admissionload"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/linediff"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )
 
@@ -417,7 +418,7 @@ func upgradeUnderLoad(t *testing.T) {
 	must(t, "helm", helmChart("upgrade", release, "--namespace", releaseNamespace, "--reset-then-reuse-values", "--wait", "--timeout", "5m")...)
 	reset := must(t, "helm", "get", "manifest", release, "--namespace", releaseNamespace)
 	if reused != reset {
-		t.Errorf("--reset-then-reuse-values renders otherwise than --reuse-values over the previous chart's values:\n%s", firstDifference(reused, reset))
+		t.Errorf("--reset-then-reuse-values renders otherwise than --reuse-values over the previous chart's values:\n%s", linediff.First("--reuse-values", reused, "--reset-then-reuse-values", reset))
 	}
 	// The chart's own check, on the chart upgraded to.
 	out := must(t, "helm", "test", release, "--namespace", releaseNamespace, "--timeout", "3m", "--logs")
@@ -462,24 +463,6 @@ func currentChartVersion(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return meta.Version
-}
-
-// firstDifference is the first line where a and b differ, with its number.
-func firstDifference(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := range max(len(al), len(bl)) {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			return fmt.Sprintf("line %d:\n  --reuse-values:             %s\n  --reset-then-reuse-values: %s", i+1, x, y)
-		}
-	}
-	return "(none)"
 }
 
 // caBundle is the CA bundle of the self-managed Secret.
