@@ -533,8 +533,9 @@ MINOR_INSTALL := .*
 # installs the chart and image from there (make test-ci sets it).
 INSTALL_RELEASE_DIST ?=
 # CI_KUBE_MINORS (defined with KUBE_MINORS) and CI_MINOR_INSTALL are the
-# part of the matrix make test-ci (.ci/run) runs: the lowest tested minor's
-# e2e subset and its whole install suite.
+# part of the matrix make test-ci (.ci/run) runs: 1.34's e2e subset and its
+# whole install suite (1.34, not the lowest, 1.33: the install suite
+# upgrades from the previous chart, which requires 1.34).
 # The install suite is where the minors differ most for an install: before
 # 1.37 kube-apiserver keeps a webhook connection on the Pod it dialled, so a
 # draining replica is still called until the drain closes each connection
