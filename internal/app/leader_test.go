@@ -138,43 +138,75 @@ func waitStopped(t *testing.T, errs <-chan error) error {
 // report of it, "error received after stop sequence was engaged" with
 // "leader election lost", was logged as an error with a stack trace on
 // every rolling update.
+//
+// controller-runtime does not always make the report: the elector's end is
+// put in a buffered channel that the stop sequence's drain loop may leave
+// unread once the stop completes (a select between two ready cases, the CI
+// failure of 2026-12-03). So a stop is repeated until one is reported; each
+// takes milliseconds, and every stop must release the lease and log no
+// error.
 func TestGracefulLeaseReleaseIsLoggedAtInfo(t *testing.T) {
-	lock := &memoryLock{}
-	var logs syncBuffer
-	stop, errs := startElected(t, lock, &logs)
-	stop()
-	if err := waitStopped(t, errs); err != nil {
-		t.Fatalf("a graceful stop ended with %v", err)
-	}
-	if h := lock.holder(); h != "" {
-		t.Fatalf("the lease is still held by %q after the stop: the release this test is about did not happen", h)
-	}
-	// The manager reports the release from a goroutine of its own, which
-	// may write after Start has returned: wait for the report, as a process
-	// that goes on logging would show it.
-	report := func() (logLine, bool) {
-		for _, l := range logs.lines(t) {
-			if l.Msg == stopSequenceError || l.Msg == "leader lease released" {
-				return l, true
+	const attempts = 40
+	for i := 0; i < attempts; i++ {
+		lock := &memoryLock{}
+		var logs syncBuffer
+		stop, errs := startElected(t, lock, &logs)
+		stop()
+		if err := waitStopped(t, errs); err != nil {
+			t.Fatalf("a graceful stop ended with %v", err)
+		}
+		if h := lock.holder(); h != "" {
+			t.Fatalf("the lease is still held by %q after the stop: the release this test is about did not happen", h)
+		}
+		// The drain loop may still be writing after Start returned: give
+		// it a moment, as a process that goes on logging would.
+		var report logLine
+		reported := false
+		for deadline := time.Now().Add(200 * time.Millisecond); !reported && time.Now().Before(deadline); {
+			for _, l := range logs.lines(t) {
+				if l.Msg == stopSequenceError || l.Msg == "leader lease released" {
+					report, reported = l, true
+				}
+			}
+			if !reported {
+				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		return logLine{}, false
+		for _, l := range logs.lines(t) {
+			if l.Level == "error" {
+				t.Fatalf("a graceful stop logged the error %q (%s):\n%s", l.Msg, l.Error, logs.String())
+			}
+		}
+		if !reported {
+			continue
+		}
+		if report.Msg != "leader lease released" || report.Level != "info" || report.Stacktrace != "" {
+			t.Fatalf("the graceful release was logged as %s %q (error %q, stack trace %t), want info \"leader lease released\" without a stack trace",
+				report.Level, report.Msg, report.Error, report.Stacktrace != "")
+		}
+		return
 	}
-	deadline := time.Now().Add(time.Minute)
-	l, ok := report()
-	for ; !ok && time.Now().Before(deadline); l, ok = report() {
-		time.Sleep(10 * time.Millisecond)
+	t.Fatalf("in %d graceful stops controller-runtime never reported the released lease: its report changed, and managerLogger's strings must follow it", attempts)
+}
+
+// TestManagerLoggerRewritesOnlyTheRelease: the rewrite is exact, whether or
+// not a given stop makes controller-runtime report it.
+func TestManagerLoggerRewritesOnlyTheRelease(t *testing.T) {
+	var logs syncBuffer
+	log := managerLogger(zap.New(zap.WriteTo(&logs))).WithName("manager").WithValues("k", "v")
+	log.Error(errors.New(leaderLost), stopSequenceError)
+	log.Error(errors.New("cache sync failed"), stopSequenceError)
+	log.Error(errors.New(leaderLost), "another message")
+	lines := logs.lines(t)
+	if len(lines) != 3 {
+		t.Fatalf("got %d lines, want 3:\n%s", len(lines), logs.String())
 	}
-	if !ok {
-		t.Fatalf("the manager never reported the released lease:\n%s", logs.String())
+	if l := lines[0]; l.Level != "info" || l.Msg != "leader lease released" || l.Stacktrace != "" {
+		t.Errorf("the release was logged as %+v, want info \"leader lease released\" without a stack trace", l)
 	}
-	if l.Msg != "leader lease released" || l.Level != "info" || l.Stacktrace != "" {
-		t.Errorf("the graceful release was logged as %s %q (error %q, stack trace %t), want info \"leader lease released\" without a stack trace",
-			l.Level, l.Msg, l.Error, l.Stacktrace != "")
-	}
-	for _, l := range logs.lines(t) {
-		if l.Level == "error" {
-			t.Errorf("a graceful stop logged the error %q (%s)", l.Msg, l.Error)
+	for _, l := range lines[1:] {
+		if l.Level != "error" || l.Error == "" {
+			t.Errorf("an error that is not the release was logged as %+v, want it unchanged at error", l)
 		}
 	}
 }
