@@ -87,7 +87,7 @@ var (
 	}, []string{"condition", "status", "reason"})
 	published = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_publications_total",
-		Help: "Renderings of the cluster's state by outcome: published, unchanged, rejected (render or haproxy failed; the last accepted one stays), not-owned (an object of an output's name is not the config's: nothing written), or forbidden (Gatehouse may not write in the config's namespace: nothing written).",
+		Help: "Renderings of the cluster's state by outcome: published, unchanged, rejected (render or haproxy failed; the last accepted one stays), not-owned (an object of an output's name is not the config's: nothing written), forbidden (Gatehouse may not write in the config's namespace: nothing written), or too-large (the rendering exceeds what a ConfigMap or Secret holds: nothing written).",
 	}, []string{"outcome"})
 )
 
@@ -131,7 +131,7 @@ func observeAdmission(watched string, resp admission.Response, d time.Duration) 
 // condition not written yet as NotWritten: the series stay a bounded set.
 var countedReasons = map[string][]string{
 	gatehousev1alpha1.ConditionValid:     {"Valid", "SpecInvalid", "TestsFailed", "TestsNotRun"},
-	gatehousev1alpha1.ConditionPublished: {"Published", "ConfigInvalid", "Loading", "RenderFailed", "PolicyRefused", "HAProxyCheckFailed", "OutputNotOwned", "OutputForbidden"},
+	gatehousev1alpha1.ConditionPublished: {"Published", "ConfigInvalid", "Loading", "RenderFailed", "PolicyRefused", "HAProxyCheckFailed", "NotPermitted", "OutputNotOwned", "OutputForbidden", "OutputTooLarge"},
 	gatehousev1alpha1.ConditionReady:     {"Ready", "NotReady"},
 }
 

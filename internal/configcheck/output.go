@@ -3,6 +3,8 @@ package configcheck
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,15 +82,116 @@ func (p *publisher) existing(ctx context.Context, cfg *gatehousev1alpha1.HAProxy
 	return true, nil
 }
 
+// maxPublishedBytes is what the API server accepts in one ConfigMap or
+// Secret: the sum of the sizes of its values (core/v1's MaxSecretSize, which
+// the ConfigMap's validation applies too). A rendering over it is refused
+// before anything is written, rather than found when the write fails.
+const maxPublishedBytes = corev1.MaxSecretSize
+
+// publishedData is a rendering as it is written: the ConfigMap's data, and the
+// Secret's (nil without certificates).
+type publishedData struct {
+	configMap map[string]string
+	secret    map[string][]byte
+}
+
+func publishedOf(out render.Output) publishedData {
+	p := publishedData{configMap: map[string]string{configKey: out.HAProxyConfig}}
+	for name, text := range out.Maps {
+		p.configMap[mapKeyPrefix+name] = text
+	}
+	for name, text := range out.Files {
+		p.configMap[fileKeyPrefix+name] = text
+	}
+	if len(out.Certs) > 0 {
+		p.secret = map[string][]byte{}
+		for name, text := range out.Certs {
+			p.secret[name] = []byte(text)
+		}
+	}
+	return p
+}
+
+// tooLargeError: the rendering does not fit in the object that would hold
+// it, so nothing was written.
+type tooLargeError struct {
+	kind, namespace, name string
+	size                  int
+	// largest are the object's biggest keys with their sizes, largest first.
+	largest []keySize
+}
+
+type keySize struct {
+	key  string
+	size int
+}
+
+func (e *tooLargeError) Error() string {
+	parts := make([]string, 0, len(e.largest))
+	for _, k := range e.largest {
+		parts = append(parts, fmt.Sprintf("%s %d bytes", k.key, k.size))
+	}
+	return fmt.Sprintf("the rendering does not fit in %s %s/%s: its keys hold %d bytes (%s), over the %d bytes the API server accepts in one %s; "+
+		"nothing was written and the last accepted rendering stays published. Split the config into several that each render less (for example one per group of namespaces, with each watched resource's namespaceSelector)",
+		e.kind, e.namespace, e.name, e.size, strings.Join(parts, ", "), maxPublishedBytes, e.kind)
+}
+
+// tooLarge returns the error for an object whose values exceed
+// maxPublishedBytes, nil when they fit. It names the three largest keys.
+func tooLarge(kind, namespace, name string, sizes map[string]int) error {
+	total := 0
+	keys := make([]keySize, 0, len(sizes))
+	for k, n := range sizes {
+		total += n
+		keys = append(keys, keySize{k, n})
+	}
+	if total <= maxPublishedBytes {
+		return nil
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].size != keys[j].size {
+			return keys[i].size > keys[j].size
+		}
+		return keys[i].key < keys[j].key
+	})
+	if len(keys) > 3 {
+		keys = keys[:3]
+	}
+	return &tooLargeError{kind: kind, namespace: namespace, name: name, size: total, largest: keys}
+}
+
+// fits says whether p can be written: a *tooLargeError naming the object
+// that would not hold it.
+func (p publishedData) fits(namespace, config string) error {
+	sizes := make(map[string]int, len(p.configMap))
+	for k, v := range p.configMap {
+		sizes[k] = len(v)
+	}
+	if err := tooLarge("ConfigMap", namespace, RenderedConfigMapName(config), sizes); err != nil {
+		return err
+	}
+	sizes = make(map[string]int, len(p.secret))
+	for k, v := range p.secret {
+		sizes[k] = len(v)
+	}
+	return tooLarge("Secret", namespace, RenderedSecretName(config), sizes)
+}
+
 // write creates or updates the ConfigMap (and the Secret, when there are
-// certificates) holding out, controlled by cfg so that they go with it. An
-// object of either name that is not cfg's is left alone, and then neither
-// is written (a *notOwnedError): a ConfigMap naming certificates that are
-// not published would be no better than the last one. An update keeps
-// what others added to the metadata (labels, annotations, ownerReferences),
-// and carries the resourceVersion read, so it fails rather than overwrite
-// an object that changed hands meanwhile.
+// certificates) holding out, controlled by cfg so that they go with it. A
+// rendering either object could not hold is refused first (a
+// *tooLargeError): nothing is read or written. An object of either name
+// that is not cfg's is left alone, and then neither is written (a
+// *notOwnedError): a ConfigMap naming certificates that are not published
+// would be no better than the last one. An update keeps what others added
+// to the metadata (labels, annotations, ownerReferences), and carries the
+// resourceVersion read, so it fails rather than overwrite an object that
+// changed hands meanwhile.
 func (p *publisher) write(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTemplateConfig, out render.Output, checksum string) (*gatehousev1alpha1.RenderedOutput, error) {
+	data := publishedOf(out)
+	if err := data.fits(cfg.Namespace, cfg.Name); err != nil {
+		return nil, err
+	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: RenderedConfigMapName(cfg.Name)}}
 	cmExists, err := p.existing(ctx, cfg, cm, "ConfigMap")
 	if err != nil {
@@ -96,7 +199,7 @@ func (p *publisher) write(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTem
 	}
 	var secret *corev1.Secret
 	secretExists := false
-	if len(out.Certs) > 0 {
+	if data.secret != nil {
 		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: RenderedSecretName(cfg.Name)}}
 		if secretExists, err = p.existing(ctx, cfg, secret, "Secret"); err != nil {
 			return nil, err
@@ -104,13 +207,7 @@ func (p *publisher) write(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTem
 	}
 
 	p.label(&cm.ObjectMeta, cfg, checksum)
-	cm.Data = map[string]string{configKey: out.HAProxyConfig}
-	for name, text := range out.Maps {
-		cm.Data[mapKeyPrefix+name] = text
-	}
-	for name, text := range out.Files {
-		cm.Data[fileKeyPrefix+name] = text
-	}
+	cm.Data = data.configMap
 	if err := p.put(ctx, cfg, cm, cmExists); err != nil {
 		return nil, fmt.Errorf("ConfigMap %s: %w", cm.Name, err)
 	}
@@ -119,10 +216,7 @@ func (p *publisher) write(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTem
 		return output, nil
 	}
 	p.label(&secret.ObjectMeta, cfg, checksum)
-	secret.Data = map[string][]byte{}
-	for name, text := range out.Certs {
-		secret.Data[name] = []byte(text)
-	}
+	secret.Data = data.secret
 	if err := p.put(ctx, cfg, secret, secretExists); err != nil {
 		return nil, fmt.Errorf("Secret %s: %w", secret.Name, err)
 	}

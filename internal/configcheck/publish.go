@@ -209,6 +209,12 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		published.WithLabelValues("unchanged").Inc()
 	} else {
 		output, err := p.write(ctx, cfg, out, v.Checksum)
+		var big *tooLargeError
+		if errors.As(err, &big) {
+			published.WithLabelValues("too-large").Inc()
+			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputTooLarge", bounded(big.Error(), 1000))
+			return 0, nil // the size changes only with the state, which triggers again
+		}
 		var taken *notOwnedError
 		if errors.As(err, &taken) {
 			published.WithLabelValues("not-owned").Inc()

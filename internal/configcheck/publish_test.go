@@ -1,6 +1,7 @@
 package configcheck
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
 func TestNotOwned(t *testing.T) {
@@ -60,5 +62,45 @@ func TestNotOwnedErrorSaysHowToProceed(t *testing.T) {
 	const want = "Secret team-a/x-haproxy-certs already exists and is not this config's (it has no controller ownerReference): Gatehouse does not write to or adopt it, so nothing is published; delete or rename that Secret, or rename the config"
 	if err.Error() != want {
 		t.Fatalf("message:\n  %s\nwant:\n  %s", err, want)
+	}
+}
+
+// TestRenderingsThatDoNotFitAreRefusedBeforeAnyWrite: the API server takes
+// at most 1 MiB of values in a ConfigMap or a Secret. A rendering over it is
+// refused by size before anything is read or written (write's first step),
+// naming the object, its size, the limit and the largest keys; one exactly
+// at the limit is written.
+func TestRenderingsThatDoNotFitAreRefusedBeforeAnyWrite(t *testing.T) {
+	const limit = 1 << 20
+	atLimit := render.Output{HAProxyConfig: strings.Repeat("#", limit-10), Maps: map[string]string{"hosts.map": strings.Repeat("h", 10)}}
+	if err := publishedOf(atLimit).fits("lb", "edge"); err != nil {
+		t.Fatalf("a rendering of exactly 1 MiB of values was refused: %v", err)
+	}
+
+	over := render.Output{
+		HAProxyConfig: strings.Repeat("#", limit-10),
+		Maps:          map[string]string{"hosts.map": strings.Repeat("h", 10), "big.map": strings.Repeat("b", 7)},
+		Files:         map[string]string{"a.txt": "a", "b.txt": "b"},
+	}
+	err := publishedOf(over).fits("lb", "edge")
+	var big *tooLargeError
+	if !errors.As(err, &big) {
+		t.Fatalf("a rendering over 1 MiB: got %v, want a *tooLargeError", err)
+	}
+	want := "the rendering does not fit in ConfigMap lb/edge-haproxy: its keys hold 1048585 bytes (haproxy.cfg 1048566 bytes, map.hosts.map 10 bytes, map.big.map 7 bytes), over the 1048576 bytes the API server accepts in one ConfigMap; " +
+		"nothing was written and the last accepted rendering stays published. Split the config into several that each render less"
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("message:\n%s\nwant it to start with:\n%s", err, want)
+	}
+
+	// The Secret has a limit of its own: certificates never count toward
+	// the ConfigMap, and their total is checked on its own.
+	certs := render.Output{HAProxyConfig: "global\n", Certs: map[string]string{"a.pem": strings.Repeat("a", limit/2), "b.pem": strings.Repeat("b", limit/2+1)}}
+	err = publishedOf(certs).fits("lb", "edge")
+	if !errors.As(err, &big) || big.kind != "Secret" || big.name != "edge-haproxy-certs" || big.size != limit+1 {
+		t.Fatalf("certificates over 1 MiB: got %v, want the Secret edge-haproxy-certs refused at %d bytes", err, limit+1)
+	}
+	if err := publishedOf(render.Output{HAProxyConfig: "global\n", Certs: map[string]string{"a.pem": strings.Repeat("a", limit)}}).fits("lb", "edge"); err != nil {
+		t.Fatalf("certificates of exactly 1 MiB beside a small ConfigMap were refused: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -412,6 +413,53 @@ func TestConfigcheckAdmission(t *testing.T) {
 			}
 			if _, leaked := e.published()["default.pem"]; leaked {
 				return errors.New("the certificate is in the ConfigMap too")
+			}
+			return nil
+		})
+	})
+
+	t.Run("a rendering over what a ConfigMap holds is refused with its size, and the last one stays published", func(t *testing.T) {
+		before := e.config().Status.Output
+		if before == nil {
+			t.Fatal("nothing published before the test")
+		}
+		beforeData := e.published()
+		// One line of 1,100,000 bytes per Ingress (there is one): over the
+		// API server's 1 MiB for a ConfigMap's values, far under the
+		// rendering's own budget, and valid for haproxy -c (an unused file).
+		e.updateConfig(t, func(cfg *gatehousev1alpha1.HAProxyTemplateConfig) {
+			cfg.Spec.Files = map[string]gatehousev1alpha1.Template{"padding.txt": {Template: `{{ range .resources.ingresses.List }}{{ repeat 1100000 "#" }}{{ end }}` + "\n"}}
+		})
+		e.waitFor("Published says OutputTooLarge with the sizes", func() error {
+			cfg := e.config()
+			c := meta.FindStatusCondition(cfg.Status.Conditions, gatehousev1alpha1.ConditionPublished)
+			if c == nil || c.ObservedGeneration != cfg.Generation || c.Status != metav1.ConditionFalse || c.Reason != "OutputTooLarge" {
+				return fmt.Errorf("Published: %+v", c)
+			}
+			for _, want := range []string{
+				"ConfigMap " + e.cfgKey.Namespace + "/" + configcheck.RenderedConfigMapName(e.cfgKey.Name),
+				"file.padding.txt 1100001 bytes",
+				"over the 1048576 bytes the API server accepts in one ConfigMap",
+				"the last accepted rendering stays published",
+			} {
+				if !strings.Contains(c.Message, want) {
+					t.Fatalf("the message lacks %q: %s", want, c.Message)
+				}
+			}
+			if out := cfg.Status.Output; out == nil || out.Checksum != before.Checksum {
+				t.Fatalf("status.output changed to %+v, want the last accepted one %+v", out, before)
+			}
+			return nil
+		})
+		if got := e.published(); !reflect.DeepEqual(got, beforeData) {
+			t.Fatalf("the ConfigMap was written: %d keys, want the last accepted %d keys", len(got), len(beforeData))
+		}
+		e.updateConfig(t, func(cfg *gatehousev1alpha1.HAProxyTemplateConfig) { cfg.Spec.Files = nil })
+		e.waitFor("a rendering that fits is published again", func() error {
+			cfg := e.config()
+			c := meta.FindStatusCondition(cfg.Status.Conditions, gatehousev1alpha1.ConditionPublished)
+			if c == nil || c.ObservedGeneration != cfg.Generation || c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("Published: %+v", c)
 			}
 			return nil
 		})
