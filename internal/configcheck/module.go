@@ -67,6 +67,10 @@ type Options struct {
 	// HAProxyBinary is the haproxy executable (default: found in PATH, else
 	// /usr/sbin/haproxy).
 	HAProxyBinary string `json:"-"`
+	// HAProxyRoot, when set, is an unpacked root file system haproxy runs
+	// from, through its own loader and libraries (haproxy.RunnerOptions.Root):
+	// HAProxyBinary is then its path inside the root.
+	HAProxyRoot string `json:"-"`
 	// AllowLua lets renderings load Lua (lua-load and friends), for a
 	// platform whose HAProxy needs it. Off by default: haproxy -c runs Lua
 	// while parsing. The check process stays confined either way.
@@ -282,7 +286,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 			"layers", caps.Layers(), "landlockABI", caps.LandlockABI, "seccomp", caps.Seccomp, "separateIdentity", runnerIdentity(caps), "missing", missing)
 	}
 	var checker *haproxy.Checker
-	checker, err = newChecker(m.opts.HAProxyBinary, m.opts.AllowLua, m.opts.MaxConcurrentChecks)
+	checker, err = newChecker(m.opts.HAProxyRoot, m.opts.HAProxyBinary, m.opts.AllowLua, m.opts.MaxConcurrentChecks)
 	if err != nil {
 		return fmt.Errorf("configcheck: %w", err)
 	}
@@ -341,7 +345,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 
 // newChecker is the haproxy -c checker every path shares: the confined
 // process runner behind the check policy.
-func newChecker(binary string, allowLua bool, maxConcurrent int) (*haproxy.Checker, error) {
+func newChecker(root, binary string, allowLua bool, maxConcurrent int) (*haproxy.Checker, error) {
 	if caps := sandbox.Available(); allowLua && caps.LandlockABI == 0 {
 		// Lua loads native modules, and without Landlock nothing but file
 		// permissions stands between them and every file Gatehouse's user
@@ -350,7 +354,7 @@ func newChecker(binary string, allowLua bool, maxConcurrent int) (*haproxy.Check
 		return nil, fmt.Errorf("Lua is allowed (allow-lua), but this kernel has no Landlock (%s), so Lua's native modules could read any file Gatehouse may read; "+
 			"turn allow-lua off, or run on a kernel with the landlock LSM enabled", caps.LandlockReason)
 	}
-	runner, err := haproxy.NewRunner(haproxy.RunnerOptions{Binary: binary})
+	runner, err := haproxy.NewRunner(haproxy.RunnerOptions{Root: root, Binary: binary})
 	if err != nil {
 		return nil, err
 	}

@@ -99,15 +99,15 @@ func TestRenderWorkersCloseOnEveryReplica(t *testing.T) {
 func TestLuaNeedsLandlock(t *testing.T) {
 	t.Cleanup(func() { sandbox.LimitLandlockABI(-1) })
 	sandbox.LimitLandlockABI(0)
-	_, err := newChecker("", true, 0)
+	_, err := newChecker("", "", true, 0)
 	if err == nil || !strings.Contains(err.Error(), "this kernel has no Landlock") || !strings.Contains(err.Error(), "simulated") {
 		t.Fatalf("Lua allowed without Landlock: %v; want a refusal saying why", err)
 	}
-	if _, err := newChecker("", false, 0); err != nil {
+	if _, err := newChecker("", "", false, 0); err != nil {
 		t.Fatalf("checks without Lua, without Landlock: %v", err)
 	}
 	sandbox.LimitLandlockABI(1)
-	if _, err := newChecker("", true, 0); err != nil {
+	if _, err := newChecker("", "", true, 0); err != nil {
 		t.Fatalf("Lua with Landlock ABI 1 (files confined): %v", err)
 	}
 }
@@ -126,7 +126,7 @@ func TestChecksRunUnderTheRunner(t *testing.T) {
 	}
 	sandbox.UseRunner(runner)
 	t.Cleanup(func() { sandbox.UseRunner(nil); _ = runner.Close() })
-	checker, err := newChecker("", false, 1)
+	checker, err := newChecker("", "", false, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,9 @@ type OfflineOptions struct {
 	// <dir>/<test>/ (haproxy.cfg, maps/, general/, ssl/).
 	DumpRendered  string
 	HAProxyBinary string
+	// HAProxyRoot is an unpacked root file system haproxy runs from
+	// (Options.HAProxyRoot).
+	HAProxyRoot string
 	// AllowLua applies the check policy as a cluster with
 	// --configcheck-allow-lua would.
 	AllowLua bool
@@ -69,7 +72,7 @@ func RunOffline(ctx context.Context, configYAML []byte, opts OfflineOptions) (su
 		return suite.Report{}, err
 	}
 	defer renders.Close()
-	checker, err := newChecker(opts.HAProxyBinary, opts.AllowLua, 0)
+	checker, err := newChecker(opts.HAProxyRoot, opts.HAProxyBinary, opts.AllowLua, 0)
 	if err != nil {
 		return suite.Report{}, err
 	}

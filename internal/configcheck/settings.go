@@ -100,6 +100,9 @@ Exit status: 0 every test passed, 1 a test failed, 2 the tests could not run
 	}
 }
 
+// haproxyRootHelp describes --haproxy-root.
+const haproxyRootHelp = "An unpacked root file system holding haproxy and its libraries (e.g. Debian 13's haproxy 3.0 package and its dependencies, unpacked on an older distribution), run through the root's own loader and libraries; --haproxy-binary is then haproxy's path inside the root (default /usr/sbin/haproxy)."
+
 // offlineCommandFlags are the flags of `gatehouse configcheck test`.
 func offlineCommandFlags(fs *module.FlagSet) (func() error, func(context.Context, []byte, io.Writer) (bool, error)) {
 	var opts OfflineOptions
@@ -108,6 +111,7 @@ func offlineCommandFlags(fs *module.FlagSet) (func() error, func(context.Context
 	fs.StringVar(&opts.DumpRendered, "dump-rendered", "", "Write each test's rendering under DIR/<test>/.")
 	fs.BoolVar(&opts.AllowLua, "allow-lua", false, "Apply the check policy as a cluster running with --configcheck-allow-lua does.")
 	fs.StringVar(&opts.HAProxyBinary, "haproxy-binary", "", "haproxy executable (default: from PATH, else /usr/sbin/haproxy).")
+	fs.StringVar(&opts.HAProxyRoot, "haproxy-root", "", haproxyRootHelp)
 	check := func() error {
 		if opts.Output != "summary" && opts.Output != "json" {
 			return fmt.Errorf("--output %q: want summary or json", opts.Output)
@@ -127,6 +131,7 @@ func offlineCommandFlags(fs *module.FlagSet) (func() error, func(context.Context
 func (m *Module) suiteFlags(fs *module.FlagSet) {
 	m.opts.AllowUnconfined = true
 	fs.StringVar(&m.opts.HAProxyBinary, "haproxy-binary", m.opts.HAProxyBinary, "haproxy executable for configcheck tests (default: from PATH, else /usr/sbin/haproxy).")
+	fs.StringVar(&m.opts.HAProxyRoot, "haproxy-root", m.opts.HAProxyRoot, haproxyRootHelp)
 	fs.BoolVar(&m.opts.AllowLua, "allow-lua", m.opts.AllowLua, "Check HAProxyTemplateConfigs as a cluster running with --configcheck-allow-lua does.")
 	landlockABIFlag(fs)
 }
@@ -140,7 +145,7 @@ func (m *Module) runOffline(ctx context.Context, data []byte, req module.Offline
 		return nil, errors.New("the suite sets allowLua, but a suite cannot allow Lua for itself (it may come from a pull request): " +
 			"the job running it decides, with gatehouse test --allow-lua")
 	}
-	report, err := RunOffline(ctx, data, OfflineOptions{Test: req.Test, AllowLua: m.opts.AllowLua, HAProxyBinary: m.opts.HAProxyBinary})
+	report, err := RunOffline(ctx, data, OfflineOptions{Test: req.Test, AllowLua: m.opts.AllowLua, HAProxyBinary: m.opts.HAProxyBinary, HAProxyRoot: m.opts.HAProxyRoot})
 	if err != nil {
 		return nil, err
 	}

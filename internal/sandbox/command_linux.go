@@ -189,8 +189,21 @@ func newPlan(spec Spec, caps Capabilities) (plan, error) {
 	}
 	p.Limits = spec.Limits
 
-	prog, err := inspectCached(p.Path)
-	if err != nil {
+	var prog program
+	var err error
+	if spec.Root != "" {
+		if spec.Entry != "" {
+			return p, errors.New("sandbox: Spec sets both Root and Entry")
+		}
+		prog, err = inspectInRoot(spec.Root, p.Path)
+		if err != nil {
+			return p, err
+		}
+		// The root's loader runs the program: its argv names the program
+		// (argv[0] as without a root), the loader's own options come first.
+		p.Argv = slices.Concat([]string{p.Argv[0], "--inhibit-cache", "--library-path", strings.Join(prog.searchDirs, ":"), "--argv0", p.Argv[0], p.Path}, p.Argv[1:])
+		p.Path = prog.exec[1]
+	} else if prog, err = inspectCached(p.Path); err != nil {
 		return p, err
 	}
 	p.Exec = prog.exec
@@ -205,7 +218,7 @@ func newPlan(spec Spec, caps Capabilities) (plan, error) {
 		p.Read = append(p.Read, spec.Dir)
 	}
 	read := spec.Read
-	if prog.dynamic {
+	if prog.dynamic && spec.Root == "" {
 		read = append(read[:len(read):len(read)], ldCache)
 	}
 	for _, r := range read {
@@ -273,6 +286,9 @@ type program struct {
 	exec    []string // the binary and its ELF interpreter
 	libDirs []string // directories of its shared libraries
 	dynamic bool     // it has an ELF interpreter
+	// searchDirs are, for a program in a root, the root's library
+	// directories that exist, in the loader's order.
+	searchDirs []string
 }
 
 // programCache remembers inspections by path, checked against the file's

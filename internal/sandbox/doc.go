@@ -40,7 +40,11 @@
 //     beneath [Spec].Dir and [Spec].Read; read beneath the directories of
 //     its shared libraries (found from the ELF headers) and
 //     /etc/ld.so.cache; read and execute its program and the program's
-//     ELF interpreter, and nothing else. It may write, create, remove,
+//     ELF interpreter, and nothing else. A program from an unpacked root
+//     file system ([Spec].Root: another release's haproxy, whose glibc the
+//     host lacks) runs through the root's own loader with the root's
+//     library directories only; the host's libraries and /etc/ld.so.cache
+//     are then not readable. It may write, create, remove,
 //     rename or link nothing. /proc is not readable, so neither
 //     Gatehouse's /proc/<pid>/environ nor its own; Landlock also refuses
 //     ptrace and /proc access to processes outside the domain. Command

@@ -181,3 +181,101 @@ func findLibrary(name string, dirs []string, loader *elf.File) (string, *elf.Fil
 	}
 	return "", nil
 }
+
+// inspectInRoot finds what the ELF executable at path, inside the root
+// file system root, needs to start from that root alone: the root's ELF
+// interpreter (its PT_INTERP resolved inside root) and the directories of
+// its libraries, searched in the root's library directories. Every file
+// found must resolve inside root: a link leading out is refused, not
+// followed, so the host's glibc never mixes with the root's.
+func inspectInRoot(root, path string) (program, error) {
+	if !filepath.IsAbs(root) {
+		return program{}, fmt.Errorf("sandbox: Root %q is not absolute", root)
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return program{}, fmt.Errorf("sandbox: Root: %w", err)
+	}
+	inside := func(what, p string) (string, error) {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return "", fmt.Errorf("sandbox: %s %s: %w", what, p, err)
+		}
+		if !within(real, realRoot) {
+			return "", fmt.Errorf("sandbox: %s %s resolves to %s, outside Root %s", what, p, real, root)
+		}
+		return real, nil
+	}
+	program := program{dynamic: true}
+	realPath, err := inside("program", path)
+	if err != nil {
+		return program, err
+	}
+	f, err := elf.Open(realPath)
+	if err != nil {
+		return program, fmt.Errorf("sandbox: program %s is not an ELF executable: %w", path, err)
+	}
+	defer f.Close()
+	var interp string
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err != nil {
+				return program, fmt.Errorf("sandbox: program %s: reading its ELF interpreter: %w", path, err)
+			}
+			interp = strings.TrimRight(string(b), "\x00")
+		}
+	}
+	if !filepath.IsAbs(interp) {
+		return program, fmt.Errorf("sandbox: program %s in Root has no absolute ELF interpreter (%q): only a dynamically linked program runs through the root's loader", path, interp)
+	}
+	realInterp, err := inside("ELF interpreter", filepath.Join(realRoot, interp))
+	if err != nil {
+		return program, err
+	}
+	program.exec = []string{realPath, realInterp}
+
+	for _, d := range systemLibDirs() {
+		if st, err := os.Stat(filepath.Join(realRoot, d)); err == nil && st.IsDir() {
+			program.searchDirs = append(program.searchDirs, filepath.Join(realRoot, d))
+		}
+	}
+	dirs := map[string]bool{filepath.Dir(realInterp): true}
+	visited := map[string]bool{}
+	var walkErr error
+	var walk func(f *elf.File)
+	walk = func(f *elf.File) {
+		needed, _ := f.ImportedLibraries()
+		for _, name := range needed {
+			if walkErr != nil {
+				return
+			}
+			lib, lf := findLibrary(name, program.searchDirs, f)
+			if lf == nil {
+				walkErr = fmt.Errorf("sandbox: program %s needs %s, which Root %s does not hold in %s", path, name, root, strings.Join(program.searchDirs, ", "))
+				return
+			}
+			real, err := inside("library", lib)
+			if err != nil || visited[real] {
+				lf.Close()
+				if err != nil {
+					walkErr = err
+				}
+				continue
+			}
+			visited[real] = true
+			dirs[filepath.Dir(real)] = true
+			walk(lf)
+			lf.Close()
+		}
+	}
+	walk(f)
+	if walkErr != nil {
+		return program, walkErr
+	}
+	for d := range dirs {
+		program.libDirs = append(program.libDirs, d)
+	}
+	slices.Sort(program.libDirs)
+	return program, nil
+}

@@ -15,6 +15,16 @@ type Spec struct {
 	// interpreter and libraries to allow them.
 	Path string
 	Args []string
+	// Root, when set, is an unpacked root file system holding Path and
+	// every library it loads, such as another Debian release's haproxy
+	// with its own glibc (Path is then a path inside Root). The program is
+	// started through Root's own ELF interpreter, told to load libraries
+	// from Root's library directories only (--library-path,
+	// --inhibit-cache), so neither the host's loader nor its libraries
+	// take part; the process may read Path and Root's library
+	// directories, not the host's. A library or link leading outside Root
+	// is refused.
+	Root string
 	// Entry, when set instead of Path, runs this same binary in the entry
 	// mode of that name; see [Entry]. The binary is /proc/self/exe, the
 	// very file the running process was started from, so an entry always

@@ -46,9 +46,12 @@ func (c Confinement) withDefaults() Confinement {
 	return c
 }
 
-// command returns the confined haproxy command for one run in dir.
-func (c Confinement) command(ctx context.Context, binary string, args []string, dir string) (*exec.Cmd, error) {
+// command returns the confined haproxy command for one run in dir; root,
+// when set, is the unpacked root file system binary comes from
+// (sandbox.Spec.Root).
+func (c Confinement) command(ctx context.Context, root, binary string, args []string, dir string) (*exec.Cmd, error) {
 	return sandbox.Command(ctx, sandbox.Spec{
+		Root: root,
 		Path: binary,
 		Args: args,
 		Dir:  dir,

@@ -226,7 +226,7 @@ func runCrtList(t *testing.T, binary, content, cert string, present, fifos []str
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cmd, err := confine.command(ctx, binary, []string{"-c", "-f", ConfigFile}, dir)
+		cmd, err := confine.command(ctx, "", binary, []string{"-c", "-f", ConfigFile}, dir)
 		if err != nil {
 			cancel()
 			t.Fatal(err)

@@ -52,6 +52,13 @@ type RunnerOptions struct {
 	// Binary is the haproxy executable: a path, or a name looked up in
 	// PATH. Default: "haproxy" in PATH, else /usr/sbin/haproxy.
 	Binary string
+	// Root, when set, is an unpacked root file system holding haproxy and
+	// every library it loads (another Debian release's packages, such as
+	// Debian 13's haproxy 3.0 on a Debian 12 machine, whose glibc is too
+	// old for it): haproxy runs through the root's own loader and
+	// libraries (sandbox.Spec.Root), and Binary is its path inside the
+	// root (default /usr/sbin/haproxy).
+	Root string
 	// TempDir is the parent of every run's private directory. Default:
 	// the sandbox runner's work directory where checks run under another
 	// identity (sandbox.WorkDir), else os.TempDir().
@@ -61,11 +68,19 @@ type RunnerOptions struct {
 }
 
 func (o RunnerOptions) withDefaults() (RunnerOptions, error) {
-	binary, err := findBinary(o.Binary)
-	if err != nil {
-		return o, err
+	if o.Root != "" {
+		binary, err := binaryInRoot(o.Root, o.Binary)
+		if err != nil {
+			return o, err
+		}
+		o.Binary = binary
+	} else {
+		binary, err := findBinary(o.Binary)
+		if err != nil {
+			return o, err
+		}
+		o.Binary = binary
 	}
-	o.Binary = binary
 	if o.TempDir == "" {
 		o.TempDir = sandbox.WorkDir()
 	}
@@ -133,6 +148,24 @@ func findBinary(name string) (string, error) {
 	return filepath.Abs(path)
 }
 
+// binaryInRoot is the haproxy executable name names inside root (default
+// /usr/sbin/haproxy), as an absolute path on this machine.
+func binaryInRoot(root, name string) (string, error) {
+	if !filepath.IsAbs(root) {
+		return "", fmt.Errorf("haproxy root %q is not an absolute path", root)
+	}
+	if name == "" {
+		name = fallbackBinary
+	}
+	path := filepath.Join(root, filepath.Clean("/"+name))
+	if info, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("haproxy not found in the root %s: %w", root, err)
+	} else if !info.Mode().IsRegular() || info.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("haproxy in the root %s: %s is not an executable file", root, path)
+	}
+	return path, nil
+}
+
 // Run writes out into a private directory and runs haproxy -c there,
 // confined to it.
 func (r *ProcessRunner) Run(ctx context.Context, out render.Output) (RunResult, error) {
@@ -154,7 +187,7 @@ func (r *ProcessRunner) Run(ctx context.Context, out render.Output) (RunResult, 
 	// Only the basename, with the directory as cwd: messages say
 	// [haproxy.cfg:N], never a temporary path. No -dr: an unresolvable
 	// server name is an error.
-	cmd, err := r.opts.Confinement.command(ctx, r.opts.Binary, []string{"-c", "-f", ConfigFile}, dir)
+	cmd, err := r.opts.Confinement.command(ctx, r.opts.Root, r.opts.Binary, []string{"-c", "-f", ConfigFile}, dir)
 	if err != nil {
 		return RunResult{}, fmt.Errorf("haproxy check: %w", err)
 	}

@@ -70,7 +70,7 @@ func (r *ProcessRunner) readVersion(ctx context.Context) (Version, error) {
 	if err := sandbox.ShareDir(dir); err != nil {
 		return Version{}, err
 	}
-	cmd, err := r.opts.Confinement.command(ctx, r.opts.Binary, []string{"-v"}, dir)
+	cmd, err := r.opts.Confinement.command(ctx, r.opts.Root, r.opts.Binary, []string{"-v"}, dir)
 	if err != nil {
 		return Version{}, err
 	}
