@@ -25,15 +25,22 @@ import (
 	"github.com/gatehouse-dev/gatehouse/hack/internal/atomicfile"
 )
 
-// The Debian archives the image's packages come from: bookworm (Debian
-// 12), with its point-release updates and its security updates. A newer
-// version in a later suite wins, so a security fix is taken as soon as
-// the lock is regenerated.
+// The Debian archives the image's packages come from: trixie (Debian 13),
+// with its point-release updates and its security updates. A newer version
+// in a later suite wins, so a security fix is taken as soon as the lock is
+// regenerated. trixie carries haproxy 3.0 LTS, the branch haptic's users
+// run (bookworm's 2.6 stays supported where a node's haproxy is 2.6).
 var debianSuites = []struct{ Archive, Suite string }{
-	{"debian", "bookworm"},
-	{"debian", "bookworm-updates"},
-	{"debian-security", "bookworm-security"},
+	{"debian", "trixie"},
+	{"debian", "trixie-updates"},
+	{"debian-security", "trixie-security"},
 }
+
+// usrMergePackage holds the links of the merged /usr (/lib64 -> usr/lib64).
+const usrMergePackage = "base-files"
+
+// debianRelease is the suites' Debian version, for package URLs.
+const debianRelease = "13"
 
 // debianMirror is where the archives are: DEBIAN_MIRROR overrides it
 // (a local mirror, or a snapshot service holding versions the live
@@ -67,7 +74,7 @@ func (l lockEntry) URL() string {
 
 // Purl is the package URL a scanner matches advisories with.
 func (l lockEntry) Purl() string {
-	return fmt.Sprintf("pkg:deb/debian/%s@%s?arch=%s&distro=debian-12", purlEscape(l.Package), purlEscape(l.Version), l.Arch)
+	return fmt.Sprintf("pkg:deb/debian/%s@%s?arch=%s&distro=debian-"+debianRelease, purlEscape(l.Package), purlEscape(l.Version), l.Arch)
 }
 
 // lockPath is the lock of one architecture in dir.
@@ -441,6 +448,12 @@ func generateLock(cache debCache, index map[string]stanza, roots []debRoot, with
 	if withCA {
 		queue = append(queue, caPackage)
 	}
+	// trixie's /usr is merged: libc6 ships the loader as
+	// /usr/lib64/ld-linux-x86-64.so.2, and /lib64 (the path in every
+	// program's PT_INTERP), /lib, /bin and /sbin are base-files' links into
+	// /usr. Essential, so no package depends on it; the closure keeps only
+	// the links a kept path goes through.
+	queue = append(queue, usrMergePackage)
 	var pkgs []*debPackage
 	for len(queue) > 0 {
 		name := queue[0]

@@ -377,7 +377,7 @@ func checkSBOM(t *testing.T, o options, index v1.Hash) {
 			if e.Package != "haproxy" {
 				continue
 			}
-			want := "pkg:deb/debian/haproxy@" + strings.ReplaceAll(e.Version, "+", "%2B") + "?arch=" + arch + "&distro=debian-12"
+			want := "pkg:deb/debian/haproxy@" + strings.ReplaceAll(e.Version, "+", "%2B") + "?arch=" + arch + "&distro=debian-"+debianRelease
 			if !purls[want] {
 				t.Errorf("the SBOM has no %s", want)
 			}
@@ -428,7 +428,9 @@ func TestHaproxyRunsFromTheImageFiles(t *testing.T) {
 			if err := run(o, io.Discard); err != nil {
 				t.Fatal(err)
 			}
-			argv := []string{"/usr/sbin/haproxy", "-c", "-f", "/tmp/check.cfg"}
+			// -V: from 3.0 on, haproxy -c says "Configuration file is
+			// valid" only when verbose.
+			argv := []string{"/usr/sbin/haproxy", "-c", "-V", "-f", "/tmp/check.cfg"}
 			if emulator != "" {
 				data, err := os.ReadFile(emulator)
 				if err != nil {
