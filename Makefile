@@ -58,7 +58,7 @@ COSIGN         := $(BIN)/cosign
 # depends on it alone.
 KUBE_RUN_BINS := kube-apiserver kube-controller-manager kube-scheduler kubectl
 RUN_TOOLS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/etcd $(BIN)/kubectl
-TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES) $(COSIGN)
+TOOLS     := $(RUN_TOOLS) $(BIN)/kubelet $(CONTROLLER_GEN) $(CONVERSION_GEN) $(HELM) $(PROMTOOL) $(METRICNAMES) $(COSIGN) $(BIN)/haproxy-3.0/usr/sbin/haproxy
 # TEST_TOOLS are what make test runs: no test runs controller-gen or
 # conversion-gen (make generate and verify-generated do), and cosign only
 # signs in make test-ci's release test (.ci/run runs it after make test).
@@ -135,6 +135,18 @@ $(addprefix $(BIN)/kube-%/,$(KUBE_MINOR_BINS)): hack/tools/kube-%/go.mod hack/to
 $(BIN)/kubelet: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	$(call step,$@,kubelet $(KUBE_VERSION),45 s)
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
+
+# HAPROXY_ROOT holds the image's haproxy (Debian 13's 3.0, pinned in
+# hack/image/debian/<arch>.lock) with every library it loads, unpacked as
+# the image has them: the tests run it through its own loader
+# (haproxy.RunnerOptions.Root), since this machine's glibc may be older than
+# Debian 13's. The machine's own haproxy (Debian 12's 2.6, hack/deps.sh) is
+# the other branch the tests run.
+HAPROXY_ROOT := $(BIN)/haproxy-3.0
+$(HAPROXY_ROOT)/usr/sbin/haproxy: hack/image/debian/amd64.lock hack/image/debian/arm64.lock
+	$(call step,$@,haproxy 3.0 from hack/image/debian's packages,10 s)
+	rm -rf $(HAPROXY_ROOT)
+	$(GO) run ./hack/image --deb-lock=hack/image/debian --deb=haproxy:/usr/sbin/haproxy --ca-bundle=/etc/ssl/certs/ca-certificates.crt --deb-cache=$(DEB_CACHE) --rootfs=$(HAPROXY_ROOT)
 
 $(BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	$(call step,$@,etcd $(ETCD_VERSION),1 min)

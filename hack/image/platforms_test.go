@@ -377,7 +377,7 @@ func checkSBOM(t *testing.T, o options, index v1.Hash) {
 			if e.Package != "haproxy" {
 				continue
 			}
-			want := "pkg:deb/debian/haproxy@" + strings.ReplaceAll(e.Version, "+", "%2B") + "?arch=" + arch + "&distro=debian-"+debianRelease
+			want := "pkg:deb/debian/haproxy@" + strings.ReplaceAll(e.Version, "+", "%2B") + "?arch=" + arch + "&distro=debian-" + debianRelease
 			if !purls[want] {
 				t.Errorf("the SBOM has no %s", want)
 			}

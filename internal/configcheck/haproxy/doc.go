@@ -62,7 +62,7 @@
 // configuration file rather than its working directory when the same
 // configuration is deployed.
 //
-// What haproxy 2.6.12 (Debian's package) was observed to do, running
+// What haproxy 2.6.12 (Debian's package; 3.0.11 alike) was observed to do, running
 // "haproxy -c -f /abs/dir/haproxy.cfg" from another working directory:
 // with "default-path config", "crt ssl/x.pem", "errorfile ... general/x",
 // "http-request return ... file general/x", "acl ... -f maps/x" and map()
@@ -99,14 +99,18 @@
 //   - no environment expansion ("$X" inside double quotes): the check runs
 //     without the controller's environment, so "${X}/etc/passwd" would read
 //     /etc/passwd;
-//   - every file or directory argument of every haproxy 2.6 keyword, bind
-//     or server option, action and converter that takes one (the table in
-//     policy_keywords.go, with the manual's section of each entry) is a
-//     relative path without ".." (after cleaning), "~" or NUL, also once
-//     crt-base, ca-base or server-state-base prefix it (and those must be
-//     inside themselves); "default-path parent|origin" is refused, "config"
-//     and "current" both mean the check's directory. The directory holds
-//     only regular files the checker wrote, so no symbolic link leads out;
+//   - no setcap or trace (haproxy 3.0): kept capabilities, developer
+//     traces copying traffic;
+//   - every file or directory argument of every haproxy 2.6 and 3.0
+//     keyword, bind or server option, action and converter that takes one
+//     (the table in policy_keywords.go, with the manual's section of each
+//     entry) is a relative path without ".." (after cleaning), "~" or NUL,
+//     also once crt-base, ca-base, key-base or server-state-base prefix it
+//     (and those must be inside themselves), and a pattern file's name also
+//     after a "file@", "opt@" or "virt@" prefix, which 3.0 strips;
+//     "default-path parent|origin" is refused, "config" and "current" both
+//     mean the check's directory. The directory holds only regular files
+//     the checker wrote, so no symbolic link leads out;
 //   - files that are themselves configuration are read from the rendering
 //     and checked with the same rules: crt-list files (certificates and
 //     ssl options), SPOE configurations ("filter spoe ... config", parsed
@@ -121,7 +125,8 @@
 //
 // Lines are cut into words as haproxy 2.6 does (parse_line: quotes,
 // backslash and \xNN escapes, comments, joined parts; a "\x00" ends a word
-// as it does in C), keywords are matched lowercased (haproxy's are
+// as it does in C; 3.0 cuts alike but after an unset variable, inside an
+// expansion the policy refuses anyway), keywords are matched lowercased (haproxy's are
 // case-sensitive, so this is only stricter), every line is checked whatever
 // its ".if" condition, and the "no"/"default" prefixes are looked through.
 // Addresses (bind, stats socket, log targets), pidfile and chroot are not

@@ -417,6 +417,29 @@ func outsideReason(p string) string {
 	return ""
 }
 
+// patternFileName is the file a pattern file's name reads, and the prefix
+// that was taken off: haproxy 3.0 takes one "file@" or "opt@" (and reads
+// no file for "virt@"). Every such prefix is taken off here, so the rest is
+// checked whatever haproxy makes of it (only stricter: 2.6 reads the whole
+// name as a relative path).
+func patternFileName(value string) (name, prefix string) {
+	name = value
+	for {
+		lower := strings.ToLower(name)
+		cut := ""
+		for _, p := range []string{"file@", "opt@", "virt@"} {
+			if strings.HasPrefix(lower, p) {
+				cut = name[:len(p)]
+			}
+		}
+		if cut == "" {
+			return name, prefix
+		}
+		prefix += cut
+		name = name[len(cut):]
+	}
+}
+
 // checkFile checks one file argument of entry e, written value, and reads
 // it when it is itself configuration.
 func (r *policyRun) checkFile(w where, e *fileEntry, keyword, value string, from *nestedFile) {
@@ -427,6 +450,14 @@ func (r *policyRun) checkFile(w where, e *fileEntry, keyword, value string, from
 	if e.kind == kindCrtList {
 		// Reported on the haproxy.cfg line's crt-list option.
 		label, keyword = e.name, "crt-list"
+	}
+	if e.patternName {
+		if name, prefix := patternFileName(value); prefix != "" {
+			if why := outsideReason(name); why != "" {
+				r.report(w, keyword, RuleFileInside, fmt.Sprintf("%s %s names the file %s after %s, which %s; %s", label, quoteBounded(value), quoteBounded(name), prefix, why, proceedFiles))
+				return
+			}
+		}
 	}
 	if why := outsideReason(value); why != "" {
 		r.report(w, keyword, RuleFileInside, fmt.Sprintf("%s %s %s; %s", label, quoteBounded(value), why, proceedFiles))

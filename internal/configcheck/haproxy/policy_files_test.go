@@ -205,7 +205,7 @@ var (
 // printed and the FIFOs it opened: haproxy's messages do not say which
 // certificates it read (a later error replaces the message naming a
 // missing one), an open does.
-func runCrtList(t *testing.T, binary, content, cert string, present, fifos []string) (string, map[string]bool) {
+func runCrtList(t *testing.T, h testedHAProxy, content, cert string, present, fifos []string) (string, map[string]bool) {
 	t.Helper()
 	out := crtListOutput(content)
 	for _, p := range present {
@@ -226,7 +226,7 @@ func runCrtList(t *testing.T, binary, content, cert string, present, fifos []str
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cmd, err := confine.command(ctx, "", binary, []string{"-c", "-f", ConfigFile}, dir)
+		cmd, err := confine.command(ctx, h.root, h.binary, []string{"-c", "-V", "-f", ConfigFile}, dir)
 		if err != nil {
 			cancel()
 			t.Fatal(err)
@@ -284,10 +284,12 @@ func runCrtList(t *testing.T, binary, content, cert string, present, fifos []str
 // run too: the reader must be right about them, the refusal is the second
 // line.
 func TestCrtListReadingAgainstHAProxy(t *testing.T) {
-	binary, err := findBinary("")
-	if err != nil {
-		t.Fatalf("%v (configcheck's tests run the real haproxy)", err)
+	for _, h := range testedHAProxies(t) {
+		t.Run(h.branch, func(t *testing.T) { crtListReadingAgainst(t, h) })
 	}
+}
+
+func crtListReadingAgainst(t *testing.T, h testedHAProxy) {
 	cert := selfSigned(t)
 	for _, c := range crtListCases() {
 		t.Run(c.name, func(t *testing.T) {
@@ -299,7 +301,7 @@ func TestCrtListReadingAgainstHAProxy(t *testing.T) {
 					others = append(others, p)
 				}
 			}
-			text, opened := runCrtList(t, binary, c.content, cert, paths, others)
+			text, opened := runCrtList(t, h, c.content, cert, paths, others)
 			for p := range opened {
 				t.Errorf("haproxy opens %s, which the reader does not read (it reads %q); haproxy said:\n%s", p, paths, bound(text, 2000))
 			}
@@ -323,7 +325,7 @@ func TestCrtListReadingAgainstHAProxy(t *testing.T) {
 			}
 			for i, p := range paths {
 				present := slices.Concat(paths[:i], paths[i+1:])
-				if text, opened := runCrtList(t, binary, c.content, cert, present, []string{p}); !opened[p] {
+				if text, opened := runCrtList(t, h, c.content, cert, present, []string{p}); !opened[p] {
 					t.Errorf("haproxy does not open %s, line %d of the reader; it said:\n%s", p, f.lines[i].number, bound(text, 2000))
 				}
 			}
@@ -335,8 +337,8 @@ func TestCrtListReadingAgainstHAProxy(t *testing.T) {
 	// line, and the policy refuses the file whatever haproxy does.
 	t.Run("a read starting with a NUL", func(t *testing.T) {
 		content := "  ssl/c1\n\x00\x00ssl/c2\n"
-		text, opened := runCrtList(t, binary, content, cert, []string{"ssl/c1"}, []string{"ssl/c2"})
-		t.Logf("haproxy 2.6 opened ssl/c2: %v; it said: %s", opened["ssl/c2"], bound(text, 1000))
+		text, opened := runCrtList(t, h, content, cert, []string{"ssl/c1"}, []string{"ssl/c2"})
+		t.Logf("haproxy %s opened ssl/c2: %v; it said: %s", h.branch, opened["ssl/c2"], bound(text, 1000))
 		f := readCrtList(content)
 		if len(f.lines) != 2 || !f.lines[1].undefined {
 			t.Errorf("the reader does not mark the undefined line: %+v", f.lines)

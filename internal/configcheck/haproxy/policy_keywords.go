@@ -2,16 +2,23 @@ package haproxy
 
 import "strings"
 
-// The tables below list every keyword of haproxy 2.6 that takes a file or
-// a directory, and every keyword the policy refuses outright. They were
-// drawn from haproxy 2.6's configuration manual (Debian's
-// /usr/share/doc/haproxy/configuration.txt.gz, version 2.6.12; each entry
-// cites its section) and checked against its sources (v2.6.0). The test
-// TestPolicyFileTableAgainstHAProxy runs the installed haproxy on every
-// entry with a missing absolute path and requires haproxy to report that
-// path (or to open it), so an entry that haproxy -c does not read fails
-// there unless the entry says why (field unprovable); and TestPolicyFile-
-// Arguments requires the policy to refuse each outside path on its line.
+// The tables below list every keyword of haproxy 2.6 and 3.0 that takes a
+// file or a directory, and every keyword the policy refuses outright. They
+// were drawn from the configuration manuals (Debian's
+// /usr/share/doc/haproxy/configuration.txt.gz, versions 2.6.12 and 3.0.11;
+// each entry cites its section) and checked against the sources (v2.6.0,
+// v3.0.0); an entry new in 3.0 says since: "3.0". The test
+// TestPolicyFileTableAgainstHAProxy runs both haproxies on every entry of
+// their branch with a missing absolute path and requires haproxy to report
+// that path (or to open it), so an entry that haproxy -c does not read
+// fails there unless the entry says why (field unprovable); and
+// TestPolicyFileArguments requires the policy to refuse each outside path
+// on its line.
+//
+// One policy serves both branches: an entry of 3.0 applied to 2.6 refuses
+// a keyword 2.6 does not know and would refuse itself, so it is only
+// stricter there. So is the pattern-name rule below: 2.6 reads "file@x"
+// as a relative name, 3.0 strips the prefix.
 //
 // Not file arguments, and allowed, because haproxy -c never opens them: it
 // stops after parsing and checking, before binding listeners, connecting
@@ -48,10 +55,13 @@ const (
 	// baseServerState: server-state-base (3.2) prefixes server-state-file
 	// and server-state-file-name.
 	baseServerState
+	// baseKey: key-base (3.0: 3.1 and 3.12) prefixes the key of a
+	// crt-store load line, and nothing else (not a crt-list's key).
+	baseKey
 	numBases
 )
 
-var baseNames = [numBases]string{"", "crt-base", "ca-base", "server-state-base"}
+var baseNames = [numBases]string{"", "crt-base", "ca-base", "server-state-base", "key-base"}
 
 // nestedKind is the syntax of a file that names more files, which the
 // policy reads from the rendering and checks with the same rules.
@@ -91,7 +101,7 @@ const (
 	kindCrtList
 )
 
-// fileEntry is one place where haproxy 2.6 takes a file or directory.
+// fileEntry is one place where haproxy 2.6 or 3.0 takes a file or directory.
 type fileEntry struct {
 	// id names the entry (tests map probes to it).
 	id string
@@ -123,11 +133,37 @@ type fileEntry struct {
 	// lua: a Lua directive, refused unless Policy.AllowLua; its file is
 	// checked when Lua is allowed.
 	lua bool
-	// doc is the section of configuration.txt (haproxy 2.6) describing it.
+	// patternName: the argument names a pattern file (ACL -f, maps), which
+	// haproxy 3.0 reads after a "file@" or "opt@" prefix ("virt@" names
+	// no file): the rest is checked too (2.7 "Name format for maps and
+	// ACLs", pattern.c pat_ref_new).
+	patternName bool
+	// doc is the section of configuration.txt (haproxy 2.6, or 3.0 for its
+	// entries) describing it.
 	doc string
 	// unprovable says why haproxy -c cannot be shown to read this file
 	// (the real-haproxy test leaves the entry out); "" when it can.
-	unprovable string
+	// unprovableIn says it for one branch only.
+	unprovable   string
+	unprovableIn map[string]string
+	// since is the first branch that has the entry ("" for 2.6, the
+	// oldest covered). The policy applies every entry to every branch:
+	// an older haproxy refuses a keyword it does not know anyway, so an
+	// entry of a newer one only makes the policy stricter there; the
+	// real-haproxy test probes an entry on the branches that have it.
+	since string
+}
+
+// unprovableOn is why the entry cannot be probed on branch, "" when it can
+// (or e is nil: a probe of no entry).
+func (e *fileEntry) unprovableOn(branch string) string {
+	if e == nil {
+		return ""
+	}
+	if why, ok := e.unprovableIn[branch]; ok {
+		return why
+	}
+	return e.unprovable
 }
 
 // wordAt returns position n when the line has it.
@@ -140,14 +176,17 @@ func wordAt(n int) func([]string) []int {
 	}
 }
 
+// loadLines are a crt-store section's load lines (3.0).
+var loadLines = []string{"load"}
+
 // httpReplyLines are the keywords whose rules build an HTTP reply from a
 // file ("return", "deny", "tarpit" actions and http-error, 4.2).
 var httpReplyLines = []string{"http-request", "http-response", "http-after-response", "http-error"}
 
 // notBuilt is why an entry for an optional module cannot be probed.
-const notBuilt = "the module is not built into Debian's haproxy 2.6.12 (haproxy -vv lists it as disabled), which then refuses the keyword as unknown"
+const notBuilt = "the module is not built into Debian's haproxy 2.6.12 or 3.0.11 (haproxy -vv lists it as disabled), which then refuses the keyword as unknown"
 
-// fileEntries is every file-taking place of haproxy 2.6.
+// fileEntries is every file-taking place of haproxy 2.6 and 3.0.
 var fileEntries = []fileEntry{
 	// Global section, 3.1 "Process management and security".
 	{id: "ca-base", name: "ca-base", kind: kindDirective, at: wordAt(1), sets: baseCA, doc: "3.1 ca-base <dir>"},
@@ -166,6 +205,13 @@ var fileEntries = []fileEntry{
 	{id: "lua-prepend-path", name: "lua-prepend-path", kind: kindDirective, at: wordAt(1), lua: true, list: ';', doc: "3.1 lua-prepend-path <string> [<type>]",
 		unprovable: "it only prepends to Lua's package.path or package.cpath; nothing is read until Lua code calls require"},
 	{id: "ssl-dh-param-file", name: "ssl-dh-param-file", kind: kindDirective, at: wordAt(1), doc: "3.1 ssl-dh-param-file <file>"},
+	// 3.0: counters preloaded from a file, opened before haproxy -c
+	// exits (haproxy.c apply_stats_file); its warning names no path, so
+	// the probe is a FIFO.
+	{id: "stats-file", name: "stats-file", kind: kindDirective, at: wordAt(1), since: "3.0", doc: "3.1 stats-file <path> (3.0)"},
+	// 3.0: prefixes the key of crt-store load lines, in global and in a
+	// crt-store section.
+	{id: "key-base", name: "key-base", kind: kindDirective, at: wordAt(1), sets: baseKey, since: "3.0", doc: "3.1 and 3.12 key-base <dir> (3.0)"},
 
 	// Global section, 3.2 "Performance tuning".
 	{id: "server-state-base", name: "server-state-base", kind: kindDirective, at: wordAt(1), sets: baseServerState, doc: "3.2 server-state-base <directory>"},
@@ -208,7 +254,7 @@ var fileEntries = []fileEntry{
 	// ACL pattern files, in "acl" lines and anonymous ACLs "{ ... }"
 	// (7.1, 7.2; also in fcgi-app and spoe-message sections). Every line:
 	// "-f" is an ACL flag wherever it appears.
-	{id: "acl -f", name: "-f", kind: kindOption, doc: "7.1 acl <aclname> <criterion> [flags] ... (-f <file>), 7.2 anonymous ACLs"},
+	{id: "acl -f", name: "-f", kind: kindOption, patternName: true, doc: "7.1 acl <aclname> <criterion> [flags] ... (-f <file>), 7.2 anonymous ACLs"},
 
 	// Bind options, 5.1 (also on "stats socket", "default-bind", peers'
 	// and log-forward's "bind"), and server options, 5.2 (also on
@@ -221,6 +267,16 @@ var fileEntries = []fileEntry{
 	{id: "crt", name: "crt", kind: kindOption, base: baseCrt, doc: "5.1 and 5.2 crt <cert>"},
 	{id: "crt-list", name: "crt-list", kind: kindOption, nested: nestedCrtList, doc: "5.1 crt-list <file>"},
 	{id: "tls-ticket-keys", name: "tls-ticket-keys", kind: kindOption, doc: "5.1 tls-ticket-keys <keyfile>"},
+	// 3.0: the certificate of connections without SNI, parsed as crt is.
+	{id: "default-crt", name: "default-crt", kind: kindOption, base: baseCrt, since: "3.0", doc: "5.1 default-crt <cert> (3.0)"},
+
+	// 3.0: a crt-store section's load lines (3.12.1); their "crt" is the
+	// every-line option above. "key" only on load lines: elsewhere the
+	// word is not a file ("filter bwlim-in ... key <pattern>").
+	{id: "load key", name: "key", kind: kindOption, lines: loadLines, base: baseKey, since: "3.0", doc: "3.12.1 load ... key <filename> (3.0)"},
+	{id: "load ocsp", name: "ocsp", kind: kindOption, lines: loadLines, base: baseCrt, since: "3.0", doc: "3.12.1 load ... ocsp <filename> (3.0)"},
+	{id: "load issuer", name: "issuer", kind: kindOption, lines: loadLines, base: baseCrt, since: "3.0", doc: "3.12.1 load ... issuer <filename> (3.0)"},
+	{id: "load sctl", name: "sctl", kind: kindOption, lines: loadLines, base: baseCrt, since: "3.0", doc: "3.12.1 load ... sctl <filename> (3.0)"},
 
 	// The lines of a crt-list file (5.1 crt-list): the certificate, and
 	// the ssl options taking files.
@@ -228,14 +284,23 @@ var fileEntries = []fileEntry{
 	{id: "crt-list ca-file", name: "ca-file", kind: kindCrtList, base: baseCA, systemCA: true, doc: "5.1 crt-list <sslbindconf> ca-file"},
 	{id: "crt-list ca-verify-file", name: "ca-verify-file", kind: kindCrtList, base: baseCA, systemCA: true, doc: "5.1 crt-list <sslbindconf> ca-verify-file"},
 	{id: "crt-list crl-file", name: "crl-file", kind: kindCrtList, base: baseCA, systemCA: true, doc: "5.1 crt-list <sslbindconf> crl-file"},
+	// 3.0: a crt-list line takes a load line's keywords too. haproxy
+	// applies no base to them there (the crt-store bases exist only
+	// inside a crt-store section), so none is.
+	{id: "crt-list key", name: "key", kind: kindCrtList, since: "3.0", doc: "5.1 crt-list <sslbindconf> key <filename> (3.0, 3.12.1)"},
+	{id: "crt-list ocsp", name: "ocsp", kind: kindCrtList, since: "3.0", doc: "5.1 crt-list <sslbindconf> ocsp <filename> (3.0, 3.12.1)"},
+	{id: "crt-list issuer", name: "issuer", kind: kindCrtList, since: "3.0", doc: "5.1 crt-list <sslbindconf> issuer <filename> (3.0, 3.12.1)"},
+	{id: "crt-list sctl", name: "sctl", kind: kindCrtList, since: "3.0", doc: "5.1 crt-list <sslbindconf> sctl <filename> (3.0, 3.12.1)"},
+	{id: "crt-list crt", name: "crt", kind: kindCrtList, base: baseCrt, since: "3.0", doc: "5.1 crt-list <sslbindconf> crt <filename> (3.0, 3.12.1)",
+		unprovable: "ssl_crtlist.c crtlist_parse_file replaces it with the line's own certificate: haproxy -c never opens it, and the policy refuses an outside one all the same"},
 
 	// Actions updating a pattern file at run time (4.2): the name is
 	// only stored; at run time haproxy looks it up among the pattern
 	// files already loaded and never opens it.
-	{id: "set-map", name: "set-map", kind: kindAction, doc: "4.2 http-request/http-response set-map(<file-name>)", unprovable: unprovableAction},
-	{id: "del-map", name: "del-map", kind: kindAction, doc: "4.2 http-request/http-response del-map(<file-name>)", unprovable: unprovableAction},
-	{id: "add-acl", name: "add-acl", kind: kindAction, doc: "4.2 http-request/http-response add-acl(<file-name>)", unprovable: unprovableAction},
-	{id: "del-acl", name: "del-acl", kind: kindAction, doc: "4.2 http-request/http-response del-acl(<file-name>)", unprovable: unprovableAction},
+	{id: "set-map", name: "set-map", kind: kindAction, patternName: true, doc: "4.2 http-request/http-response set-map(<file-name>)", unprovable: unprovableAction},
+	{id: "del-map", name: "del-map", kind: kindAction, patternName: true, doc: "4.2 http-request/http-response del-map(<file-name>)", unprovable: unprovableAction},
+	{id: "add-acl", name: "add-acl", kind: kindAction, patternName: true, doc: "4.2 http-request/http-response add-acl(<file-name>)", unprovable: unprovableAction},
+	{id: "del-acl", name: "del-acl", kind: kindAction, patternName: true, doc: "4.2 http-request/http-response del-acl(<file-name>)", unprovable: unprovableAction},
 
 	// jwt_verify loads a constant <key> as a certificate path at parse
 	// time (sample.c sample_conv_jwt_verify_check), whatever the
@@ -259,9 +324,18 @@ var mapConverters = []string{
 	"map_str_ip", "map_beg_ip", "map_sub_ip", "map_dir_ip", "map_dom_ip", "map_end_ip", "map_reg_ip", "map_int_ip", "map_ip_ip",
 }
 
+// mapKeyConverters are haproxy 3.0's map_<match_type>_key (7.3.1, output
+// type "key"; map.c), loading their argument as the others do.
+var mapKeyConverters = []string{
+	"map_str_key", "map_beg_key", "map_sub_key", "map_dir_key", "map_dom_key", "map_end_key", "map_reg_key", "map_int_key", "map_ip_key",
+}
+
 func init() {
 	for _, name := range mapConverters {
-		fileEntries = append(fileEntries, fileEntry{id: name, name: name, kind: kindConverter, argIndex: 0, doc: "7.3.1 " + name + "(<map_file>[,<default_value>])"})
+		fileEntries = append(fileEntries, fileEntry{id: name, name: name, kind: kindConverter, argIndex: 0, patternName: true, doc: "7.3.1 " + name + "(<map_file>[,<default_value>])"})
+	}
+	for _, name := range mapKeyConverters {
+		fileEntries = append(fileEntries, fileEntry{id: name, name: name, kind: kindConverter, argIndex: 0, patternName: true, since: "3.0", doc: "7.3.1 " + name + "(<map_name>) (3.0)"})
 	}
 }
 
@@ -362,6 +436,12 @@ const (
 	// RuleLineTooLong: a crt-list line longer than haproxy's read buffer
 	// (65,535 bytes with its newline), which haproxy reads in pieces.
 	RuleLineTooLong = "line-too-long"
+	// RuleNoPrivilege: setcap (3.0) keeps Linux capabilities in the
+	// running haproxy.
+	RuleNoPrivilege = "no-privilege"
+	// RuleNoTrace: trace (3.0) turns on haproxy's developer traces,
+	// which can copy traffic to standard output or rings.
+	RuleNoTrace = "no-trace"
 )
 
 // refusal is a keyword the policy refuses whatever its arguments.
@@ -414,17 +494,20 @@ var refusals = []refusal{
 	{keyword: "filter", second: "opentracing", rule: RuleUnsupportedNestedConfig,
 		why:     "reads an OpenTracing configuration, which the policy does not check and which names a tracer plugin (a shared object haproxy loads)",
 		proceed: "remove the filter from the checked configuration", doc: "9.6"},
+	{keyword: "setcap", rule: RuleNoPrivilege, why: "keeps Linux capabilities in the running haproxy, which a rendering must not decide", proceed: "remove the line; the platform grants capabilities where haproxy is deployed", doc: "3.1 (3.0)"},
+	{keyword: "trace", rule: RuleNoTrace, why: "turns on haproxy's developer traces, which can copy traffic to standard output or rings", proceed: proceedRemove, doc: "3.1 (3.0)"},
 	{keyword: "default-path", values: []string{"parent", "origin"}, rule: RuleDefaultPath,
 		why:     "resolves relative paths outside the check's directory",
 		proceed: `use "default-path config" (or "current"): the check runs in the directory of haproxy.cfg`, doc: "3.1"},
 }
 
-// sectionKeywords start a section in haproxy 2.6 (REGISTER_CONFIG_SECTION
-// in its sources; spoe-* only inside a SPOE configuration).
+// sectionKeywords start a section in haproxy 2.6 and 3.0
+// (REGISTER_CONFIG_SECTION in their sources; crt-store is 3.0's; spoe-*
+// only inside a SPOE configuration).
 var sectionKeywords = map[string]bool{
 	"global": true, "defaults": true, "frontend": true, "backend": true, "listen": true,
 	"userlist": true, "peers": true, "mailers": true, "namespace_list": true,
 	"resolvers": true, "http-errors": true, "ring": true, "log-forward": true,
-	"cache": true, "program": true, "fcgi-app": true,
+	"cache": true, "program": true, "fcgi-app": true, "crt-store": true,
 	"spoe-agent": true, "spoe-group": true, "spoe-message": true,
 }

@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,6 +56,18 @@ type policyProbe struct {
 	// viaBase names the base directive prefixing the path: "<base> /etc"
 	// with the relative path "probe" must be refused too.
 	viaBase string
+	// since is the first branch whose haproxy accepts the probe's
+	// configuration, when later than its entry's.
+	since string
+}
+
+// appliesTo reports whether haproxy of branch understands the probe: its
+// entry and its own configuration exist there.
+func (p policyProbe) appliesTo(branch string) bool {
+	if e := entryByID(p.entry); e != nil && !branchAtLeast(branch, e.since) {
+		return false
+	}
+	return branchAtLeast(branch, p.since)
 }
 
 func (p policyProbe) label() string {
@@ -166,13 +178,35 @@ func policyProbes() []policyProbe {
 			files: map[string]string{"probe.lf": "hello %[src,map({{P}},none)]\n"}},
 		{entry: "map_ip", name: "server sni", config: probeBackend + "  server s 127.0.0.1:80 ssl verify none sni str(a),map_ip({{P}}) # probe\n"},
 		{entry: "map_str", name: "anonymous ACL", config: probeFrontend + "  http-request deny if { req.hdr(host),map_str({{P}}) -m found } # probe\n"},
+		// haproxy 3.0's entries.
+		{entry: "stats-file", kind: probeFIFO, config: probeGlobal + "  stats-file {{P}} # probe\n"},
+		{entry: "key-base", name: "global", config: probeGlobal + "  key-base {{P}} # probe\n" + probeDefaults + "crt-store\n  load crt ssl/site.pem key x.key\n", certs: siteCert, mention: "{{P}}/x.key", inside: "ssl"},
+		{entry: "key-base", name: "crt-store", config: probeGlobal + probeDefaults + "crt-store\n  key-base {{P}} # probe\n  load crt ssl/site.pem key x.key\n", certs: siteCert, mention: "{{P}}/x.key", inside: "ssl"},
+		{entry: "crt", name: "crt-store load", since: "3.0", config: probeGlobal + probeDefaults + "crt-store\n  load crt {{P}} # probe\n", viaBase: "crt-base"},
+		{entry: "load key", config: probeGlobal + probeDefaults + "crt-store\n  load crt ssl/site.pem key {{P}} # probe\n", certs: siteCert, viaBase: "key-base"},
+		{entry: "load ocsp", config: probeGlobal + probeDefaults + "crt-store\n  load crt ssl/site.pem ocsp {{P}} # probe\n", certs: siteCert, viaBase: "crt-base"},
+		{entry: "load issuer", config: probeGlobal + probeDefaults + "crt-store\n  load crt ssl/site.pem issuer {{P}} # probe\n", certs: siteCert, viaBase: "crt-base"},
+		{entry: "load sctl", config: probeGlobal + probeDefaults + "crt-store\n  load crt ssl/site.pem sctl {{P}} # probe\n", certs: siteCert, viaBase: "crt-base"},
+		{entry: "default-crt", config: probeFrontend + "  bind :18081 ssl default-crt {{P}} # probe\n", viaBase: "crt-base"},
+		{entry: "crt-list key", config: probeFrontend + "  bind :18081 ssl crt-list ssl/probe.list # probe\n", certs: map[string]string{"site.pem": "{{CERT}}", "probe.list": "ssl/site.pem [key {{P}}]\n"}, keyword: "crt-list"},
+		{entry: "crt-list ocsp", config: probeFrontend + "  bind :18081 ssl crt-list ssl/probe.list # probe\n", certs: map[string]string{"site.pem": "{{CERT}}", "probe.list": "ssl/site.pem [ocsp {{P}}]\n"}, keyword: "crt-list"},
+		{entry: "crt-list issuer", config: probeFrontend + "  bind :18081 ssl crt-list ssl/probe.list # probe\n", certs: map[string]string{"site.pem": "{{CERT}}", "probe.list": "ssl/site.pem [issuer {{P}}]\n"}, keyword: "crt-list"},
+		{entry: "crt-list sctl", config: probeFrontend + "  bind :18081 ssl crt-list ssl/probe.list # probe\n", certs: map[string]string{"site.pem": "{{CERT}}", "probe.list": "ssl/site.pem [sctl {{P}}]\n"}, keyword: "crt-list"},
+		{entry: "crt-list crt", config: probeFrontend + "  bind :18081 ssl crt-list ssl/probe.list # probe\n", certs: map[string]string{"site.pem": "{{CERT}}", "probe.list": "ssl/site.pem [crt {{P}}]\n"}, keyword: "crt-list", viaBase: "crt-base"},
+		// 3.0 reads a pattern file's name after "file@" or "opt@" (2.6
+		// reads the whole name as a relative path).
+		{entry: "acl -f", name: "file@", since: "3.0", config: probeFrontend + "  acl a src -f file@{{P}} # probe\n"},
+		{entry: "acl -f", name: "opt@", since: "3.0", kind: probeFIFO, config: probeFrontend + "  acl a src -f opt@{{P}} # probe\n"},
+		{entry: "map", name: "file@", since: "3.0", config: probeFrontend + "  http-request set-var(txn.x) str(1),map(file@{{P}}) # probe\n"},
+		{entry: "map_str", name: "opt@", since: "3.0", kind: probeFIFO, config: probeFrontend + "  http-request set-var(txn.x) str(1),map_str(opt@{{P}}) # probe\n"},
+		{entry: "map_dom", name: "file@ in a dynamic use_backend", since: "3.0", config: probeFrontend + "  use_backend %[req.hdr(host),lower,map_dom(file@{{P}},b)] # probe\nbackend b\n"},
 		// A namespace is a file name under /var/run/netns: haproxy says
 		// it could not open it (which path that reaches depends on
 		// /var/run/netns existing, so the output is the evidence).
 		{name: "bind namespace", config: probeFrontend + "  bind :18081 namespace {{P}} # probe\n", mention: "Cannot open namespace '{{P}}'", rule: RuleNamespaceName, keyword: "namespace", inside: "blue"},
 		{name: "server namespace", config: probeBackend + "  server s 127.0.0.1:80 namespace {{P}} # probe\n", mention: "Cannot open namespace '{{P}}'", rule: RuleNamespaceName, keyword: "namespace", inside: "blue"},
 	}
-	for _, name := range mapConverters {
+	for _, name := range slices.Concat(mapConverters, mapKeyConverters) {
 		probes = append(probes, policyProbe{entry: name, config: probeFrontend + "  http-request set-var(txn.x) str(1)," + name + "({{P}}) # probe\n"})
 	}
 	return probes
@@ -295,20 +329,26 @@ func TestPolicyFileArguments(t *testing.T) {
 // installed haproxy, run as the checker runs it, tries to read the path
 // the policy refuses.
 func TestPolicyFileTableAgainstHAProxy(t *testing.T) {
-	binary, err := findBinary("")
-	if err != nil {
-		t.Fatalf("%v (configcheck's tests run the real haproxy)", err)
+	for _, h := range testedHAProxies(t) {
+		t.Run(h.branch, func(t *testing.T) { probeTableAgainst(t, h) })
 	}
+}
+
+// probeTableAgainst runs every probe of an entry of h's branch against h.
+func probeTableAgainst(t *testing.T, h testedHAProxy) {
 	cert := selfSigned(t)
 	for _, p := range policyProbes() {
 		e := entryByID(p.entry)
-		if e != nil && e.unprovable != "" && e.unprovable != unprovableAction {
-			t.Logf("%s: left out: %s", p.label(), e.unprovable)
+		if !p.appliesTo(h.branch) {
+			continue
+		}
+		if why := e.unprovableOn(h.branch); e != nil && why != "" && why != unprovableAction {
+			t.Logf("%s: left out: %s", p.label(), why)
 			continue
 		}
 		// The actions are the other way round: the test shows
 		// haproxy -c does not open their file.
-		notOpened := e != nil && e.unprovable == unprovableAction
+		notOpened := e != nil && e.unprovableOn(h.branch) == unprovableAction
 		if notOpened {
 			p.kind = probeFIFO
 		}
@@ -354,9 +394,10 @@ func TestPolicyFileTableAgainstHAProxy(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, binary, "-c", "-f", ConfigFile)
+			// -V: from 3.0 on, a valid configuration is said so only
+			// when verbose.
+			cmd := h.command(t, ctx, "-c", "-V", "-f", ConfigFile)
 			cmd.Dir = run
-			cmd.Env = []string{}
 			var output bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &output, &output
 
@@ -373,7 +414,7 @@ func TestPolicyFileTableAgainstHAProxy(t *testing.T) {
 				<-done
 				switch {
 				case notOpened && opened:
-					t.Errorf("haproxy -c opened %s: the entry's reason %q is wrong; output:\n%s", path, e.unprovable, output.String())
+					t.Errorf("haproxy -c opened %s: the entry's reason %q is wrong; output:\n%s", path, e.unprovableOn(h.branch), output.String())
 				case notOpened && !strings.Contains(output.String(), "Configuration file is valid"):
 					t.Errorf("haproxy -c did not accept the probe, so it proves nothing; output:\n%s", output.String())
 				case !notOpened && !opened:

@@ -189,6 +189,9 @@ func TestPolicyRefusals(t *testing.T) {
 			want: []string{"2:no-setenv:setenv", "3:no-setenv:presetenv", "4:no-setenv:resetenv", "5:no-setenv:unsetenv"}},
 		{name: "engines", config: "global\n  ssl-engine rdrand\n  ssl-provider legacy\n  ssl-provider-path /usr/lib\n",
 			want: []string{"2:no-engine:ssl-engine", "3:no-engine:ssl-provider", "4:no-engine:ssl-provider-path"}},
+		// haproxy 3.0: capabilities kept at start, developer traces.
+		{name: "setcap and trace", config: "global\n  setcap cap_net_bind_service,cap_net_admin\n  trace h1 sink stdout level developer start now\n",
+			want: []string{"2:no-privilege:setcap", "3:no-trace:trace"}},
 		{name: "opentracing", config: "frontend f\n  filter opentracing config general/ot.cfg\n", want: []string{"2:unsupported-nested-config:filter opentracing"}},
 		{name: "default-path", config: "global\n  default-path parent\n  default-path origin /\n  default-path origin ssl\n  default-path config\n  default-path current\n",
 			want: []string{"2:default-path:default-path", "3:default-path:default-path", "4:default-path:default-path"}},

@@ -24,8 +24,26 @@ import (
 // branch's configuration manual for keywords that load code, read files,
 // open sockets or run programs, and through its crt-list and map readers,
 // extend the tables and their tests, then add the branch here
-// (docs/configcheck.md, "A newer haproxy").
-var PolicyBranches = []string{"2.6"}
+// (docs/configcheck.md, "A newer haproxy"). 3.0 was reviewed on 2026-12-03
+// against 3.0.11's manual and v3.0.0's sources (the entries with since
+// "3.0" in policy_keywords.go).
+var PolicyBranches = []string{"2.6", "3.0"}
+
+// branchAtLeast reports whether branch ("3.0") is since or newer; an
+// empty since is the oldest covered branch.
+func branchAtLeast(branch, since string) bool {
+	if since == "" {
+		return true
+	}
+	var bMajor, bMinor, sMajor, sMinor int
+	if _, err := fmt.Sscanf(branch, "%d.%d", &bMajor, &bMinor); err != nil {
+		return false
+	}
+	if _, err := fmt.Sscanf(since, "%d.%d", &sMajor, &sMinor); err != nil {
+		return false
+	}
+	return bMajor > sMajor || bMajor == sMajor && bMinor >= sMinor
+}
 
 // versionTimeout bounds `haproxy -v`, which answers at once.
 const versionTimeout = 30 * time.Second
@@ -54,7 +72,7 @@ func checkBranch(binary string, v Version) error {
 	}
 	return fmt.Errorf("%s is haproxy %s, but the check policy covers the configuration grammar of haproxy %s only: "+
 		"a newer grammar has keywords the policy does not know and would let through; "+
-		"run haproxy %s (the image's), or see \"A newer haproxy\" in docs/configcheck.md",
+		"run haproxy %s (the image's is 3.0), or see \"A newer haproxy\" in docs/configcheck.md",
 		binary, v.Full, strings.Join(PolicyBranches, ", "), strings.Join(PolicyBranches, " or "))
 }
 
