@@ -83,15 +83,24 @@ func (run *testRun) assertJSONPath(a Assertion) string {
 // assertText runs contains, not_contains, equals, match_count and
 // match_order against their target's text.
 func (run *testRun) assertText(a Assertion) string {
-	t, err := parseTarget(a.Target)
-	if err != nil {
-		return fmt.Sprintf("target %q: %v", a.Target, err)
+	var t target
+	var text, where string
+	if run.runner.Dialect == DialectHaptic && a.Target != TargetRenderingError {
+		// An output that does not exist (as when the rendering failed)
+		// reads as haproxy.cfg, empty or not.
+		t = target{kind: targetHAProxyConfig}
+		text, where = hapticTargetText(run.output, a.Target)
+	} else {
+		var err error
+		if t, err = parseTarget(a.Target); err != nil {
+			return fmt.Sprintf("target %q: %v", a.Target, err)
+		}
+		var missing string
+		if text, missing = run.targetText(t); missing != "" {
+			return missing
+		}
+		where = t.String()
 	}
-	text, missing := run.targetText(t)
-	if missing != "" {
-		return missing
-	}
-	where := t.String()
 
 	switch a.Type {
 	case TypeContains, TypeNotContains:
@@ -101,7 +110,7 @@ func (run *testRun) assertText(a Assertion) string {
 		}
 		match := re.FindStringIndex(text)
 		if a.Type == TypeContains && match == nil {
-			return fmt.Sprintf("pattern %q not found in %s", a.Pattern, run.describe(t, text))
+			return fmt.Sprintf("pattern %q not found in %s", a.Pattern, run.describe(t, where, text))
 		}
 		if a.Type == TypeNotContains && match != nil {
 			line, content := lineAt(text, match[0])
@@ -116,7 +125,7 @@ func (run *testRun) assertText(a Assertion) string {
 		}
 		line, got, want := firstDifferentLine(text, a.Expected)
 		return fmt.Sprintf("%s does not equal expected (%d bytes) at line %d: got %q, want %q",
-			run.describe(t, text), len(a.Expected), line, excerpt(got), excerpt(want))
+			run.describe(t, where, text), len(a.Expected), line, excerpt(got), excerpt(want))
 	case TypeMatchCount:
 		re, err := regexp.Compile(a.Pattern)
 		if err != nil {
@@ -130,6 +139,9 @@ func (run *testRun) assertText(a Assertion) string {
 			return fmt.Sprintf("expected %d matches of %q in %s, got %d", want, a.Pattern, where, got)
 		}
 	case TypeMatchOrder:
+		if run.runner.Dialect == DialectHaptic {
+			return hapticMatchOrder(a.Patterns, text, where)
+		}
 		return matchOrder(a.Patterns, text, where)
 	}
 	return ""
@@ -195,11 +207,11 @@ func (run *testRun) targetText(t target) (text, missing string) {
 }
 
 // describe names a target and its size for a failure message.
-func (run *testRun) describe(t target, text string) string {
+func (run *testRun) describe(t target, where, text string) string {
 	if t.kind == targetRenderingError && run.renderErr == nil {
 		return "rendering_error (the rendering succeeded)"
 	}
-	return fmt.Sprintf("%s (%d bytes)", t, len(text))
+	return fmt.Sprintf("%s (%d bytes)", where, len(text))
 }
 
 // firstDifference compares two renderings and names the first output that

@@ -74,6 +74,16 @@
 // got 3`, and are bounded to about 300 characters. [Report.Message] formats
 // failed tests as the admission denial reason, bounded to about 4 KB.
 //
+// # haptic's dialect
+//
+// haptic's configs (haproxy-haptic.org) carry tests written for haptic's
+// own runner, which differs from the rules above: [Runner].Dialect
+// [DialectHaptic] gives them haptic's verdicts (_global run as a test, a
+// missing target read as haproxy.cfg, crt-list: targets, match_order on
+// independent first matches, a failed rendering's assertions run against
+// empty outputs with haptic's error chain, per-test extraContext); see
+// [DialectHaptic] for the list.
+//
 // # Errors and time
 //
 // A failed test is a result, not an error. Run returns an error when the

@@ -25,7 +25,7 @@ func (r *Runner) Run(ctx context.Context, tests map[string]Test, only string) (R
 	if r.Renderer == nil {
 		return Report{}, errors.New("validation tests: no renderer")
 	}
-	names, err := selectTests(tests, only)
+	names, err := selectTests(tests, only, r.Dialect)
 	if err != nil {
 		return Report{}, err
 	}
@@ -57,18 +57,19 @@ func (r *Runner) Run(ctx context.Context, tests map[string]Test, only string) (R
 	return report, nil
 }
 
-// selectTests returns the names of the tests to run, sorted.
-func selectTests(tests map[string]Test, only string) ([]string, error) {
+// selectTests returns the names of the tests to run, sorted: every test
+// but _global, which haptic's dialect runs too.
+func selectTests(tests map[string]Test, only string, dialect Dialect) ([]string, error) {
 	var names []string
 	for _, name := range sortedNames(tests) {
-		if name != GlobalTest {
+		if name != GlobalTest || dialect == DialectHaptic {
 			names = append(names, name)
 		}
 	}
 	switch {
 	case only == "":
 		return names, nil
-	case only == GlobalTest:
+	case only == GlobalTest && dialect != DialectHaptic:
 		return nil, fmt.Errorf("%s is not a test: it only contributes fixtures to every test", GlobalTest)
 	case !hasKey(tests, only):
 		return nil, fmt.Errorf("no validation test named %q (tests: %s)", only, listOrNone(names))
@@ -112,7 +113,7 @@ func (r *Runner) runTest(ctx context.Context, name string, test Test, global map
 		result.Duration = time.Since(start)
 		return result, nil
 	}
-	run := &testRun{runner: r, ctx: ctx, data: render.Data{Resources: stores, ExtraContext: r.ExtraContext}}
+	run := &testRun{runner: r, ctx: ctx, data: render.Data{Resources: stores, ExtraContext: mergeExtraContext(r.ExtraContext, test.ExtraContext)}}
 	run.output, run.renderErr = r.Renderer.Render(ctx, run.data)
 	if run.renderErr == nil && r.OnRendered != nil {
 		r.OnRendered(name, run.output)
@@ -122,10 +123,13 @@ func (r *Runner) runTest(ctx context.Context, name string, test Test, global map
 			return result, notInTime(err)
 		}
 		run.renderError = renderErrorText(run.renderErr)
+		if r.Dialect == DialectHaptic {
+			run.renderError = hapticRenderErrorText(run.renderErr)
+		}
 		result.RenderError = run.renderError
 	}
 
-	if run.renderErr != nil && !expectsRenderingError(test.Assertions) {
+	if run.renderErr != nil && !expectsRenderingError(test.Assertions) && r.Dialect != DialectHaptic {
 		// The render error is the test's failure; assertions on a
 		// rendering that does not exist would only repeat it.
 		result.Duration = time.Since(start)
@@ -143,7 +147,9 @@ func (r *Runner) runTest(ctx context.Context, name string, test Test, global map
 			result.Failures = append(result.Failures, Failure{Assertion: assertionLabel(assertion), Message: bound(message)})
 		}
 	}
-	result.Passed = len(result.Failures) == 0
+	// haptic: a rendering that failed fails the test unless the test
+	// expects it; its assertions ran against empty outputs all the same.
+	result.Passed = len(result.Failures) == 0 && (run.renderErr == nil || expectsRenderingError(test.Assertions))
 	result.Duration = time.Since(start)
 	return result, nil
 }

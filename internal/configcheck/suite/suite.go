@@ -42,6 +42,9 @@ type Test struct {
 	Fixtures map[string][]map[string]any
 	// Assertions run in order against the test's rendering.
 	Assertions []Assertion
+	// ExtraContext is merged over the runner's extraContext, key by key,
+	// for this test (haptic's validationTests[].extraContext).
+	ExtraContext map[string]any
 }
 
 // Assertion is one check of a test.
@@ -88,6 +91,8 @@ type Runner struct {
 	// OnRendered, when set, receives each test's rendering (the offline
 	// CLI's --dump-rendered).
 	OnRendered func(test string, out render.Output)
+	// Dialect is whose test semantics apply (Gatehouse's by default).
+	Dialect Dialect
 }
 
 // Report is the outcome of a run.

@@ -31,6 +31,14 @@ const targetForms = `"haproxy.cfg" (the default), "rendering_error", "map:<name>
 // assertion; _global may have none, since it is never run. Errors are under
 // spec.validationTests[<name>].
 func Validate(tests map[string]Test, watched map[string][]string) field.ErrorList {
+	return ValidateDialect(tests, watched, DialectGatehouse)
+}
+
+// ValidateDialect is Validate under dialect's rules: haptic's _global may
+// carry assertions (it is run as a test) or none, and any target is
+// accepted (one haptic does not know reads haproxy.cfg; crt-list: is
+// haptic's).
+func ValidateDialect(tests map[string]Test, watched map[string][]string, dialect Dialect) field.ErrorList {
 	var errs field.ErrorList
 	known := sortedNames(watched)
 	root := field.NewPath("spec", "validationTests")
@@ -38,6 +46,12 @@ func Validate(tests map[string]Test, watched map[string][]string) field.ErrorLis
 		test := tests[name]
 		path := root.Key(name)
 		errs = append(errs, validateFixtures(test.Fixtures, watched, known, path.Child("fixtures"))...)
+		if name == GlobalTest && dialect == DialectHaptic {
+			for i, assertion := range test.Assertions {
+				errs = append(errs, validateAssertion(assertion, dialect, path.Child("assertions").Index(i))...)
+			}
+			continue
+		}
 		if name == GlobalTest {
 			if len(test.Assertions) > 0 {
 				errs = append(errs, field.Forbidden(path.Child("assertions"),
@@ -49,7 +63,7 @@ func Validate(tests map[string]Test, watched map[string][]string) field.ErrorLis
 			errs = append(errs, field.Required(path.Child("assertions"), "a test needs at least one assertion"))
 		}
 		for i, assertion := range test.Assertions {
-			errs = append(errs, validateAssertion(assertion, path.Child("assertions").Index(i))...)
+			errs = append(errs, validateAssertion(assertion, dialect, path.Child("assertions").Index(i))...)
 		}
 	}
 	return errs
@@ -83,7 +97,7 @@ func validateFixtures(fixtures map[string][]map[string]any, watched map[string][
 	return errs
 }
 
-func validateAssertion(a Assertion, path *field.Path) field.ErrorList {
+func validateAssertion(a Assertion, dialect Dialect, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	requirePattern := func() {
 		if a.Pattern == "" {
@@ -138,6 +152,9 @@ func validateAssertion(a Assertion, path *field.Path) field.ErrorList {
 		return field.ErrorList{field.NotSupported(path.Child("type"), a.Type, assertionTypes)}
 	}
 
+	if dialect == DialectHaptic {
+		return errs
+	}
 	t, err := parseTarget(a.Target)
 	switch {
 	case err != nil:
