@@ -274,10 +274,15 @@ pause-image: ## Build the sandbox (pause) image for the local real node: $(PAUSE
 RBAC_SOURCES := core configcheck nodegroup placement pvsafe
 
 .PHONY: generate
+# CRD_API_PATHS are the API groups whose CRDs Gatehouse ships; haptic's
+# haproxy-haptic.org types are read, never installed (haptic's chart owns
+# that CRD), so none is generated for them.
+CRD_API_PATHS := ./api/gatehouse.dev/... ./api/deckhouse.io/... ./api/cozystack.io/...
+
 generate: $(CONTROLLER_GEN) $(CONVERSION_GEN) ## Generate deepcopy code, CRDs and RBAC with controller-gen, conversions with conversion-gen.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONVERSION_GEN) --output-file zz_generated.conversion.go --go-header-file /dev/null ./api/...
-	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd paths="{$(subst $(space),$(comma),$(CRD_API_PATHS))}" output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:artifacts:config=config/crd/external
 	rm -f config/rbac/role.yaml $(foreach name,$(RBAC_SOURCES),config/rbac/$(name)/role.yaml)
 	for name in $(RBAC_SOURCES); do \
