@@ -121,10 +121,19 @@ type TemplatingSettings struct {
 	ExtraContext *apiextensionsv1.JSON `json:"extraContext,omitempty"`
 }
 
-// Dataplane holds the directories haptic's HAProxy reads its files from.
+// Dataplane holds the directories haptic's HAProxy reads its files from,
+// which decide the paths templates print; the rest is how haptic's
+// controller deploys, ignored.
 type Dataplane struct {
 	MapsDir           string `json:"mapsDir,omitempty"`
 	SSLCertsDir       string `json:"sslCertsDir,omitempty"`
 	GeneralStorageDir string `json:"generalStorageDir,omitempty"`
 	ConfigFile        string `json:"configFile,omitempty"`
+
+	Port                    int32  `json:"port,omitempty"`
+	MaxParallel             int32  `json:"maxParallel,omitempty"`
+	RawPushThreshold        int64  `json:"rawPushThreshold,omitempty"`
+	DeploymentTimeout       string `json:"deploymentTimeout,omitempty"`
+	DriftPreventionInterval string `json:"driftPreventionInterval,omitempty"`
+	MinDeploymentInterval   string `json:"minDeploymentInterval,omitempty"`
 }
