@@ -11,7 +11,9 @@
 // engine [EngineGoTemplate] exists: Go text/template with sprig's functions,
 // the language Helm users already write. templatingSettings.engine names the
 // engine through [NewEngine], so another can be added without touching
-// callers.
+// callers. [Compile] is how callers compile: the engine's templates, then
+// [Templates].PostProcessing (haptic's regex_replace, line by line) over
+// the outputs, whatever the engine.
 //
 // # The template contract
 //

@@ -36,6 +36,10 @@ type Templates struct {
 	Maps            map[string]string
 	Files           map[string]string
 	SSLCertificates map[string]string
+	// PostProcessing rewrites outputs after rendering, keyed by
+	// OutputTemplateName (haptic's postProcessing); Compile applies it
+	// whatever the engine.
+	PostProcessing map[string][]PostProcessor
 }
 
 // Data is what templates render from.

@@ -260,11 +260,7 @@ func (p *Pool) Close() error {
 // *render.CompileError), and returns a renderer rendering them in the
 // pool's workers. engine is templatingSettings.engine.
 func (p *Pool) Compile(templates render.Templates, engine string) (render.Renderer, error) {
-	e, err := render.NewEngine(engine)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := e.Compile(templates); err != nil {
+	if _, err := render.Compile(engine, templates); err != nil {
 		return nil, err
 	}
 	outputs := int64(1 + len(templates.Maps) + len(templates.Files) + len(templates.SSLCertificates))

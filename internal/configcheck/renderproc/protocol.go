@@ -136,6 +136,8 @@ type wireTemplates struct {
 	Maps            []wireFile `json:"maps,omitempty"`
 	Files           []wireFile `json:"files,omitempty"`
 	SSLCertificates []wireFile `json:"sslCertificates,omitempty"`
+	// PostProcessing is render.Templates.PostProcessing.
+	PostProcessing map[string][]render.PostProcessor `json:"postProcessing,omitempty"`
 }
 
 // wireFile is a named text: a template or a rendered file.
@@ -168,6 +170,7 @@ func toWireTemplates(engine string, t render.Templates) *wireTemplates {
 		Maps:            toWireFiles(t.Maps),
 		Files:           toWireFiles(t.Files),
 		SSLCertificates: toWireFiles(t.SSLCertificates),
+		PostProcessing:  t.PostProcessing,
 	}
 }
 
@@ -178,6 +181,7 @@ func (w *wireTemplates) templates() render.Templates {
 		Maps:            fromWireFiles(w.Maps),
 		Files:           fromWireFiles(w.Files),
 		SSLCertificates: fromWireFiles(w.SSLCertificates),
+		PostProcessing:  w.PostProcessing,
 	}
 }
 
@@ -203,6 +207,16 @@ func templatesHash(engine string, t render.Templates) string {
 	named(t.Maps)
 	named(t.Files)
 	named(t.SSLCertificates)
+	field(fmt.Sprint(len(t.PostProcessing)))
+	for _, output := range slices.Sorted(maps.Keys(t.PostProcessing)) {
+		field(output)
+		field(fmt.Sprint(len(t.PostProcessing[output])))
+		for _, p := range t.PostProcessing[output] {
+			field(p.Type)
+			field(p.Pattern)
+			field(p.Replace)
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -790,3 +790,32 @@ func TestDryRunsLeaveAWorkerToRealChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestPostProcessingRunsInTheWorker: a config's post-processing travels to
+// the worker with its templates and applies there; the same templates
+// without it are another set (not a worker's cached compile of the first).
+func TestPostProcessingRunsInTheWorker(t *testing.T) {
+	p, _ := newPool(t, Options{Workers: 1})
+	templates := render.Templates{HAProxyConfig: "global\n      daemon\n"}
+	plain, err := p.Compile(templates, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	templates.PostProcessing = map[string][]render.PostProcessor{"haproxyConfig": {{Type: render.PostProcessorRegexReplace, Pattern: `^[ ]+`, Replace: "  "}}}
+	processed, err := p.Compile(templates, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		r    render.Renderer
+		want string
+	}{{plain, "global\n      daemon\n"}, {processed, "global\n  daemon\n"}, {plain, "global\n      daemon\n"}} {
+		out, err := c.r.Render(context.Background(), render.Data{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.HAProxyConfig != c.want {
+			t.Errorf("rendered %q, want %q", out.HAProxyConfig, c.want)
+		}
+	}
+}

@@ -180,11 +180,7 @@ func (f failingRenderer) Render(context.Context, render.Data) (render.Output, er
 }
 
 func compile(t *wireTemplates) (render.Renderer, error) {
-	engine, err := render.NewEngine(t.Engine)
-	if err != nil {
-		return nil, err
-	}
-	return engine.Compile(t.templates())
+	return render.Compile(t.Engine, t.templates())
 }
 
 // renderRecovering renders, turning a panic (which text/template would
