@@ -41,6 +41,19 @@ type compiled struct {
 	extraContext map[string]any
 	policy       admissionregistrationv1.FailurePolicyType
 	timeout      int32
+	// dialect is whose test semantics the config's tests follow (haptic's
+	// for haptic's kind).
+	dialect suite.Dialect
+}
+
+// specExtras are what a config of another kind (haptic's) carries that
+// Gatehouse's spec has no field for.
+type specExtras struct {
+	dialect suite.Dialect
+	// postProcessing is render.Templates.PostProcessing.
+	postProcessing map[string][]render.PostProcessor
+	// testExtraContext is each test's extraContext, by test name.
+	testExtraContext map[string]map[string]any
 }
 
 // watchedSpec is one watched resource as the config declares it.
@@ -88,8 +101,13 @@ type templateCompiler func(templates render.Templates, engine string) (render.Re
 // compileConfig validates spec and compiles it with compile. It is pure:
 // the webhook for configs, the reconciler and the offline CLI all call it.
 func compileConfig(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, compile templateCompiler) (*compiled, field.ErrorList) {
+	return compileSpec(spec, specExtras{}, compile)
+}
+
+// compileSpec is compileConfig with what another kind adds (haptic.go).
+func compileSpec(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, extras specExtras, compile templateCompiler) (*compiled, field.ErrorList) {
 	root := field.NewPath("spec")
-	c := &compiled{policy: defaultFailurePolicy, timeout: defaultTimeoutSeconds}
+	c := &compiled{policy: defaultFailurePolicy, timeout: defaultTimeoutSeconds, dialect: extras.dialect}
 	var errs field.ErrorList
 	watched, werrs := compileWatched(root.Child("watchedResources"), spec.WatchedResources)
 	errs = append(errs, werrs...)
@@ -112,17 +130,23 @@ func compileConfig(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, compile te
 		errs = append(errs, field.Invalid(root.Child("templatingSettings", "extraContext"), "", err.Error()))
 	}
 	c.extraContext = extra
-	renderer, rerr := compileTemplates(root, spec, compile)
+	renderer, rerr := compileTemplates(root, spec, extras.postProcessing, compile)
 	errs = append(errs, rerr...)
 	c.renderer = renderer
 	tests, terrs := convertTests(root.Child("validationTests"), spec.ValidationTests)
 	errs = append(errs, terrs...)
+	for name, extra := range extras.testExtraContext {
+		if test, ok := tests[name]; ok {
+			test.ExtraContext = extra
+			tests[name] = test
+		}
+	}
 	if len(werrs) == 0 {
 		indexBy := make(map[string][]string, len(watched))
 		for name, w := range watched {
 			indexBy[name] = w.indexBy
 		}
-		errs = append(errs, suite.Validate(tests, indexBy)...)
+		errs = append(errs, suite.ValidateDialect(tests, indexBy, extras.dialect)...)
 	}
 	c.tests = tests
 	if len(errs) > 0 {
@@ -266,7 +290,7 @@ func validateWebhookSettings(path *field.Path, w gatehousev1alpha1.ValidationWeb
 	return errs
 }
 
-func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, compile templateCompiler) (render.Renderer, field.ErrorList) {
+func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, postProcessing map[string][]render.PostProcessor, compile templateCompiler) (render.Renderer, field.ErrorList) {
 	if _, err := render.NewEngine(spec.TemplatingSettings.Engine); err != nil {
 		return nil, field.ErrorList{field.NotSupported(root.Child("templatingSettings", "engine"), spec.TemplatingSettings.Engine, []string{render.EngineGoTemplate})}
 	}
@@ -279,6 +303,7 @@ func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateC
 		Maps:            templateTexts(spec.Maps),
 		Files:           templateTexts(spec.Files),
 		SSLCertificates: templateTexts(spec.SSLCertificates),
+		PostProcessing:  postProcessing,
 	}, spec.TemplatingSettings.Engine)
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(root, "", err.Error())}

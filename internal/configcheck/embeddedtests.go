@@ -32,7 +32,7 @@ func (m *Module) testRunner(c *compiled) *suite.Runner {
 	for name, w := range c.watched {
 		indexBy[name] = w.indexBy
 	}
-	return &suite.Runner{Renderer: c.renderer, IndexBy: indexBy, ExtraContext: c.extraContext, Check: m.checkFunc()}
+	return &suite.Runner{Renderer: c.renderer, IndexBy: indexBy, ExtraContext: c.extraContext, Check: m.checkFunc(), Dialect: c.dialect}
 }
 
 func (m *Module) checkFunc() suite.CheckFunc {

@@ -8,9 +8,12 @@ import (
 	"os"
 	"path/filepath"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 )
@@ -63,9 +66,25 @@ func TestOffline(ctx context.Context, configYAML []byte, opts OfflineOptions, w 
 // read): `gatehouse test` reports them beside its suites. An error means
 // the tests could not run.
 func RunOffline(ctx context.Context, configYAML []byte, opts OfflineOptions) (suite.Report, error) {
-	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
+	// Gatehouse's kind, or haptic's read as it is (haptic.go).
+	var kind metav1.TypeMeta
+	if err := yaml.Unmarshal(configYAML, &kind); err != nil {
 		return suite.Report{}, fmt.Errorf("reading the config: %w", err)
+	}
+	var compileIt func(m *Module) (*compiled, field.ErrorList)
+	switch kind.APIVersion {
+	case hapticv1alpha1.GroupVersion.String():
+		cfg := &hapticv1alpha1.HAProxyTemplateConfig{}
+		if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
+			return suite.Report{}, fmt.Errorf("reading the haptic config: %w", err)
+		}
+		compileIt = func(m *Module) (*compiled, field.ErrorList) { return compileHapticConfig(&cfg.Spec, m.renders.Compile) }
+	default:
+		cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
+		if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
+			return suite.Report{}, fmt.Errorf("reading the config: %w", err)
+		}
+		compileIt = func(m *Module) (*compiled, field.ErrorList) { return m.compile(&cfg.Spec) }
 	}
 	renders, err := newRenderPool(Options{}.withDefaults())
 	if err != nil {
@@ -77,7 +96,7 @@ func RunOffline(ctx context.Context, configYAML []byte, opts OfflineOptions) (su
 		return suite.Report{}, err
 	}
 	m := &Module{checker: checker, renders: renders}
-	c, errs := m.compile(&cfg.Spec)
+	c, errs := compileIt(m)
 	if len(errs) > 0 {
 		return suite.Report{}, fmt.Errorf("the config is invalid: %w", errs.ToAggregate())
 	}

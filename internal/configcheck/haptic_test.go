@@ -1,0 +1,154 @@
+package configcheck
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+
+	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
+)
+
+func hapticTestdata(t *testing.T) *hapticv1alpha1.HAProxyTemplateConfig {
+	t.Helper()
+	data, err := os.ReadFile("testdata/haptic/haproxytemplateconfig.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &hapticv1alpha1.HAProxyTemplateConfig{}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestHapticSpecReadsAsGatehouses: haptic's chart config (every library)
+// converts without error: watched resources with their selectors parsed,
+// templates, the base library's post-processing, each test with its own
+// extraContext, haptic's dialect and engine.
+func TestHapticSpecReadsAsGatehouses(t *testing.T) {
+	in := hapticTestdata(t)
+	spec, extras, errs := fromHaptic(&in.Spec)
+	if len(errs) > 0 {
+		t.Fatalf("haptic's own config: %v", errs.ToAggregate())
+	}
+	if extras.dialect != suite.DialectHaptic || spec.TemplatingSettings.Engine != "scriggo" {
+		t.Errorf("dialect %v, engine %q", extras.dialect, spec.TemplatingSettings.Engine)
+	}
+	if len(spec.WatchedResources) != len(in.Spec.WatchedResources) || len(spec.TemplateSnippets) != 114 || len(spec.ValidationTests) != 71 {
+		t.Errorf("watched %d, snippets %d, tests %d", len(spec.WatchedResources), len(spec.TemplateSnippets), len(spec.ValidationTests))
+	}
+	if got := extras.postProcessing["haproxyConfig"]; len(got) != 1 || got[0].Pattern != "^[ ]+" || got[0].Replace != "  " {
+		t.Errorf("haproxyConfig's post-processing: %+v", got)
+	}
+	if len(extras.testExtraContext) != 5 {
+		t.Errorf("%d tests with extraContext, want 5", len(extras.testExtraContext))
+	}
+	for name, w := range in.Spec.WatchedResources {
+		got := spec.WatchedResources[name]
+		if got.APIVersion != w.APIVersion || got.Resources != w.Resources || got.FieldSelector != w.FieldSelector || len(got.IndexBy) != len(w.IndexBy) {
+			t.Errorf("watched %s: %+v from %+v", name, got, w)
+		}
+	}
+}
+
+// TestHapticSelectorsAndPostProcessingAreChecked: haptic's string
+// selectors are parsed (a bad one named at haptic's field), and a
+// post-processor haptic does not have is refused rather than skipped.
+func TestHapticSelectorsAndPostProcessingAreChecked(t *testing.T) {
+	in := &hapticv1alpha1.HAProxyTemplateConfigSpec{
+		WatchedResources: map[string]hapticv1alpha1.WatchedResource{
+			"ingresses": {APIVersion: "networking.k8s.io/v1", Resources: "ingresses", LabelSelector: "app in (a,b),tier!=x", NamespaceSelector: "team=a"},
+			"services":  {APIVersion: "v1", Resources: "services", LabelSelector: "app in (("},
+		},
+		HAProxyConfig: hapticv1alpha1.Template{Template: "global", PostProcessing: []hapticv1alpha1.PostProcessor{
+			{Type: "regex_replace", Params: map[string]string{"pattern": "a", "replace": "b"}},
+			{Type: "exec", Params: map[string]string{"pattern": "a"}},
+		}},
+	}
+	spec, _, errs := fromHaptic(in)
+	text := errs.ToAggregate().Error()
+	for _, want := range []string{`spec.watchedResources[services].labelSelector`, `spec.haproxyConfig.postProcessing[1].type: Unsupported value: "exec"`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("errors %q lack %q", text, want)
+		}
+	}
+	if len(errs) != 2 {
+		t.Errorf("%d errors, want 2: %v", len(errs), errs)
+	}
+	// The API form selects what the string does.
+	for _, c := range []struct {
+		selector string
+		set      labels.Set
+		want     bool
+	}{
+		{"app in (a,b),tier!=x", labels.Set{"app": "a", "tier": "y"}, true},
+		{"app in (a,b),tier!=x", labels.Set{"app": "a", "tier": "x"}, false},
+		{"app in (a,b),tier!=x", labels.Set{"app": "c"}, false},
+		{"team=a", labels.Set{"team": "a"}, true},
+		{"team=a", labels.Set{"team": "b"}, false},
+		{"!legacy,zone", labels.Set{"zone": "1"}, true},
+		{"!legacy,zone", labels.Set{"zone": "1", "legacy": ""}, false},
+	} {
+		api, err := selectorOf(c.selector)
+		if err != nil {
+			t.Fatalf("%q: %v", c.selector, err)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(api)
+		if err != nil {
+			t.Fatalf("%q as %+v: %v", c.selector, api, err)
+		}
+		if got := sel.Matches(c.set); got != c.want {
+			t.Errorf("%q on %v: %v, want %v", c.selector, c.set, got, c.want)
+		}
+	}
+	if _, err := selectorOf("replicas>2"); err == nil || !strings.Contains(err.Error(), "cannot be watched") {
+		t.Errorf("gt: %v", err)
+	}
+	if spec.WatchedResources["ingresses"].LabelSelector == nil || spec.WatchedResources["ingresses"].NamespaceSelector == nil {
+		t.Error("the selectors were not converted")
+	}
+}
+
+// TestHapticConfigIsRefusedUntilItsEngineRuns: haptic's templates are
+// Scriggo; a config naming an engine Gatehouse lacks is refused at compile,
+// naming the field, never rendered differently.
+func TestHapticConfigIsRefusedUntilItsEngineRuns(t *testing.T) {
+	in := hapticTestdata(t)
+	noCompile := func(render.Templates, string) (render.Renderer, error) {
+		t.Fatal("templates compiled with an engine Gatehouse does not have")
+		return nil, nil
+	}
+	_, errs := compileHapticConfig(&in.Spec, noCompile)
+	if text := errs.ToAggregate().Error(); !strings.Contains(text, `spec.templatingSettings.engine: Unsupported value: "scriggo"`) {
+		t.Fatalf("compile: %s", text)
+	}
+}
+
+// TestOfflineReadsHapticsKind: `gatehouse configcheck test -f` takes a
+// haptic config file as it is, by its apiVersion, and says why it cannot
+// run it yet.
+func TestOfflineReadsHapticsKind(t *testing.T) {
+	data, err := os.ReadFile("testdata/haptic/haproxytemplateconfig.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two refusals today: the engine, and the ssl library's watch of
+	// every Secret (store: on-demand in haptic), which Gatehouse never
+	// caches without a label selector.
+	_, err = RunOffline(t.Context(), data, OfflineOptions{})
+	for _, want := range []string{"the config is invalid: ", `spec.templatingSettings.engine: Unsupported value: "scriggo"`, `spec.watchedResources[secrets].labelSelector: Required value`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v, want %q in it", err, want)
+		}
+	}
+	bad := strings.Replace(string(data), "  watchedResources:", "  unknownField: 1\n  watchedResources:", 1)
+	if _, err := RunOffline(t.Context(), []byte(bad), OfflineOptions{}); err == nil || !strings.Contains(err.Error(), `reading the haptic config`) || !strings.Contains(err.Error(), "unknownField") {
+		t.Fatalf("a field haptic's kind does not have: %v", err)
+	}
+}
