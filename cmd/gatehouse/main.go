@@ -122,7 +122,7 @@ func serveFlags(fs *flag.FlagSet, modules []module.Module) (func() error, []stri
 			if err != nil {
 				return fmt.Errorf("--client-ca-file: %w", err)
 			}
-			opts.Server.ClientAuth = &server.ClientAuthOptions{CAs: cas, AllowedNames: splitList(clientNames)}
+			opts.Server.ClientAuth = &server.ClientAuthOptions{CAs: cas, AllowedNames: module.SplitList(clientNames)}
 		} else if clientNames != "" {
 			return errors.New("--client-names needs --client-ca-file")
 		}
@@ -216,7 +216,7 @@ func keyValues(m *map[string]string) func(string) error {
 		if *m == nil {
 			*m = map[string]string{}
 		}
-		for _, pair := range splitList(s) {
+		for _, pair := range module.SplitList(s) {
 			k, v, ok := strings.Cut(pair, "=")
 			if !ok || k == "" {
 				return fmt.Errorf("%q: want key=value", pair)
@@ -225,18 +225,6 @@ func keyValues(m *map[string]string) func(string) error {
 		}
 		return nil
 	}
-}
-
-// splitList reads a comma-separated flag; an empty value is an empty,
-// non-nil list (no default).
-func splitList(s string) []string {
-	out := []string{}
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }
 
 func envOr(key, fallback string) string {

@@ -8,6 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 )
 
 // maxWarningLength keeps each warning within what the API server passes on
@@ -64,9 +66,8 @@ func denialWarnings(moduleName, message string) []string {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		if len(line) > maxWarningLength {
-			line = line[:maxWarningLength-3] + "..."
-		}
+		// On a character boundary: a warning is text kubectl prints.
+		line = textcut.Bound(line, maxWarningLength, "...")
 		// Keep room for the line saying how many were left out.
 		if total+len(line) > maxWarningsTotal-64 {
 			out = append(out, fmt.Sprintf("... %d more lines of the denial left out (warnings are limited to 4 KB)", countNonEmpty(lines[i:])))

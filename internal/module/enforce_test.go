@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
@@ -59,5 +60,17 @@ func TestWarnModeNeverRelaxesNotPermitted(t *testing.T) {
 	}
 	if d := Warn.Apply("configcheck", DecisionOf(admission.Denied("a policy denial"))); d.Class != ClassWarned || !d.Response.Allowed {
 		t.Fatalf("warn mode did not relax a policy denial: %+v", d.Response)
+	}
+}
+
+// TestWarningsAreCutOnCharacterBoundaries: a long line of a denial in
+// another script is cut whole characters at a time (kubectl prints the
+// warning; half a character would print as garbage).
+func TestWarningsAreCutOnCharacterBoundaries(t *testing.T) {
+	line := "  - " + strings.Repeat("é", 400) // two bytes each
+	d := Warn.Apply("pvsafe", DecisionOf(admission.Denied(line)))
+	w := d.Response.Warnings[1]
+	if !utf8.ValidString(w) || len(w) > maxWarningLength || !strings.HasSuffix(w, "é...") {
+		t.Fatalf("warning %q (%d bytes, valid UTF-8 %v)", w, len(w), utf8.ValidString(w))
 	}
 }

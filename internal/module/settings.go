@@ -46,6 +46,18 @@ func NewFlagSet(name string) *FlagSet {
 	return &FlagSet{FlagSet: fs, hidden: map[string]bool{}}
 }
 
+// SplitList reads a comma-separated flag value: items trimmed, empty ones
+// dropped; an empty value is an empty, non-nil list (none, not a default).
+func SplitList(s string) []string {
+	out := []string{}
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
 // Hide keeps the flag name out of --help.
 func (fs *FlagSet) Hide(name string) { fs.hidden[name] = true }
 

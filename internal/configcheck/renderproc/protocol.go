@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 )
 
 // frameHeaderSize is the length prefix of a frame: 4 bytes, big-endian.
@@ -358,12 +359,13 @@ func errorText(err error) string {
 	return err.Error()
 }
 
+// truncate cuts b to n bytes with the suffix, on a character boundary:
+// the texts are error messages a user reads.
 func truncate(b []byte, n int64) []byte {
 	if int64(len(b)) <= n {
 		return b
 	}
-	keep := max(n-int64(len(truncatedSuffix)), 0)
-	return append(slices.Clip(b[:keep]), truncatedSuffix...)
+	return []byte(textcut.Bound(string(b), int(n), truncatedSuffix))
 }
 
 // error rebuilds the worker's error.
