@@ -23,4 +23,3 @@ func (m *Module) Flags(fs *module.FlagSet) {
 	})
 	fs.BoolVar(&m.opts.LineageLabels, "placement-lineage-labels", m.opts.LineageLabels, "Label Pods with their Cozystack application (apps.cozystack.io/application.{group,kind,name}, internal.cozystack.io/managed-by-cozystack, internal.cozystack.io/tenantresource) from placement's cached lineage walk, through a mutating Pod webhook, so that Cozystack's lineage webhook need not read the API server for Pods (docs/placement.md, \"Lineage labels\").")
 }
-
