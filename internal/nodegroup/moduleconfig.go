@@ -33,7 +33,7 @@ func moduleConfigObject() *unstructured.Unstructured {
 	return u
 }
 
-func newModuleConfigReader(_ context.Context, host module.Host, log logr.Logger) (*moduleConfigReader, error) {
+func newModuleConfigReader(host module.Host, log logr.Logger) (*moduleConfigReader, error) {
 	// Only ModuleConfig global is read: the API server sends no other.
 	scope := module.Scope{Fields: fields.OneTermEqualSelector("metadata.name", globalModuleName)}
 	k, err := host.FollowKind(moduleConfigObject(), scope, func() {

@@ -47,7 +47,7 @@ func newClusterCache(ctx context.Context, host module.Host, log logr.Logger) (*c
 	if c.endpoints, err = followSingle(ctx, host, "kubernetes-endpoints", &corev1.Endpoints{}, metav1.NamespaceDefault, "kubernetes", countEndpointAddresses); err != nil { //nolint:staticcheck // the checks count Endpoints default/kubernetes, as Deckhouse does
 		return nil, err
 	}
-	if c.tolerations, err = newModuleConfigReader(ctx, host, log); err != nil {
+	if c.tolerations, err = newModuleConfigReader(host, log); err != nil {
 		return nil, err
 	}
 	if c.nodes, err = newNodeReader(ctx, host); err != nil {
