@@ -292,7 +292,7 @@ func validateWebhookSettings(path *field.Path, w gatehousev1alpha1.ValidationWeb
 
 func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, postProcessing map[string][]render.PostProcessor, compile templateCompiler) (render.Renderer, field.ErrorList) {
 	if _, err := render.NewEngine(spec.TemplatingSettings.Engine); err != nil {
-		return nil, field.ErrorList{field.NotSupported(root.Child("templatingSettings", "engine"), spec.TemplatingSettings.Engine, []string{render.EngineGoTemplate})}
+		return nil, field.ErrorList{field.NotSupported(root.Child("templatingSettings", "engine"), spec.TemplatingSettings.Engine, render.Engines())}
 	}
 	if strings.TrimSpace(spec.HAProxyConfig.Template) == "" {
 		return nil, field.ErrorList{field.Required(root.Child("haproxyConfig", "template"), "the haproxy.cfg template")}

@@ -3,6 +3,10 @@ package render
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 )
 
 // EngineGoTemplate is the name of the text/template + sprig engine, the only
@@ -63,12 +67,45 @@ type Output struct {
 // NewEngine returns the engine templatingSettings.engine names; the empty
 // name is the default, gotemplate.
 func NewEngine(name string) (Engine, error) {
-	switch name {
-	case "", EngineGoTemplate:
+	if name == "" || name == EngineGoTemplate {
 		return goTemplateEngine{}, nil
-	default:
-		return nil, fmt.Errorf("unknown template engine %q (supported: %s)", name, EngineGoTemplate)
 	}
+	enginesMu.RLock()
+	engine, ok := engines[name]
+	enginesMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown template engine %q (supported: %s)", name, strings.Join(Engines(), ", "))
+	}
+	return engine, nil
+}
+
+// engines are the engines registered besides gotemplate (RegisterEngine).
+var (
+	enginesMu sync.RWMutex
+	engines   = map[string]Engine{}
+)
+
+// RegisterEngine adds an engine under its name, from a package of its own
+// (an engine with dependencies this package should not have), at init.
+// Registering a name twice panics.
+func RegisterEngine(e Engine) {
+	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	if _, dup := engines[e.Name()]; dup || e.Name() == EngineGoTemplate || e.Name() == "" {
+		panic("render: engine " + e.Name() + " registered twice")
+	}
+	engines[e.Name()] = e
+}
+
+// Engines are the names NewEngine knows, gotemplate first.
+func Engines() []string {
+	enginesMu.RLock()
+	defer enginesMu.RUnlock()
+	names := []string{EngineGoTemplate}
+	for _, name := range slices.Sorted(maps.Keys(engines)) {
+		names = append(names, name)
+	}
+	return names
 }
 
 // FailError is the error of a template's fail call; Message is exactly the

@@ -55,3 +55,34 @@ func TestPostProcessingIsCheckedAtCompile(t *testing.T) {
 		}
 	}
 }
+
+type namedEngine string
+
+func (n namedEngine) Name() string                        { return string(n) }
+func (n namedEngine) Compile(Templates) (Renderer, error) { return nil, nil }
+
+// TestRegisteredEnginesAreFoundByName: an engine from a package of its own
+// is found by NewEngine and listed by Engines; a name taken twice panics.
+func TestRegisteredEnginesAreFoundByName(t *testing.T) {
+	RegisterEngine(namedEngine("test-engine"))
+	defer func() {
+		enginesMu.Lock()
+		delete(engines, "test-engine")
+		enginesMu.Unlock()
+	}()
+	if e, err := NewEngine("test-engine"); err != nil || e.Name() != "test-engine" {
+		t.Fatalf("NewEngine: %v %v", e, err)
+	}
+	if got := Engines(); len(got) < 2 || got[0] != EngineGoTemplate {
+		t.Errorf("Engines() = %v", got)
+	}
+	if _, err := NewEngine("nope"); err == nil || !strings.Contains(err.Error(), "supported: gotemplate, test-engine") {
+		t.Errorf("an unknown engine: %v", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a second engine of one name was registered")
+		}
+	}()
+	RegisterEngine(namedEngine("test-engine"))
+}
