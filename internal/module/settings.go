@@ -10,7 +10,7 @@ import (
 
 // Configurable is a module with settings of its own: an operator sets them
 // under modules.<name>.settings of the --config file (the chart's
-// values.schema.json takes their schema from the struct, hack/schema), and
+// values.schema.json takes their schema from the struct, internal/manifests), and
 // on the command line through the flags the module declares. Neither cmd
 // nor the host names a module or a setting: they decode and apply what the
 // module declares.
