@@ -101,11 +101,7 @@ func RegisterEngine(e Engine) {
 func Engines() []string {
 	enginesMu.RLock()
 	defer enginesMu.RUnlock()
-	names := []string{EngineGoTemplate}
-	for _, name := range slices.Sorted(maps.Keys(engines)) {
-		names = append(names, name)
-	}
-	return names
+	return append([]string{EngineGoTemplate}, slices.Sorted(maps.Keys(engines))...)
 }
 
 // FailError is the error of a template's fail call; Message is exactly the
