@@ -1,0 +1,112 @@
+package scriggo
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+func renderWith(t *testing.T, templates render.Templates, data render.Data) render.Output {
+	t.Helper()
+	r, err := Engine{}.Compile(templates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.Render(context.Background(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestTrimMarkersCutAsJinjaDoes(t *testing.T) {
+	cases := []struct{ name, src, want string }{
+		{"no markers keep upstream's line rule", "global\n{% if true %}\n  daemon\n{% end if %}\nend\n", "global\n  daemon\nend\n"},
+		{"left marker eats the line break before", "a\n{%- if true %} b{% end %}\n", "a b\n"},
+		{"right marker eats what follows", "{% if true -%}\n\n   b\n{%- end %}\n", "b\n"},
+		{"show tags trim", "x  {{- 1 -}}  y\n", "x1y\n"},
+		{"comments trim", "a\n{#- note -#}\nb\n", "ab\n"},
+		{"nothing but markers", "{{- \"\" -}}", "\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := renderWith(t, render.Templates{HAProxyConfig: c.src}, render.Data{})
+			if out.HAProxyConfig != c.want {
+				t.Fatalf("rendered %q, want %q", out.HAProxyConfig, c.want)
+			}
+		})
+	}
+}
+
+func TestSnippetsRenderAndImportWithoutExtensions(t *testing.T) {
+	templates := render.Templates{
+		HAProxyConfig: `{%- import "util-macros" -%}
+frontend fe
+{{- render_glob "frontend-*" }}
+{{ Backend("be1") }}
+{{ render "plain" }}`,
+		Snippets: map[string]string{
+			"util-macros": `{% macro Backend(name string) %}backend {{ name }}{% end macro %}`,
+			"frontend-a":  "\n  bind :80",
+			"frontend-b":  "\n  bind :443",
+			"plain":       `{{ "plain" }}`,
+		},
+		Maps: map[string]string{"host.map": `{{ render "plain" }} x`},
+	}
+	out := renderWith(t, templates, render.Data{})
+	want := "frontend fe\n  bind :80\n  bind :443\nbackend be1\nplain\n"
+	if out.HAProxyConfig != want {
+		t.Fatalf("haproxy.cfg %q, want %q", out.HAProxyConfig, want)
+	}
+	if out.Maps["host.map"] != "plain x\n" {
+		t.Fatalf("host.map %q", out.Maps["host.map"])
+	}
+}
+
+func TestFailStopsWithItsMessage(t *testing.T) {
+	r, err := Engine{}.Compile(render.Templates{
+		HAProxyConfig: `{% import "m" %}a{{ M() }}`,
+		Snippets:      map[string]string{"m": `{% macro M %}{% fail("Bcrypt hashes not allowed") %}{% end %}`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Render(context.Background(), render.Data{})
+	var failed *render.FailError
+	var rendering *render.RenderError
+	if !errors.As(err, &failed) || failed.Message != "Bcrypt hashes not allowed" || !errors.As(err, &rendering) || rendering.Template != "haproxyConfig" {
+		t.Fatalf("error %v, want the fail message from haproxyConfig", err)
+	}
+}
+
+func TestCompileNamesTheTemplateThatFails(t *testing.T) {
+	cases := []struct {
+		templates render.Templates
+		template  string
+		says      string
+	}{
+		{render.Templates{HAProxyConfig: "{{ nope }}"}, "haproxyConfig", "undefined: nope"},
+		{render.Templates{HAProxyConfig: "ok", Maps: map[string]string{"a.map": "{% if %}"}}, "maps[a.map]", "a.map"},
+		{render.Templates{HAProxyConfig: "ok", Snippets: map[string]string{"a/b": "x"}}, "templateSnippets[a/b]", "without a slash"},
+		{render.Templates{HAProxyConfig: "ok", Snippets: map[string]string{"@haproxyConfig": "x"}}, "templateSnippets[@haproxyConfig]", "must not start"},
+		{render.Templates{HAProxyConfig: `{{ render_glob "x" y }}`}, "haproxyConfig", "unexpected y"},
+		{render.Templates{HAProxyConfig: "{% return %}"}, "haproxyConfig", ""},
+	}
+	for _, c := range cases {
+		_, err := Engine{}.Compile(c.templates)
+		var compileErr *render.CompileError
+		if !errors.As(err, &compileErr) || compileErr.Template != c.template || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("error %v, want one naming %s and saying %q", err, c.template, c.says)
+		}
+	}
+}
+
+func TestOutputsAreTextWhateverTheirExtension(t *testing.T) {
+	out := renderWith(t, render.Templates{HAProxyConfig: "x", Files: map[string]string{"page.html": `{{ "<b>&" }}`}}, render.Data{})
+	if out.Files["page.html"] != "<b>&\n" {
+		t.Fatalf("page.html %q: escaped as HTML", out.Files["page.html"])
+	}
+}
