@@ -13,6 +13,7 @@ require (
 	github.com/in-toto/attestation v1.1.2
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.7.0
 	github.com/open-policy-agent/cert-controller v0.16.0
+	github.com/open2b/scriggo v0.60.0
 	github.com/openreports/reports-api v0.2.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2
@@ -47,7 +48,6 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/klauspost/compress v1.20.1 // indirect
-	github.com/open2b/scriggo v0.60.0 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
