@@ -110,3 +110,64 @@ func TestOutputsAreTextWhateverTheirExtension(t *testing.T) {
 		t.Fatalf("page.html %q: escaped as HTML", out.Files["page.html"])
 	}
 }
+
+func TestPipesBecomeCalls(t *testing.T) {
+	functions["tstUpper"] = strings.ToUpper
+	functions["tstJoin"] = func(a, sep, b string) string { return a + sep + b }
+	functions["tstEmpty"] = func(s string) bool { return s == "" }
+	t.Cleanup(func() { delete(functions, "tstUpper"); delete(functions, "tstJoin"); delete(functions, "tstEmpty") })
+	cases := []struct{ src, want string }{
+		{`{{ "a" | tstUpper }}`, "A"},
+		{`{{ "a" | tstJoin("-", "b") | tstUpper() }}`, "A-B"},
+		{`{{ !("" | tstEmpty) }}`, "false"},
+		{`{{ 1 | 2 }}`, "3"},
+		{`{{ ("a" + "b") | tstUpper }}`, "AB"},
+		{`{% if !"x" | tstEmpty %}not empty{% end %}`, "not empty"},
+	}
+	for _, c := range cases {
+		out := renderWith(t, render.Templates{HAProxyConfig: c.src}, render.Data{})
+		if out.HAProxyConfig != c.want+"\n" {
+			t.Errorf("%s: rendered %q, want %q", c.src, out.HAProxyConfig, c.want)
+		}
+	}
+	_, err := Engine{}.Compile(render.Templates{HAProxyConfig: `{{ "a" + "b" | tstUpper }}`})
+	if err == nil || !strings.Contains(err.Error(), "put the pipe's subject in parentheses") {
+		t.Fatalf("unparenthesized operator before a pipe: error %v", err)
+	}
+}
+
+func TestOrderingComparesNumbersAsNumbers(t *testing.T) {
+	store := newStore(t, map[string]any{"metadata": map[string]any{"name": "a", "namespace": "n"}, "spec": map[string]any{"weight": int64(3)}})
+	src := `{% for _, o := range resources.things.List() %}{% var w = o.(map[string]any)["spec"].(map[string]any)["weight"] %}` +
+		`{% for i := 0; i < w; i++ %}{{ i }}{% end %}{% if w >= 3 %} heavy{% end %}{% if "b" > "a" %} text{% end %}{% end %}`
+	out := renderWith(t, render.Templates{HAProxyConfig: src}, render.Data{Resources: map[string]render.Store{"things": store}})
+	if out.HAProxyConfig != "012 heavy text\n" {
+		t.Fatalf("rendered %q", out.HAProxyConfig)
+	}
+}
+
+func TestVariadicMethodsGetTheirArguments(t *testing.T) {
+	store := newStore(t,
+		map[string]any{"metadata": map[string]any{"name": "a", "namespace": "n1"}},
+		map[string]any{"metadata": map[string]any{"name": "b", "namespace": "n1"}},
+		map[string]any{"metadata": map[string]any{"name": "c", "namespace": "n2"}})
+	src := `{{ len(resources.things.Fetch("n1")) }} {{ len(resources.things.Fetch("n1", "b")) }} ` +
+		`{{ resources.things.GetSingle("n2", "c") != nil }} {{ resources.things.GetSingle("n1") == nil }}`
+	out := renderWith(t, render.Templates{HAProxyConfig: src}, render.Data{Resources: map[string]render.Store{"things": store}})
+	if out.HAProxyConfig != "2 1 true true\n" {
+		t.Fatalf("rendered %q", out.HAProxyConfig)
+	}
+}
+
+func newStore(t *testing.T, objs ...map[string]any) render.Store {
+	t.Helper()
+	indexer, err := render.NewIndexer([]string{"metadata.namespace", "metadata.name"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := render.NewMemoryStore(indexer, objs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}

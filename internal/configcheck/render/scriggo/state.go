@@ -25,6 +25,9 @@ func (s *state) declarations() native.Declarations {
 	for name, fn := range functions {
 		d[name] = fn
 	}
+	for name, fn := range dynHelpers {
+		d[name] = fn
+	}
 	return d
 }
 

@@ -1,7 +1,9 @@
 package scriggo
 
 import (
+	"fmt"
 	"path"
+	"strconv"
 
 	"github.com/open2b/scriggo/ast"
 )
@@ -15,11 +17,22 @@ import (
 const snippetExtension = ".tmpl"
 
 // transform gives haptic's meaning to the tree upstream parsed: trim
-// markers cut the whitespace beside their tags, and snippet paths get an
-// extension.
+// markers cut the whitespace beside their tags, snippet paths get an
+// extension, pipes become calls, variadic method calls and ordering
+// comparisons go through helpers (see their comments). The first
+// construct it cannot give haptic's meaning is returned as an error.
 func transform(tree *ast.Tree, preps map[string]*prepared) error {
+	var refused error
 	walk(tree, func(file string, node ast.Node) ast.Node {
 		switch n := node.(type) {
+		case *ast.BinaryOperator:
+			replaced, err := rewriteOperator(n)
+			if err != nil && refused == nil {
+				refused = fmt.Errorf("%s:%d:%d: %w", displayName(file), n.Line, n.Column, err)
+			}
+			return replaced
+		case *ast.Call:
+			return rerouteVariadicMethod(n)
 		case *ast.Text:
 			applyTrims(n, preps[file])
 		case *ast.Import:
@@ -33,7 +46,109 @@ func transform(tree *ast.Tree, preps map[string]*prepared) error {
 		}
 		return node
 	})
-	return nil
+	return refused
+}
+
+// rewriteOperator rewrites a pipe into a call and an ordering comparison
+// into dyn_cmp.
+func rewriteOperator(n *ast.BinaryOperator) (ast.Expression, error) {
+	switch n.Op {
+	case ast.OperatorBitOr:
+		return rewritePipe(n)
+	case ast.OperatorLess, ast.OperatorLessEqual, ast.OperatorGreater, ast.OperatorGreaterEqual:
+		// Upstream's checker lets a typed operand be ordered against an
+		// interface{} one and then compares them wrongly at run time (a
+		// loop bound read from an object silently ran zero times), so
+		// every ordering goes through dyn_cmp, which compares numbers as
+		// numbers and anything else as text.
+		call := ast.NewCall(n.Position, ast.NewIdentifier(n.Position, "dyn_cmp"),
+			[]ast.Expression{ast.NewBasicLiteral(n.Position, ast.StringLiteral, strconv.Quote(n.Op.String())), n.Expr1, n.Expr2}, false)
+		call.SetParenthesis(n.Parenthesis())
+		return call, nil
+	}
+	return n, nil
+}
+
+// rewritePipe turns x | f(a) into f(x, a) and x | f into f(x) when f is a
+// function templates can call; anything else is a bitwise or. Walking
+// children first, x | f | g becomes g(f(x)).
+//
+// A filter binds tighter than any operator in haptic's templates (Jinja's
+// rule), but upstream parses | as Go's or, at the precedence of +: so
+// a + b | f is (a + b) | f upstream and a + f(b) in Jinja. Rather than
+// guess, an unparenthesized operator on the pipe's left is refused.
+func rewritePipe(n *ast.BinaryOperator) (ast.Expression, error) {
+	var fn ast.Expression
+	var args []ast.Expression
+	switch f := n.Expr2.(type) {
+	case *ast.Identifier:
+		if !pipeable(f.Name) || f.Parenthesis() > 0 {
+			return n, nil
+		}
+		fn = f
+	case *ast.Call:
+		ident, ok := f.Func.(*ast.Identifier)
+		if !ok || !pipeable(ident.Name) || f.Parenthesis() > 0 {
+			return n, nil
+		}
+		fn, args = ident, f.Args
+	default:
+		return n, nil
+	}
+	subject := n.Expr1
+	var negate *ast.UnaryOperator
+	switch left := subject.(type) {
+	case *ast.BinaryOperator:
+		if left.Parenthesis() == 0 && left.Op != ast.OperatorBitOr {
+			return n, fmt.Errorf("a pipe after the operator %s (in %s) is read differently by haptic's engine and by Scriggo: put the pipe's subject in parentheses", left.Op, n)
+		}
+	case *ast.UnaryOperator:
+		if left.Parenthesis() == 0 && (left.Op == ast.OperatorNot || left.Op == ast.OperatorExtendedNot) {
+			// !x | f is !(f(x)), the filter binding tighter.
+			negate, subject = left, left.Expr
+		} else if left.Parenthesis() == 0 {
+			return n, fmt.Errorf("a pipe after the operator %s (in %s) is read differently by haptic's engine and by Scriggo: put the pipe's subject in parentheses", left.Op, n)
+		}
+	}
+	call := ast.NewCall(n.Position, fn, append([]ast.Expression{subject}, args...), false)
+	if negate != nil {
+		negated := ast.NewUnaryOperator(negate.Position, negate.Op, call)
+		negated.SetParenthesis(n.Parenthesis())
+		return negated, nil
+	}
+	call.SetParenthesis(n.Parenthesis())
+	return call, nil
+}
+
+// pipeable reports whether name is a function a pipe can end in.
+func pipeable(name string) bool {
+	if _, ok := functions[name]; ok {
+		return true
+	}
+	switch name {
+	case "len", "string", "int", "int64", "float64", "bool", "fail":
+		return true
+	}
+	return false
+}
+
+// variadicMethods are the methods haptic's globals have that take a
+// variable number of arguments.
+var variadicMethods = map[string]bool{"Fetch": true, "GetSingle": true, "GetPath": true, "Register": true}
+
+// rerouteVariadicMethod turns x.Fetch(a, b) into dyn_m_Fetch(x, a, b).
+// Upstream miscompiles variadic calls of native methods: a concrete
+// receiver's method receives one argument too many (a trailing nil), an
+// interface's none at all. Native variadic functions are called right.
+func rerouteVariadicMethod(n *ast.Call) ast.Expression {
+	selector, ok := n.Func.(*ast.Selector)
+	if !ok || !variadicMethods[selector.Ident] {
+		return n
+	}
+	call := ast.NewCall(n.Position, ast.NewIdentifier(selector.Position, "dyn_m_"+selector.Ident),
+		append([]ast.Expression{selector.Expr}, n.Args...), n.IsVariadic)
+	call.SetParenthesis(n.Parenthesis())
+	return call
 }
 
 // applyTrims cuts a text's leading whitespace when the tag before it ends
