@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -101,10 +102,11 @@ func (Engine) Compile(templates render.Templates) (render.Renderer, error) {
 	}
 	fsys := textFS{files}
 
-	r := &renderer{outputs: outputs, state: &state{}}
+	r := &renderer{outputs: outputs, state: &state{snippetNames: slices.Sorted(maps.Keys(templates.Snippets))}}
 	r.built = make([]*sg.Template, len(outputs))
+	learned := newRepairs()
 	for i, out := range outputs {
-		built, err := build(fsys, out.file, trims, r.state)
+		built, err := build(fsys, out.file, trims, learned, r.state)
 		if err != nil {
 			return nil, &render.CompileError{Template: out.display, Err: err}
 		}
@@ -143,8 +145,25 @@ func displayName(file string) string {
 }
 
 // build builds one output with the transformations that give haptic's
-// meaning to upstream's tree.
-func build(fsys textFS, file string, trims map[string]*prepared, st *state) (template *sg.Template, err error) {
+// meaning to upstream's tree, repairing it build after build (repair.go).
+func build(fsys textFS, file string, trims map[string]*prepared, learned *repairs, st *state) (*sg.Template, error) {
+	globals := st.declarations()
+	for {
+		index := newNodeIndex()
+		template, err := buildOnce(fsys, file, &sg.BuildOptions{
+			Globals:         globals,
+			TreeTransformer: func(tree *ast.Tree) error { return transform(tree, trims, learned, index) },
+		})
+		if err == nil {
+			return template, nil
+		}
+		if !learned.learn(err, index) {
+			return nil, repairError(err, learned)
+		}
+	}
+}
+
+func buildOnce(fsys textFS, file string, options *sg.BuildOptions) (template *sg.Template, err error) {
 	defer func() {
 		// Upstream's checker panics on some inputs instead of returning
 		// an error (a top-level return in a built file): a config
@@ -153,10 +172,6 @@ func build(fsys textFS, file string, trims map[string]*prepared, st *state) (tem
 			template, err = nil, fmt.Errorf("scriggo: internal error building the template: %v", p)
 		}
 	}()
-	options := &sg.BuildOptions{
-		Globals:         st.declarations(),
-		TreeTransformer: func(tree *ast.Tree) error { return transform(tree, trims) },
-	}
 	return sg.BuildTemplate(fsys, file, options)
 }
 
@@ -182,6 +197,8 @@ type renderer struct {
 func (r *renderer) Render(ctx context.Context, data render.Data) (render.Output, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// first_seen's memory lasts one rendering, across its outputs.
+	ctx = withRenderScope(ctx)
 	if err := r.state.reset(data); err != nil {
 		return render.Output{}, err
 	}
@@ -203,7 +220,34 @@ func (r *renderer) Render(ctx context.Context, data render.Data) (render.Output,
 			out.Certs[o.name] = text
 		}
 	}
+	if err := addRegisteredFiles(&out, r.state.fileRegistry); err != nil {
+		return render.Output{}, err
+	}
 	return out, nil
+}
+
+// addRegisteredFiles adds the files templates registered to the outputs,
+// by their file names: maps to maps, certificates to certificates, the
+// rest (general files, crt-lists) to files. A registered file may not
+// replace a configured output with other content.
+func addRegisteredFiles(out *render.Output, registry *fileRegistry) error {
+	for _, key := range slices.Sorted(maps.Keys(registry.files)) {
+		file := registry.files[key]
+		outputs, kind := out.Files, "files"
+		switch file.fileType {
+		case "map":
+			outputs, kind = out.Maps, "maps"
+		case "cert":
+			outputs, kind = out.Certs, "sslCertificates"
+		}
+		name := path.Base(file.path)
+		content := withOneTrailingNewline(file.content)
+		if existing, ok := outputs[name]; ok && existing != content {
+			return &render.RenderError{Template: kind + "[" + name + "]", Err: fmt.Errorf("fileRegistry.Register(%q, %q) gives other content than the output of that name", file.fileType, file.name)}
+		}
+		outputs[name] = content
+	}
+	return nil
 }
 
 // run runs one built template.
@@ -240,9 +284,11 @@ type failError struct{ message string }
 func (e *failError) Error() string { return e.message }
 
 // fail is haptic's fail(message): the rendering stops and the message is
-// its error.
-func fail(env native.Env, message string) {
+// its error. It returns a string, never reached, so that {{ fail(…) }}
+// type-checks as haptic's templates write it.
+func fail(env native.Env, message string) string {
 	// A plain panic here would, inside a template called back from
 	// native code, make Run panic; Stop is how upstream ends a run.
 	env.Stop(&failError{message: message})
+	return ""
 }

@@ -171,3 +171,41 @@ func newStore(t *testing.T, objs ...map[string]any) render.Store {
 	}
 	return store
 }
+
+// haptic's templates treat what dig returns as whatever it holds; the
+// repairs (repair.go) give upstream's checker that reading.
+func TestLooselyTypedExpressionsAreRepaired(t *testing.T) {
+	src := `{% var route = extraContext | dig("route") %}` +
+		// an index whose result is then assigned to a typed variable:
+		// two repairs of one node (index, then conversion)
+		`{% var filters []any = route["filters"] %}{{ len(filters) }}` +
+		` {% for _, f := range route["filters"] %}{{ f }},{% end %}` +
+		` {{ "w=" + route["weight"] }} {{ route["weight"] + 1 }}` +
+		` {{ len(filters) + " filters" }}` +
+		`{% var m map[string]any = route["meta"] %} {{ m["k"] }}` +
+		// debug names haptic's function: in a snippet rendered without
+		// inherit_context, "debug | fallback(false)" is that function,
+		// which is not nil (haptic's gateway filters test it so)
+		`{% if debug | fallback(false) %} function{% end %}{% if undefinedName | fallback(false) %} undefined{% end %}`
+	data := render.Data{ExtraContext: map[string]any{"route": map[string]any{
+		"filters": []any{"a", "b"}, "weight": int64(2), "meta": map[string]any{"k": "v"},
+	}}}
+	out := renderWith(t, render.Templates{HAProxyConfig: src}, data)
+	if want := "2 a,b, w=2 3 2 filters v function\n"; out.HAProxyConfig != want {
+		t.Fatalf("rendered %q, want %q", out.HAProxyConfig, want)
+	}
+}
+
+func TestRepairsAreBounded(t *testing.T) {
+	defer func(bound int) { maxRepairs = bound }(maxRepairs)
+	maxRepairs = 20 // each repair is a build: 2,000 would take half a minute
+	var src strings.Builder
+	src.WriteString(`{% var x = extraContext | dig("x") %}`)
+	for range maxRepairs + 1 {
+		src.WriteString(`{{ x["k"] }}`)
+	}
+	_, err := Engine{}.Compile(render.Templates{HAProxyConfig: src.String()})
+	if err == nil || !strings.Contains(err.Error(), "the most a config may need") {
+		t.Fatalf("compiled with %d loosely typed indexes: %v", maxRepairs+1, err)
+	}
+}

@@ -1,6 +1,8 @@
 package scriggo
 
 import (
+	"reflect"
+
 	"github.com/open2b/scriggo/native"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -10,23 +12,49 @@ import (
 // to the templates as a pointer to a field here (see renderer), set by
 // reset before each rendering.
 type state struct {
-	resources    map[string]*resourceStore
-	extraContext map[string]any
+	resources          map[string]*resourceStore
+	controller         map[string]*resourceStore
+	extraContext       map[string]any
+	templateSnippets   []string
+	pathResolver       *pathResolver
+	fileRegistry       *fileRegistry
+	shared             *sharedContext
+	dataplane          map[string]any
+	capabilities       map[string]any
+	runtimeEnvironment *runtimeEnvironment
+	currentConfig      *currentConfig
+	http               *httpFetcher
+
+	// snippetNames are the config's snippets in name order, set once.
+	snippetNames []string
 }
 
 // declarations are the names templates see: the globals and haptic's
 // functions.
 func (s *state) declarations() native.Declarations {
 	d := native.Declarations{
-		"resources":    &s.resources,
-		"extraContext": &s.extraContext,
-		"fail":         fail,
+		"resources":          &s.resources,
+		"controller":         &s.controller,
+		"extraContext":       &s.extraContext,
+		"templateSnippets":   &s.templateSnippets,
+		"pathResolver":       &s.pathResolver,
+		"fileRegistry":       &s.fileRegistry,
+		"shared":             &s.shared,
+		"dataplane":          &s.dataplane,
+		"capabilities":       &s.capabilities,
+		"runtimeEnvironment": &s.runtimeEnvironment,
+		"currentConfig":      &s.currentConfig,
+		"http":               &s.http,
+		"fail":               fail,
+		// GetPath and Register are variadic: rerouted (transform.go).
+		"dyn_m_GetPath":  func(p *pathResolver, args ...any) (any, error) { return p.GetPath(args...) },
+		"dyn_m_Register": func(r *fileRegistry, args ...any) (string, error) { return r.Register(args...) },
 	}
 	for name, fn := range functions {
-		d[name] = fn
+		d[name] = stopOnError(fn)
 	}
 	for name, fn := range dynHelpers {
-		d[name] = fn
+		d[name] = stopOnError(fn)
 	}
 	return d
 }
@@ -38,6 +66,21 @@ func (s *state) reset(data render.Data) error {
 		s.resources[name] = &resourceStore{store: store}
 	}
 	s.extraContext = data.ExtraContext
+	// Gatehouse does not watch haptic's HAProxy pods: the store is there,
+	// empty, as on a controller that has found none yet.
+	s.controller = map[string]*resourceStore{"haproxy_pods": {store: emptyStore{}}}
+	s.templateSnippets = s.snippetNames
+	s.pathResolver = &pathResolver{baseDir: ".", mapsDir: "maps", sslDir: "ssl", crtListDir: "general", generalDir: "general"}
+	s.fileRegistry = &fileRegistry{paths: s.pathResolver, files: map[string]registeredFile{}}
+	s.shared = &sharedContext{values: map[string]any{}}
+	s.dataplane = map[string]any{}
+	s.capabilities = map[string]any{}
+	// A fixed value, so that a rendering does not depend on the machine
+	// rendering it (haptic's templates size shards by it; the text of
+	// the shards put together is the same whatever their count).
+	s.runtimeEnvironment = &runtimeEnvironment{GOMAXPROCS: 1}
+	s.currentConfig = nil
+	s.http = &httpFetcher{}
 	return nil
 }
 
@@ -78,4 +121,55 @@ func objects(objs []map[string]any) []any {
 		out[i] = obj
 	}
 	return out
+}
+
+// emptyStore is a store with nothing in it.
+type emptyStore struct{}
+
+func (emptyStore) List() []map[string]any                   { return nil }
+func (emptyStore) Fetch(...any) ([]map[string]any, error)   { return nil, nil }
+func (emptyStore) GetSingle(...any) (map[string]any, error) { return nil, nil }
+
+var (
+	envType   = reflect.TypeFor[native.Env]()
+	errorType = reflect.TypeFor[error]()
+)
+
+// stopOnError adapts a function returning (T, error) to one returning T
+// that stops the rendering with the error. haptic's functions return
+// errors that way, and haptic's fork calls them where one value is
+// expected (x | b64decode() | tostring()); upstream refuses a two-valued
+// call there. The adapted function takes native.Env first (which
+// templates do not see) to stop the run with the error as it is.
+func stopOnError(fn any) any {
+	t := reflect.TypeOf(fn)
+	if t.Kind() != reflect.Func || t.NumOut() != 2 || t.Out(1) != errorType {
+		return fn
+	}
+	takesEnv := t.NumIn() > 0 && t.In(0) == envType
+	in := make([]reflect.Type, 0, t.NumIn()+1)
+	if !takesEnv {
+		in = append(in, envType)
+	}
+	for i := range t.NumIn() {
+		in = append(in, t.In(i))
+	}
+	adapted := reflect.FuncOf(in, []reflect.Type{t.Out(0)}, t.IsVariadic())
+	original := reflect.ValueOf(fn)
+	return reflect.MakeFunc(adapted, func(args []reflect.Value) []reflect.Value {
+		env := args[0].Interface().(native.Env)
+		if !takesEnv {
+			args = args[1:]
+		}
+		var results []reflect.Value
+		if t.IsVariadic() {
+			results = original.CallSlice(args)
+		} else {
+			results = original.Call(args)
+		}
+		if err, _ := results[1].Interface().(error); err != nil {
+			env.Stop(err)
+		}
+		return results[:1]
+	}).Interface()
 }

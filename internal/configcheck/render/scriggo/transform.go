@@ -21,14 +21,32 @@ const snippetExtension = ".tmpl"
 // extension, pipes become calls, variadic method calls and ordering
 // comparisons go through helpers (see their comments). The first
 // construct it cannot give haptic's meaning is returned as an error.
-func transform(tree *ast.Tree, preps map[string]*prepared) error {
+//
+// Then the repairs learned from earlier builds are applied (repair.go),
+// and every node is recorded in index, for the next error to be found.
+func transform(tree *ast.Tree, preps map[string]*prepared, learned *repairs, index *nodeIndex) error {
 	var refused error
 	walk(tree, func(file string, node ast.Node) ast.Node {
+		node = rewrite(file, node, preps, &refused)
+		if learned != nil {
+			node = learned.apply(file, node)
+		}
+		if index != nil {
+			index.record(file, node)
+		}
+		return node
+	})
+	return refused
+}
+
+// rewrite is transform's rewriting of one node.
+func rewrite(file string, node ast.Node, preps map[string]*prepared, refused *error) ast.Node {
+	{
 		switch n := node.(type) {
 		case *ast.BinaryOperator:
 			replaced, err := rewriteOperator(n)
-			if err != nil && refused == nil {
-				refused = fmt.Errorf("%s:%d:%d: %w", displayName(file), n.Line, n.Column, err)
+			if err != nil && *refused == nil {
+				*refused = fmt.Errorf("%s:%d:%d: %w", displayName(file), n.Line, n.Column, err)
 			}
 			return replaced
 		case *ast.Call:
@@ -45,8 +63,7 @@ func transform(tree *ast.Tree, preps map[string]*prepared) error {
 			}
 		}
 		return node
-	})
-	return refused
+	}
 }
 
 // rewriteOperator rewrites a pipe into a call and an ordering comparison
