@@ -338,4 +338,3 @@ func repairError(err error, r *repairs) error {
 	}
 	return err
 }
-
