@@ -539,7 +539,10 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	if err := utiljson.Unmarshal(req.Object.Raw, cfg); err != nil {
 		return module.Deny(reasonInvalidConfig, "failed to parse object: "+err.Error())
 	}
-	c, errs := m.compile(&cfg.Spec)
+	c, errs := m.compile(ctx, &cfg.Spec)
+	if err := notCompiled(errs); err != nil {
+		return module.Undecided(err.Error())
+	}
 	if len(errs) > 0 {
 		return module.Deny(reasonInvalidConfig, bounded(errs.ToAggregate().Error(), 4000))
 	}

@@ -2,6 +2,7 @@ package configcheck
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/renderproc"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 )
 
@@ -54,6 +56,13 @@ type specExtras struct {
 	postProcessing map[string][]render.PostProcessor
 	// testExtraContext is each test's extraContext, by test name.
 	testExtraContext map[string]map[string]any
+	// onDemand are the watched resources haptic reads on demand (store:
+	// on-demand): its controller fetches a Secret when a template asks
+	// for it, rather than caching every Secret. Only the offline run
+	// reads haptic's kind, from a test's fixtures, so a Secrets watch
+	// named here needs no label selector; a cluster following haptic's
+	// kind would need the on-demand fetch first.
+	onDemand map[string]bool
 }
 
 // watchedSpec is one watched resource as the config declares it.
@@ -68,6 +77,8 @@ type watchedSpec struct {
 	nsSel    labels.Selector // nil: every namespace
 	nsSelAPI *metav1.LabelSelector
 	webhook  bool
+	// onDemand: haptic's store: on-demand (specExtras.onDemand).
+	onDemand bool
 	// ignore are the fields removed from every object before it is stored
 	// or overlaid (watchedResourcesIgnoreFields and the fields that change
 	// on every write).
@@ -109,7 +120,7 @@ func compileSpec(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, extras specE
 	root := field.NewPath("spec")
 	c := &compiled{policy: defaultFailurePolicy, timeout: defaultTimeoutSeconds, dialect: extras.dialect}
 	var errs field.ErrorList
-	watched, werrs := compileWatched(root.Child("watchedResources"), spec.WatchedResources)
+	watched, werrs := compileWatched(root.Child("watchedResources"), spec.WatchedResources, extras.onDemand)
 	errs = append(errs, werrs...)
 	ignore, ierrs := compileIgnoreFields(root.Child("watchedResourcesIgnoreFields"), spec.WatchedResourcesIgnoreFields)
 	errs = append(errs, ierrs...)
@@ -156,14 +167,14 @@ func compileSpec(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, extras specE
 	return c, nil
 }
 
-func compileWatched(path *field.Path, specs map[string]gatehousev1alpha1.WatchedResource) (map[string]*watchedSpec, field.ErrorList) {
+func compileWatched(path *field.Path, specs map[string]gatehousev1alpha1.WatchedResource, onDemand map[string]bool) (map[string]*watchedSpec, field.ErrorList) {
 	var errs field.ErrorList
 	if len(specs) == 0 {
 		errs = append(errs, field.Required(path, "at least one watched resource"))
 	}
 	out := make(map[string]*watchedSpec, len(specs))
 	for _, name := range slices.Sorted(maps.Keys(specs)) {
-		w, werrs := compileWatchedResource(path.Key(name), name, specs[name])
+		w, werrs := compileWatchedResource(path.Key(name), name, specs[name], onDemand[name])
 		errs = append(errs, werrs...)
 		if w != nil {
 			out[name] = w
@@ -190,7 +201,7 @@ func compileIgnoreFields(path *field.Path, fields []string) ([]render.FieldPath,
 // as .resources.<name>, so it must be a Go template field name.
 var templateName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func compileWatchedResource(path *field.Path, name string, spec gatehousev1alpha1.WatchedResource) (*watchedSpec, field.ErrorList) {
+func compileWatchedResource(path *field.Path, name string, spec gatehousev1alpha1.WatchedResource, onDemand bool) (*watchedSpec, field.ErrorList) {
 	var errs field.ErrorList
 	if !templateName.MatchString(name) {
 		errs = append(errs, field.Invalid(path, name, "a watched resource's name is used as .resources.<name> in templates: letters, digits and _ only, not starting with a digit"))
@@ -222,7 +233,10 @@ func compileWatchedResource(path *field.Path, name string, spec gatehousev1alpha
 	if w.fields, err = parseFieldSelector(spec.FieldSelector); err != nil {
 		errs = append(errs, field.Invalid(path.Child("fieldSelector"), spec.FieldSelector, err.Error()))
 	}
-	errs = append(errs, validateSecretsSelected(path, w)...)
+	w.onDemand = onDemand
+	if !onDemand {
+		errs = append(errs, validateSecretsSelected(path, w)...)
+	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -305,10 +319,26 @@ func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateC
 		SSLCertificates: templateTexts(spec.SSLCertificates),
 		PostProcessing:  postProcessing,
 	}, spec.TemplatingSettings.Engine)
-	if err != nil {
+	var notCompiled *renderproc.NotCompiledError
+	switch {
+	case errors.As(err, &notCompiled):
+		// Nothing said of the templates: a caller may try again.
+		return nil, field.ErrorList{field.InternalError(root, err)}
+	case err != nil:
 		return nil, field.ErrorList{field.Invalid(root, "", err.Error())}
 	}
 	return renderer, nil
+}
+
+// notCompiled is the error of a compile that did not run to its end for a
+// reason other than the templates (field.InternalError), or nil.
+func notCompiled(errs field.ErrorList) error {
+	for _, e := range errs {
+		if e.Type == field.ErrorTypeInternal {
+			return e
+		}
+	}
+	return nil
 }
 
 func templateTexts(in map[string]gatehousev1alpha1.Template) map[string]string {

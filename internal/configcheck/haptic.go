@@ -38,7 +38,7 @@ func compileHapticConfig(in *hapticv1alpha1.HAProxyTemplateConfigSpec, compile t
 func fromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha1.HAProxyTemplateConfigSpec, specExtras, field.ErrorList) {
 	root := field.NewPath("spec")
 	var errs field.ErrorList
-	extras := specExtras{dialect: suite.DialectHaptic, postProcessing: map[string][]render.PostProcessor{}, testExtraContext: map[string]map[string]any{}}
+	extras := specExtras{dialect: suite.DialectHaptic, postProcessing: map[string][]render.PostProcessor{}, testExtraContext: map[string]map[string]any{}, onDemand: map[string]bool{}}
 	out := &gatehousev1alpha1.HAProxyTemplateConfigSpec{
 		WatchedResources:             make(map[string]gatehousev1alpha1.WatchedResource, len(in.WatchedResources)),
 		WatchedResourcesIgnoreFields: in.WatchedResourcesIgnoreFields,
@@ -65,6 +65,13 @@ func fromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha
 		}
 		if converted.NamespaceSelector, err = selectorOf(w.NamespaceSelector); err != nil {
 			errs = append(errs, field.Invalid(path.Child("namespaceSelector"), w.NamespaceSelector, err.Error()))
+		}
+		switch w.Store {
+		case "", "full":
+		case "on-demand":
+			extras.onDemand[name] = true
+		default:
+			errs = append(errs, field.NotSupported(path.Child("store"), w.Store, []string{"full", "on-demand"}))
 		}
 		out.WatchedResources[name] = converted
 	}

@@ -2,6 +2,7 @@ package configcheck
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -115,37 +116,108 @@ func TestHapticSelectorsAndPostProcessingAreChecked(t *testing.T) {
 	}
 }
 
-// TestHapticConfigIsRefusedUntilItsEngineRuns: haptic's templates are
-// Scriggo; a config naming an engine Gatehouse lacks is refused at compile,
-// naming the field, never rendered differently.
-func TestHapticConfigIsRefusedUntilItsEngineRuns(t *testing.T) {
+// TestHapticConfigTakesItsEngineAndStore: haptic's templates are Scriggo,
+// and templatingSettings.engine "scriggo" is Gatehouse's engine for them
+// (TestHapticChartTestsPassAsInHaptic compiles and runs them); the ssl
+// library's Secrets are read on demand, which alone lets them go without
+// a label selector.
+func TestHapticConfigTakesItsEngineAndStore(t *testing.T) {
 	in := hapticTestdata(t)
-	noCompile := func(render.Templates, string) (render.Renderer, error) {
-		t.Fatal("templates compiled with an engine Gatehouse does not have")
+	var engines []string
+	compiler := func(_ render.Templates, engine string) (render.Renderer, error) {
+		engines = append(engines, engine)
 		return nil, nil
 	}
-	_, errs := compileHapticConfig(&in.Spec, noCompile)
-	if text := errs.ToAggregate().Error(); !strings.Contains(text, `spec.templatingSettings.engine: Unsupported value: "scriggo"`) {
-		t.Fatalf("compile: %s", text)
+	c, errs := compileHapticConfig(&in.Spec, compiler)
+	if len(errs) > 0 {
+		t.Fatalf("compile: %s", errs.ToAggregate())
+	}
+	if len(engines) != 1 || engines[0] != "scriggo" {
+		t.Fatalf("compiled with engines %q, want scriggo", engines)
+	}
+	if !c.watched["secrets"].onDemand || len(c.tests) != 71 {
+		t.Fatalf("secrets on demand %v, %d tests; want the ssl library's on-demand Secrets and 71 tests", c.watched["secrets"].onDemand, len(c.tests))
+	}
+	// Only store: on-demand lets Secrets go without a label selector.
+	in.Spec.WatchedResources["secrets"] = func(w hapticv1alpha1.WatchedResource) hapticv1alpha1.WatchedResource {
+		w.Store = "full"
+		return w
+	}(in.Spec.WatchedResources["secrets"])
+	if _, errs := compileHapticConfig(&in.Spec, compiler); !strings.Contains(errs.ToAggregate().Error(), `spec.watchedResources[secrets].labelSelector: Required value`) {
+		t.Fatalf("every Secret watched in full: %v", errs.ToAggregate())
 	}
 }
 
-// TestOfflineReadsHapticsKind: `gatehouse configcheck test -f` takes a
-// haptic config file as it is, by its apiVersion, and says why it cannot
-// run it yet.
-func TestOfflineReadsHapticsKind(t *testing.T) {
+// haproxyRoot30 is where the Makefile unpacks the image's haproxy 3.0
+// (make bin/haproxy-3.0/usr/sbin/haproxy; make test does).
+func haproxyRoot30(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			root := filepath.Join(dir, "bin", "haproxy-3.0")
+			if _, err := os.Stat(filepath.Join(root, "usr", "sbin", "haproxy")); err != nil {
+				t.Fatalf("%v: haptic's tests run against the image's haproxy 3.0 (make bin/haproxy-3.0/usr/sbin/haproxy)", err)
+			}
+			return root
+		}
+		if filepath.Dir(dir) == dir {
+			t.Fatal("go.mod not found above the working directory")
+		}
+	}
+}
+
+// TestHapticChartTestsPassAsInHaptic runs haptic's own chart config as it
+// is (testdata/haptic: the libraries its CI validates, 70 tests and
+// _global) through `gatehouse configcheck test`'s code: on HAProxy 3.0,
+// the branch haptic validates against, every test passes, as in haptic's
+// CI. On 2.6 the renderings that load the ssl library's crt-list fail,
+// each for the one reason haptic's configs need 3.x: the crt-list's
+// ocsp-update option, which HAProxy 2.8 introduced.
+func TestHapticChartTestsPassAsInHaptic(t *testing.T) {
 	data, err := os.ReadFile("testdata/haptic/haproxytemplateconfig.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two refusals today: the engine, and the ssl library's watch of
-	// every Secret (store: on-demand in haptic), which Gatehouse never
-	// caches without a label selector.
-	_, err = RunOffline(t.Context(), data, OfflineOptions{})
-	for _, want := range []string{"the config is invalid: ", `spec.templatingSettings.engine: Unsupported value: "scriggo"`, `spec.watchedResources[secrets].labelSelector: Required value`} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Fatalf("got %v, want %q in it", err, want)
+	report, err := RunOffline(t.Context(), data, OfflineOptions{HAProxyRoot: haproxyRoot30(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.Total != 71 || report.Failed != 0 {
+		for _, r := range report.Results {
+			if !r.Passed {
+				t.Errorf("%s: %s %+v", r.Name, r.RenderError, r.Failures)
+			}
 		}
+		t.Fatalf("haproxy 3.0: %d of %d tests failed, want all 71 to pass", report.Failed, report.Total)
+	}
+
+	report, err = RunOffline(t.Context(), data, OfflineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.Total != 71 || report.Failed == 0 {
+		t.Fatalf("haproxy 2.6: %d of %d failed, want the crt-list's tests to fail", report.Failed, report.Total)
+	}
+	for _, r := range report.Results {
+		for _, f := range r.Failures {
+			if !strings.Contains(f.Message, "unknown ssl keyword ocsp-update") && !strings.Contains(f.Message, "certificate-list.txt") {
+				t.Errorf("haproxy 2.6, %s: %s: %s, want only the crt-list's ocsp-update refused", r.Name, f.Assertion, f.Message)
+			}
+		}
+	}
+}
+
+// TestOfflineReadsHapticsKind: `gatehouse configcheck test -f` takes a
+// haptic config file as it is, by its apiVersion, and refuses a field
+// haptic's kind does not have.
+func TestOfflineReadsHapticsKind(t *testing.T) {
+	data, err := os.ReadFile("testdata/haptic/haproxytemplateconfig.yaml")
+	if err != nil {
+		t.Fatal(err)
 	}
 	bad := strings.Replace(string(data), "  watchedResources:", "  unknownField: 1\n  watchedResources:", 1)
 	if _, err := RunOffline(t.Context(), []byte(bad), OfflineOptions{}); err == nil || !strings.Contains(err.Error(), `reading the haptic config`) || !strings.Contains(err.Error(), "unknownField") {

@@ -23,6 +23,7 @@ import (
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/renderproc"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
@@ -449,9 +450,17 @@ func newRenderPool(opts Options) (*renderproc.Pool, error) {
 	return renderproc.New(renderproc.Options{Workers: opts.RenderWorkers, MemoryLimit: opts.RenderMemory})
 }
 
-// compile is compileConfig rendering in the worker pool.
-func (m *Module) compile(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) (*compiled, field.ErrorList) {
-	return compileConfig(spec, m.renders.Compile)
+// compile is compileConfig compiling and rendering in the worker pool, in
+// ctx's turn.
+func (m *Module) compile(ctx context.Context, spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) (*compiled, field.ErrorList) {
+	return compileConfig(spec, m.compiler(ctx))
+}
+
+// compiler is the worker pool's Compile in ctx.
+func (m *Module) compiler(ctx context.Context) templateCompiler {
+	return func(templates render.Templates, engine string) (render.Renderer, error) {
+		return m.renders.Compile(ctx, templates, engine)
+	}
 }
 
 // handleNamespaceEvents re-judges the watched objects of a namespace whose

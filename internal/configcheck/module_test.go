@@ -144,7 +144,7 @@ func TestChecksRunUnderTheRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	r, err := pool.Compile(render.Templates{HAProxyConfig: "global # {{ 1 }}\n"}, "")
+	r, err := pool.Compile(t.Context(), render.Templates{HAProxyConfig: "global # {{ 1 }}\n"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

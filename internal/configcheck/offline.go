@@ -78,13 +78,13 @@ func RunOffline(ctx context.Context, configYAML []byte, opts OfflineOptions) (su
 		if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
 			return suite.Report{}, fmt.Errorf("reading the haptic config: %w", err)
 		}
-		compileIt = func(m *Module) (*compiled, field.ErrorList) { return compileHapticConfig(&cfg.Spec, m.renders.Compile) }
+		compileIt = func(m *Module) (*compiled, field.ErrorList) { return compileHapticConfig(&cfg.Spec, m.compiler(ctx)) }
 	default:
 		cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
 		if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
 			return suite.Report{}, fmt.Errorf("reading the config: %w", err)
 		}
-		compileIt = func(m *Module) (*compiled, field.ErrorList) { return m.compile(&cfg.Spec) }
+		compileIt = func(m *Module) (*compiled, field.ErrorList) { return m.compile(ctx, &cfg.Spec) }
 	}
 	renders, err := newRenderPool(Options{}.withDefaults())
 	if err != nil {

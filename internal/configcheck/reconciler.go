@@ -125,7 +125,14 @@ func (m *Module) buildState(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 	st.record = cfg.Annotations[AuthorAnnotation]
 	st.author, _, st.noAuthor = verifiedAuthor(m.host.Records(), m.host.Namespace(), cfg)
 	st.hasAuthor = st.noAuthor == ""
-	c, errs := m.compile(&cfg.Spec)
+	// Compiled in the config's own turn, as its tests run (fair).
+	c, errs := m.compile(fair.WithShare(ctx, configParty(key), fair.Real), &cfg.Spec)
+	if err := notCompiled(errs); err != nil {
+		// Nothing said of the templates (the workers busy, the budget
+		// spent on a loaded machine): tried again, never recorded as
+		// the config's fault.
+		return nil, err
+	}
 	if len(errs) > 0 {
 		st.invalid = errs.ToAggregate().Error()
 		return st, nil

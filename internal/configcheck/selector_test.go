@@ -116,7 +116,7 @@ func TestFieldSelectorMatches(t *testing.T) {
 // watched compiles one watched resource.
 func watched(t *testing.T, spec gatehousev1alpha1.WatchedResource) *watchedSpec {
 	t.Helper()
-	w, errs := compileWatchedResource(field.NewPath("spec", "watchedResources").Key("w"), "w", spec)
+	w, errs := compileWatchedResource(field.NewPath("spec", "watchedResources").Key("w"), "w", spec, false)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}

@@ -61,8 +61,10 @@ type WatchedResource struct {
 	FieldSelector           string   `json:"fieldSelector,omitempty"`
 	NamespaceSelector       string   `json:"namespaceSelector,omitempty"`
 	EnableValidationWebhook bool     `json:"enableValidationWebhook,omitempty"`
-	// Store is full or on-demand: how haptic's controller caches; Gatehouse
-	// caches what it watches either way.
+	// Store is full or on-demand: how haptic's controller caches. Gatehouse
+	// reads haptic's kind offline only, where on-demand lets a Secrets
+	// watch go without the label selector Gatehouse otherwise requires
+	// (its objects come from a test's fixtures).
 	Store string `json:"store,omitempty"`
 }
 

@@ -117,17 +117,43 @@ func (p postProcessed) Render(ctx context.Context, data Data) (Output, error) {
 // Compile compiles templates with the engine named (NewEngine) and their
 // post-processing: what a config's renderer is, wherever it runs.
 func Compile(engine string, templates Templates) (Renderer, error) {
+	renderer, _, err := CompileLearned(engine, templates, nil)
+	return renderer, err
+}
+
+// LearningEngine is an engine whose compile learns something costly to
+// find that makes a later compile of the same templates cheap: Scriggo's
+// repairs of loosely typed expressions cost one build each. What it
+// learned is opaque to callers, who keep it beside the templates it was
+// learned from and hand it back only with those.
+type LearningEngine interface {
+	Engine
+	// CompileLearned is Compile starting from learned, which an earlier
+	// compile of the same templates returned (nil: nothing known; a value
+	// it cannot read counts as nil). It returns what it knows after.
+	CompileLearned(templates Templates, learned []byte) (Renderer, []byte, error)
+}
+
+// CompileLearned is Compile through a LearningEngine's CompileLearned when
+// the engine is one; for another, learned is ignored and nil returned.
+func CompileLearned(engine string, templates Templates, learned []byte) (Renderer, []byte, error) {
 	e, err := NewEngine(engine)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	processors, err := compilePostProcessing(templates)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	renderer, err := e.Compile(templates)
+	var renderer Renderer
+	var knows []byte
+	if learner, ok := e.(LearningEngine); ok {
+		renderer, knows, err = learner.CompileLearned(templates, learned)
+	} else {
+		renderer, err = e.Compile(templates)
+	}
 	if err != nil || len(processors) == 0 {
-		return renderer, err
+		return renderer, knows, err
 	}
-	return postProcessed{Renderer: renderer, processors: processors}, nil
+	return postProcessed{Renderer: renderer, processors: processors}, knows, nil
 }

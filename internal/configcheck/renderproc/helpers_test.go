@@ -63,7 +63,7 @@ func compileBoth(t testing.TB, p *Pool, templates render.Templates) (inProcess, 
 	if inProcess, err = engine.Compile(templates); err != nil {
 		t.Fatal(err)
 	}
-	if pooled, err = p.Compile(templates, ""); err != nil {
+	if pooled, err = p.Compile(t.Context(), templates, ""); err != nil {
 		t.Fatal(err)
 	}
 	return inProcess, pooled

@@ -195,6 +195,9 @@ type Pool struct {
 	storeCacheBytes int64
 	retireCPU       time.Duration
 
+	// compiled keeps Compile's outcomes.
+	compiled compiledCache
+
 	stats poolStats
 }
 
@@ -256,23 +259,56 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// Compile compiles templates in-process, for their errors (a
+// Compile compiles templates in a worker, for their errors (a
 // *render.CompileError), and returns a renderer rendering them in the
-// pool's workers. engine is templatingSettings.engine.
-func (p *Pool) Compile(templates render.Templates, engine string) (render.Renderer, error) {
-	if _, err := render.Compile(engine, templates); err != nil {
+// pool's workers. engine is templatingSettings.engine. A template is a
+// program its config's author wrote, and compiling one can cost as much
+// as rendering it (Scriggo's repairs: one build each), so it runs as a
+// rendering does: in ctx's turn, within the time and memory budgets. What
+// the compile learned goes with the templates to every other worker
+// (render.CompileLearned), and the outcome is kept for the next Compile
+// of the same set. An error that is not the templates' (the pool full,
+// the budget spent, ctx ended) is a *NotCompiledError.
+func (p *Pool) Compile(ctx context.Context, templates render.Templates, engine string) (render.Renderer, error) {
+	if _, err := render.NewEngine(engine); err != nil {
 		return nil, err
 	}
+	hash := templatesHash(engine, templates)
+	if r, err, ok := p.compiled.get(hash); ok {
+		return r, err
+	}
 	outputs := int64(1 + len(templates.Maps) + len(templates.Files) + len(templates.SSLCertificates))
-	return &renderer{
+	r := &renderer{
 		pool:      p,
-		hash:      templatesHash(engine, templates),
+		hash:      hash,
 		templates: toWireTemplates(engine, templates),
 		// Texts are base64 in JSON (4 bytes per 3), each file adds its
 		// field names and quotes, and the answer a few fields.
 		answerLimit: uint64(4*((p.opts.MaxOutputBytes+2)/3) + 64*outputs + 64<<10),
-	}, nil
+	}
+	ans, err := p.exchange(ctx, r, render.Data{}, true)
+	if err != nil {
+		return nil, &NotCompiledError{Err: err}
+	}
+	if ans.Error != nil {
+		err := ans.Error.error()
+		p.compiled.put(hash, nil, err, 0)
+		return nil, err
+	}
+	r.templates.Learned = ans.Learned
+	p.compiled.put(hash, r, nil, r.templates.size())
+	return r, nil
 }
+
+// NotCompiledError is a Compile that did not run to its end for a reason
+// other than the templates: it says nothing of them, and a later Compile
+// may succeed.
+type NotCompiledError struct{ Err error }
+
+func (e *NotCompiledError) Error() string {
+	return "the templates could not be compiled now: " + e.Err.Error()
+}
+func (e *NotCompiledError) Unwrap() error { return e.Err }
 
 // renderer renders one template set in the pool.
 type renderer struct {
@@ -324,13 +360,27 @@ func (e *ProcessDiedError) Error() string {
 }
 
 func (p *Pool) render(ctx context.Context, r *renderer, data render.Data) (render.Output, error) {
+	ans, err := p.exchange(ctx, r, data, false)
+	if err != nil {
+		return render.Output{}, err
+	}
+	if ans.Error != nil {
+		return render.Output{}, ans.Error.error()
+	}
+	return ans.Output.output(), nil
+}
+
+// exchange runs one request on a worker: a rendering of data with r, or
+// r's compile alone. The answer's own error (the templates') is in it;
+// err is the pool's or the worker's failure.
+func (p *Pool) exchange(ctx context.Context, r *renderer, data render.Data, compileOnly bool) (answer, error) {
 	logger := log.FromContext(ctx)
 	ctx, cancel := context.WithTimeoutCause(ctx, p.opts.RenderTimeout, &TimeBudgetError{Limit: p.opts.RenderTimeout})
 	defer cancel()
 
 	w, release, err := p.acquire(ctx)
 	if err != nil {
-		return render.Output{}, err
+		return answer{}, err
 	}
 	// After the slot is given back, on every path below.
 	defer release()
@@ -339,25 +389,34 @@ func (p *Pool) render(ctx context.Context, r *renderer, data render.Data) (rende
 	if w == nil {
 		if w, err = p.start(); err != nil {
 			p.slots <- nil
-			return render.Output{}, err
+			return answer{}, err
 		}
 		logger.V(1).Info("started a rendering process", "pid", w.pid)
 	}
 	req, commit, err := w.plan(p, r, data)
+	answerLimit := r.answerLimit
+	if compileOnly && err == nil {
+		req.CompileOnly = true
+		// Sent even to a worker holding them: the answer says what
+		// compiling them learned. Learned is a list of repairs at most
+		// a few dozen bytes each.
+		req.Templates = r.templates
+		answerLimit += 1 << 20
+	}
 	var payload []byte
 	if err == nil {
 		payload, err = marshal(req)
 	}
 	if err != nil {
 		p.slots <- w
-		return render.Output{}, fmt.Errorf("preparing the rendering: %w", err)
+		return answer{}, fmt.Errorf("preparing the rendering: %w", err)
 	}
 	commit()
 	p.stats.requestBytes.Add(int64(len(payload)))
 
 	done := make(chan exchange, 1)
 	go func() {
-		done <- w.exchange(payload, r.answerLimit)
+		done <- w.exchange(payload, answerLimit)
 	}()
 	var result exchange
 	select {
@@ -368,13 +427,13 @@ func (p *Pool) render(ctx context.Context, r *renderer, data render.Data) (rende
 		w.reap()
 		p.slots <- nil
 		logger.V(1).Info("killed a rendering process at the end of its rendering's context", "pid", w.pid)
-		return render.Output{}, stopped(ctx, "the rendering was stopped")
+		return answer{}, stopped(ctx, "the rendering was stopped")
 	case <-p.ctx.Done():
 		w.kill()
 		<-done
 		w.reap()
 		p.slots <- nil
-		return render.Output{}, ErrClosed
+		return answer{}, ErrClosed
 	}
 
 	if result.err != nil && p.ctx.Err() != nil {
@@ -382,24 +441,28 @@ func (p *Pool) render(ctx context.Context, r *renderer, data render.Data) (rende
 		w.kill()
 		w.reap()
 		p.slots <- nil
-		return render.Output{}, ErrClosed
+		return answer{}, ErrClosed
 	}
 	if result.err != nil {
 		err := w.failure(result.err, p.opts.MemoryLimit, p.opts.CPUTime)
 		p.slots <- nil
 		logger.Info("a rendering process failed", "pid", w.pid, "error", err.Error())
-		return render.Output{}, err
+		return answer{}, err
 	}
 	var ans answer
 	err = unmarshal(result.frame, &ans)
-	if err == nil && (ans.Output == nil) == (ans.Error == nil) {
+	switch {
+	case err != nil:
+	case compileOnly && (ans.Output != nil || ans.Compiled == (ans.Error != nil)):
+		err = errors.New("neither compiled nor a compile error")
+	case !compileOnly && (ans.Output == nil) == (ans.Error == nil):
 		err = errors.New("neither an output nor an error")
 	}
 	if err != nil {
 		w.kill()
 		w.reap()
 		p.slots <- nil
-		return render.Output{}, fmt.Errorf("the rendering process answered nonsense: %w", err)
+		return answer{}, fmt.Errorf("the rendering process answered nonsense: %w", err)
 	}
 	if time.Duration(ans.CPU) > p.retireCPU {
 		// Retired before its RLIMIT_CPU could end a rendering.
@@ -410,10 +473,7 @@ func (p *Pool) render(ctx context.Context, r *renderer, data render.Data) (rende
 	} else {
 		p.slots <- w
 	}
-	if ans.Error != nil {
-		return render.Output{}, ans.Error.error()
-	}
-	return ans.Output.output(), nil
+	return ans, nil
 }
 
 // acquire takes a slot in the rendering's turn (fair.ShareOf(ctx)),

@@ -122,6 +122,11 @@ type request struct {
 	// here so that the parent encodes each once and knows its size.
 	Snapshots []json.RawMessage `json:"snapshots,omitempty"`
 
+	// CompileOnly asks for the template set to be compiled and not
+	// rendered: the answer has neither Output nor Error when it compiles,
+	// and carries what the compile learned (Learned).
+	CompileOnly bool `json:"compileOnly,omitempty"`
+
 	// Resources are render.Data.Resources.
 	Resources map[string]*wireStore `json:"resources"`
 	// ExtraContext is render.Data.ExtraContext.
@@ -139,6 +144,10 @@ type wireTemplates struct {
 	SSLCertificates []wireFile `json:"sslCertificates,omitempty"`
 	// PostProcessing is render.Templates.PostProcessing.
 	PostProcessing map[string][]render.PostProcessor `json:"postProcessing,omitempty"`
+	// Learned is what the compile of these templates in a worker learned
+	// (render.CompileLearned), so that the next worker compiles them
+	// cheaply; not part of the templates' hash.
+	Learned []byte `json:"learned,omitempty"`
 }
 
 // wireFile is a named text: a template or a rendered file.
@@ -255,10 +264,15 @@ type wireOverlay struct {
 	Object    map[string]any `json:"object,omitempty"`
 }
 
-// answer is a worker's reply to a request: Output or Error.
+// answer is a worker's reply to a request: Output or Error (for a
+// CompileOnly request, Compiled or Error).
 type answer struct {
 	Output *wireOutput `json:"output,omitempty"`
 	Error  *wireError  `json:"error,omitempty"`
+	// Compiled says a CompileOnly request's templates compiled, and
+	// Learned what compiling them learned.
+	Compiled bool   `json:"compiled,omitempty"`
+	Learned  []byte `json:"learned,omitempty"`
 	// CPU is the worker's CPU time so far (user and system, nanoseconds),
 	// so the parent retires it before its RLIMIT_CPU could end a rendering.
 	CPU int64 `json:"cpu"`

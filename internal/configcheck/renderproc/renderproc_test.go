@@ -35,7 +35,7 @@ const (
 
 func compileOne(t testing.TB, p *Pool, haproxyConfig string) render.Renderer {
 	t.Helper()
-	r, err := p.Compile(render.Templates{HAProxyConfig: haproxyConfig}, "")
+	r, err := p.Compile(t.Context(), render.Templates{HAProxyConfig: haproxyConfig}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,23 +187,24 @@ func TestErrorsAndBytesCrossExactly(t *testing.T) {
 		decodeJSON(t, `{"metadata": {"namespace": "ns", "name": "b"}}`))
 	data := render.Data{Resources: map[string]render.Store{"things": things}}
 
-	// Compile errors come from the parent; no worker is needed for them.
+	// Compile errors come from the worker that compiled, as the
+	// CompileError they are.
 	for _, templates := range []render.Templates{
 		{HAProxyConfig: "{{ if }}"},
 		{HAProxyConfig: "ok", Maps: map[string]string{"a.map": "{{ end }}"}},
 		{HAProxyConfig: "ok", Snippets: map[string]string{"s": `{{ define "x" }}{{ end }}`}, Files: map[string]string{"x": "{{ define \"x\" }}y{{ end }}"}},
 	} {
-		_, err := p.Compile(templates, "")
+		_, err := p.Compile(t.Context(), templates, "")
 		var compileErr *render.CompileError
 		if !errors.As(err, &compileErr) {
 			t.Errorf("%v: %v is not a CompileError", templates, err)
 		}
 	}
-	if _, err := p.Compile(render.Templates{HAProxyConfig: "ok"}, "jinja"); err == nil {
-		t.Errorf("an unknown engine compiled")
+	if n := len(started.get()); n != 1 {
+		t.Errorf("compiling started %d workers, want the pool's one", n)
 	}
-	if n := len(started.get()); n != 0 {
-		t.Errorf("compiling started %d workers", n)
+	if _, err := p.Compile(t.Context(), render.Templates{HAProxyConfig: "ok"}, "jinja"); err == nil {
+		t.Errorf("an unknown engine compiled")
 	}
 
 	for name, templates := range map[string]render.Templates{
@@ -349,19 +350,27 @@ func TestCrashKillsOnlyItsWorker(t *testing.T) {
 	p, started := newPool(t, Options{Workers: 2})
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	defer stopLoop()
+	// Both compiled first, each in a worker of its own (a compile takes
+	// a free slot, the unstarted one first): the loop then renders on
+	// the first worker, the second template on the second.
+	loop := compileOne(t, p, silentLoop)
+	second := compileOne(t, p, silentLoop+" ")
+	if n := len(started.get()); n != 2 {
+		t.Fatalf("two compiles started %d workers, want 2", n)
+	}
 	loopDone := make(chan error, 1)
 	go func() {
-		_, err := compileOne(t, p, silentLoop).Render(loopCtx, render.Data{})
+		_, err := loop.Render(loopCtx, render.Data{})
 		loopDone <- err
 	}()
-	waitFor(t, 30*time.Second, "rendering the loop", func() bool { return len(started.get()) == 1 && p.busy() == 1 })
+	waitFor(t, 30*time.Second, "rendering the loop", func() bool { return p.busy() == 1 })
 
 	// The engine refuses what used to crash a worker (a cyclic dict
 	// printed: a fatal stack overflow), so the crash is played from
 	// outside: the second worker dies of a signal while it renders.
 	crashed := make(chan error, 1)
 	go func() {
-		_, err := compileOne(t, p, silentLoop+" ").Render(context.Background(), render.Data{})
+		_, err := second.Render(context.Background(), render.Data{})
 		crashed <- err
 	}()
 	waitFor(t, 30*time.Second, "rendering on the second worker", func() bool { return len(started.get()) == 2 && p.busy() == 2 })
@@ -552,18 +561,33 @@ func TestHostileWorkerCannotMakeTheServerAllocate(t *testing.T) {
 		{"exits", `exit 7`, "the rendering process died: exit status 7"},
 		{"writes a fatal error", `echo 'fatal error: out of memory' >&2; exit 2`, "the rendering exceeded its memory budget of 64 MiB"},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			p, started := newPool(t, Options{Workers: 1, MemoryLimit: 64 << 20, Command: func(ctx context.Context) (*exec.Cmd, error) {
-				return exec.CommandContext(ctx, "/bin/sh", "-c", tt.script), nil
-			}})
-			_, err := compileOne(t, p, "x").Render(context.Background(), render.Data{})
-			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
-				t.Errorf("error %v, want %q", err, tt.want)
-			}
-			if pid := started.get()[0]; !gone(pid) {
-				t.Errorf("the worker %d is still there", pid)
-			}
-		})
+		for _, step := range []string{"compile", "render"} {
+			t.Run(tt.name+" to a "+step, func(t *testing.T) {
+				p, started := newPool(t, Options{Workers: 1, MemoryLimit: 64 << 20, Command: func(ctx context.Context) (*exec.Cmd, error) {
+					return exec.CommandContext(ctx, "/bin/sh", "-c", tt.script), nil
+				}})
+				var err error
+				if step == "compile" {
+					_, err = p.Compile(t.Context(), render.Templates{HAProxyConfig: "x"}, "")
+					var notCompiled *NotCompiledError
+					if !errors.As(err, &notCompiled) {
+						t.Errorf("error %v: not a NotCompiledError", err)
+					}
+				} else {
+					// As if a worker had compiled it: the render is the
+					// first request the hostile one answers.
+					templates := render.Templates{HAProxyConfig: "x"}
+					r := &renderer{pool: p, hash: templatesHash("", templates), templates: toWireTemplates("", templates), answerLimit: 1 << 20}
+					_, err = r.Render(context.Background(), render.Data{})
+				}
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("error %v, want %q", err, tt.want)
+				}
+				if pid := started.get()[0]; !gone(pid) {
+					t.Errorf("the worker %d is still there", pid)
+				}
+			})
+		}
 	}
 }
 
@@ -637,8 +661,9 @@ func TestCloseKillsTheWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	loopDone := make(chan error, 1)
+	loop := compileOne(t, p, silentLoop)
 	go func() {
-		_, err := compileOne(t, p, silentLoop).Render(context.Background(), render.Data{})
+		_, err := loop.Render(context.Background(), render.Data{})
 		loopDone <- err
 	}()
 	waitFor(t, 30*time.Second, "rendering the loop", func() bool { return p.busy() == 1 && len(started.get()) == 2 })
@@ -797,12 +822,12 @@ func TestDryRunsLeaveAWorkerToRealChanges(t *testing.T) {
 func TestPostProcessingRunsInTheWorker(t *testing.T) {
 	p, _ := newPool(t, Options{Workers: 1})
 	templates := render.Templates{HAProxyConfig: "global\n      daemon\n"}
-	plain, err := p.Compile(templates, "")
+	plain, err := p.Compile(t.Context(), templates, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	templates.PostProcessing = map[string][]render.PostProcessor{"haproxyConfig": {{Type: render.PostProcessorRegexReplace, Pattern: `^[ ]+`, Replace: "  "}}}
-	processed, err := p.Compile(templates, "")
+	processed, err := p.Compile(t.Context(), templates, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -817,5 +842,71 @@ func TestPostProcessingRunsInTheWorker(t *testing.T) {
 		if out.HAProxyConfig != c.want {
 			t.Errorf("rendered %q, want %q", out.HAProxyConfig, c.want)
 		}
+	}
+}
+
+// TestCompileIsBoundedLikeARendering is a config author's attack on the
+// compile: a Scriggo template needing a build per loosely typed
+// expression, thousands of them (half a minute of CPU). The compile runs
+// in a worker, so the pool's time budget stops it as it stops a
+// rendering; the error says the templates were not compiled (nothing
+// against them, so a reconciler tries again rather than marking the
+// config invalid), and the pool goes on serving another config.
+func TestCompileIsBoundedLikeARendering(t *testing.T) {
+	p, started := newPool(t, Options{Workers: 1, RenderTimeout: time.Second})
+	var src strings.Builder
+	src.WriteString(`{% var x = extraContext | dig("x") %}`)
+	for range 2000 {
+		src.WriteString(`{{ x["k"] }}`)
+	}
+	begin := time.Now()
+	_, err := p.Compile(t.Context(), render.Templates{HAProxyConfig: src.String()}, "scriggo")
+	var notCompiled *NotCompiledError
+	var budget *TimeBudgetError
+	if !errors.As(err, &notCompiled) || !errors.As(err, &budget) {
+		t.Fatalf("compile: %v, want it stopped at the time budget", err)
+	}
+	if elapsed := time.Since(begin); elapsed > 20*time.Second {
+		t.Errorf("the compile returned after %v, long past its budget of 1s", elapsed)
+	}
+	if pid := started.get()[0]; !gone(pid) {
+		t.Errorf("the compiling worker %d is still there", pid)
+	}
+	out, err := compileOne(t, p, "ok").Render(t.Context(), render.Data{})
+	if err != nil || out.HAProxyConfig != "ok\n" {
+		t.Fatalf("another config after the stopped compile: %q, %v", out.HAProxyConfig, err)
+	}
+}
+
+// TestWorkersCompileFromWhatTheFirstLearned: a Scriggo compile's repairs
+// travel with the templates, so a second worker's compile of them is one
+// build per output; both render alike.
+func TestWorkersCompileFromWhatTheFirstLearned(t *testing.T) {
+	p, _ := newPool(t, Options{Workers: 2})
+	templates := render.Templates{HAProxyConfig: `{% var route = extraContext | dig("route") %}{{ route["weight"] + 1 }}`}
+	r, err := p.Compile(t.Context(), templates, "scriggo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if learned := r.(*renderer).templates.Learned; len(learned) == 0 {
+		t.Fatal("the compile learned nothing to pass on")
+	}
+	data := render.Data{ExtraContext: map[string]any{"route": map[string]any{"weight": int64(2)}}}
+	// Two renderings at once: the second worker compiles from what the
+	// first learned.
+	results := make(chan string, 2)
+	for range 2 {
+		go func() {
+			out, err := r.Render(context.Background(), data)
+			results <- fmt.Sprint(out.HAProxyConfig, err)
+		}()
+	}
+	for range 2 {
+		if got := <-results; got != "3\n<nil>" {
+			t.Errorf("rendered %q, want 3", got)
+		}
+	}
+	if again, err := p.Compile(t.Context(), templates, "scriggo"); err != nil || again != r {
+		t.Errorf("compiled again: %v, %v; want the kept renderer", again, err)
 	}
 }

@@ -14,6 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	// Every engine a config may name, registered in the process that
+	// compiles and renders it.
+	_ "github.com/gatehouse-dev/gatehouse/internal/configcheck/render/scriggo"
 	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
 
@@ -30,7 +33,13 @@ const (
 
 func init() {
 	if sandbox.Entry(workerEntry) {
-		os.Exit(Main())
+		// Not on init's goroutine: the runtime locks it to the main
+		// thread until init ends, and a locked goroutine hands its
+		// thread back and forth at every switch (the GC's workers, a
+		// blocked read): a compile ran four times slower, its time in
+		// futex calls. Init waits here until the worker exits.
+		go func() { os.Exit(Main()) }()
+		select {}
 	}
 }
 
@@ -125,18 +134,31 @@ func (w *workerState) handle(frame []byte) (answer, error) {
 		w.stores[snapshot.ID] = heldSnapshot{version: snapshot.Version, store: store}
 	}
 	req.Snapshots = nil
+	var compileErr error
+	var learned []byte
 	if req.Templates != nil {
-		// Kept even when it does not compile (the parent compiled it, so
-		// it will not happen): the parent counts it as held either way.
-		renderer, err := compile(req.Templates)
-		if err != nil {
-			renderer = failingRenderer{err: err}
+		// Kept even when it does not compile: the parent counts it as
+		// held either way, and a rendering of it answers the error.
+		var renderer render.Renderer
+		renderer, learned, compileErr = compile(req.Templates)
+		if compileErr != nil {
+			renderer = failingRenderer{err: compileErr}
 		}
 		w.renderers[req.TemplatesHash] = renderer
 	}
 	renderer, ok := w.renderers[req.TemplatesHash]
 	if !ok {
 		return answer{}, fmt.Errorf("no template set %s", req.TemplatesHash)
+	}
+	if req.CompileOnly {
+		if req.Templates == nil {
+			return answer{}, errors.New("a compile without templates")
+		}
+		ans := answer{Compiled: compileErr == nil, Learned: learned, CPU: cpuTime()}
+		if compileErr != nil {
+			ans.Error = toWireError(compileErr, req.MaxOutput)
+		}
+		return ans, nil
 	}
 
 	data := render.Data{Resources: make(map[string]render.Store, len(req.Resources)), ExtraContext: req.ExtraContext}
@@ -179,8 +201,15 @@ func (f failingRenderer) Render(context.Context, render.Data) (render.Output, er
 	return render.Output{}, f.err
 }
 
-func compile(t *wireTemplates) (render.Renderer, error) {
-	return render.Compile(t.Engine, t.templates())
+// compile compiles a template set, from what an earlier compile of it
+// learned; a panic in the engine is the compile's error.
+func compile(t *wireTemplates) (renderer render.Renderer, learned []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			renderer, learned, err = nil, nil, &render.CompileError{Template: "templates", Err: fmt.Errorf("the compile panicked: %v", r)}
+		}
+	}()
+	return render.CompileLearned(t.Engine, t.templates(), t.Learned)
 }
 
 // renderRecovering renders, turning a panic (which text/template would

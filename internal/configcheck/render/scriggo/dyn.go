@@ -278,14 +278,21 @@ func asMap(v any) map[string]any {
 	switch m := v.(type) {
 	case map[string]any:
 		return m
-	case map[string]string:
-		out := make(map[string]any, len(m))
-		for k, s := range m {
-			out[k] = s
-		}
-		return out
+	case nil:
+		return nil
 	}
-	return nil
+	// Any other map keyed by text, as group_by's map[string][]any which
+	// a template assigns to a map[string]any: the fork converts it, so
+	// the entries are copied under the same keys.
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Map || rv.Type().Key().Kind() != reflect.String {
+		return nil
+	}
+	out := make(map[string]any, rv.Len())
+	for iter := rv.MapRange(); iter.Next(); {
+		out[iter.Key().String()] = iter.Value().Interface()
+	}
+	return out
 }
 
 func asSlice(v any) []any {

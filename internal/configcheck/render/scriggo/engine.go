@@ -27,6 +27,11 @@ type Engine struct{}
 
 var _ render.Engine = Engine{}
 
+// The engine is there for templatingSettings.engine wherever this package
+// is linked: configcheck's render worker links it (renderproc), so every
+// process that compiles or renders a config has it.
+func init() { render.RegisterEngine(Engine{}) }
+
 // Name is "scriggo".
 func (Engine) Name() string { return Name }
 
@@ -57,10 +62,29 @@ const (
 // Compile builds every output's template. Snippets are built only as the
 // outputs render or import them, as haptic's fork does: a snippet nothing
 // reaches is never checked.
-func (Engine) Compile(templates render.Templates) (render.Renderer, error) {
+func (e Engine) Compile(templates render.Templates) (render.Renderer, error) {
+	r, _, err := e.CompileLearned(templates, nil)
+	return r, err
+}
+
+var _ render.LearningEngine = Engine{}
+
+// CompileLearned is Compile starting from the repairs an earlier compile
+// of the same templates learned (repair.go), and returning those it knows
+// after: with them a compile takes one build per output instead of one
+// per repair.
+func (Engine) CompileLearned(templates render.Templates, learned []byte) (render.Renderer, []byte, error) {
+	r, known, err := compile(templates, decodeRepairs(learned))
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, known.encode(), nil
+}
+
+func compile(templates render.Templates, learned *repairs) (render.Renderer, *repairs, error) {
 	for name := range templates.Snippets {
 		if err := checkSnippetName(name); err != nil {
-			return nil, &render.CompileError{Template: "templateSnippets[" + name + "]", Err: err}
+			return nil, nil, &render.CompileError{Template: "templateSnippets[" + name + "]", Err: err}
 		}
 	}
 	outputs := []output{{kind: haproxyConfigOutput, display: "haproxyConfig"}}
@@ -95,7 +119,7 @@ func (Engine) Compile(templates render.Templates) (render.Renderer, error) {
 	for file, src := range sources {
 		prep, err := preparer.prepare(file, src)
 		if err != nil {
-			return nil, &render.CompileError{Template: displayName(file), Err: err}
+			return nil, nil, &render.CompileError{Template: displayName(file), Err: err}
 		}
 		files[file] = &fstest.MapFile{Data: []byte(prep.text)}
 		trims[file] = prep
@@ -104,15 +128,14 @@ func (Engine) Compile(templates render.Templates) (render.Renderer, error) {
 
 	r := &renderer{outputs: outputs, state: &state{snippetNames: slices.Sorted(maps.Keys(templates.Snippets))}}
 	r.built = make([]*sg.Template, len(outputs))
-	learned := newRepairs()
 	for i, out := range outputs {
 		built, err := build(fsys, out.file, trims, learned, r.state)
 		if err != nil {
-			return nil, &render.CompileError{Template: out.display, Err: err}
+			return nil, nil, &render.CompileError{Template: out.display, Err: err}
 		}
 		r.built[i] = built
 	}
-	return r, nil
+	return r, learned, nil
 }
 
 var kindField = map[outputKind]string{

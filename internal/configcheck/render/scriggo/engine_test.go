@@ -1,6 +1,7 @@
 package scriggo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -207,5 +208,53 @@ func TestRepairsAreBounded(t *testing.T) {
 	_, err := Engine{}.Compile(render.Templates{HAProxyConfig: src.String()})
 	if err == nil || !strings.Contains(err.Error(), "the most a config may need") {
 		t.Fatalf("compiled with %d loosely typed indexes: %v", maxRepairs+1, err)
+	}
+}
+
+func TestLearnedRepairsSaveTheBuilds(t *testing.T) {
+	templates := render.Templates{HAProxyConfig: `{% var route = extraContext | dig("route") %}` +
+		`{% var filters []any = route["filters"] %}{{ len(filters) }} {{ route["weight"] + 1 }}` +
+		`{% for _, f := range route["filters"] %} {{ f }}{% end %}`}
+	data := render.Data{ExtraContext: map[string]any{"route": map[string]any{"filters": []any{"a"}, "weight": int64(2)}}}
+	var repaired int
+	traceRepair = func(spanKey, repair, string) { repaired++ }
+	defer func() { traceRepair = nil }()
+
+	first, learned, err := Engine{}.CompileLearned(templates, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if repaired == 0 || len(learned) == 0 {
+		t.Fatalf("the first compile repaired %d expressions and passed on %q", repaired, learned)
+	}
+	want, err := first.Render(t.Context(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for name, given := range map[string][]byte{
+		"what it learned": learned,
+		"nothing":         nil,
+		"nonsense":        []byte(`{"not":"a list"}`),
+		"an unknown helper, as a corrupt value would name": []byte(`[{"f":"@haproxyConfig","s":0,"e":3,"w":"os_exec"}]`),
+	} {
+		repaired = 0
+		again, relearned, err := Engine{}.CompileLearned(templates, given)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if name == "what it learned" && repaired != 0 {
+			t.Errorf("given what it learned, the compile still repaired %d expressions", repaired)
+		}
+		if name != "what it learned" && repaired == 0 {
+			t.Errorf("given %s, the compile repaired nothing", name)
+		}
+		if !bytes.Equal(relearned, learned) {
+			t.Errorf("given %s, passed on %s, want %s", name, relearned, learned)
+		}
+		got, err := again.Render(t.Context(), data)
+		if err != nil || got.HAProxyConfig != want.HAProxyConfig {
+			t.Errorf("given %s, rendered %q, %v; want %q", name, got.HAProxyConfig, err, want.HAProxyConfig)
+		}
 	}
 }

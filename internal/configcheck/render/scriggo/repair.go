@@ -1,9 +1,12 @@
 package scriggo
 
 import (
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -79,6 +82,62 @@ type repairs struct {
 }
 
 func newRepairs() *repairs { return &repairs{byNode: map[spanKey]repair{}} }
+
+// learnedRepair is one repair as CompileLearned passes it on.
+type learnedRepair struct {
+	File    string     `json:"f"`
+	Start   int        `json:"s"`
+	End     int        `json:"e"`
+	Rewrite repairKind `json:"r,omitempty"`
+	Wrap    string     `json:"w,omitempty"`
+}
+
+// encode is what CompileLearned returns: the repairs in a stable order.
+func (r *repairs) encode() []byte {
+	list := make([]learnedRepair, 0, len(r.byNode))
+	for at, rep := range r.byNode {
+		list = append(list, learnedRepair{File: at.file, Start: at.start, End: at.end, Rewrite: rep.rewrite, Wrap: rep.wrap})
+	}
+	slices.SortFunc(list, func(a, b learnedRepair) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Start, b.Start), cmp.Compare(a.End, b.End))
+	})
+	out, err := json.Marshal(list)
+	if err != nil {
+		panic(err) // plain strings and numbers
+	}
+	return out
+}
+
+// decodeRepairs reads what encode wrote. A value it cannot read, or one
+// naming a helper that does not exist, counts as nothing learned: the
+// compile then learns again, build by build, and still bounded.
+func decodeRepairs(learned []byte) *repairs {
+	r := newRepairs()
+	if len(learned) == 0 {
+		return r
+	}
+	var list []learnedRepair
+	if err := json.Unmarshal(learned, &list); err != nil || len(list) > maxRepairs {
+		return r
+	}
+	for _, l := range list {
+		if l.Rewrite < 0 || l.Rewrite > repairNil || (l.Wrap != "" && l.Wrap != "dyn_range" && !isAsHelper(l.Wrap)) {
+			return newRepairs()
+		}
+		r.byNode[spanKey{file: l.File, start: l.Start, end: l.End}] = repair{rewrite: l.Rewrite, wrap: l.Wrap}
+	}
+	r.count = len(r.byNode)
+	return r
+}
+
+func isAsHelper(name string) bool {
+	for _, helper := range asHelpers {
+		if helper == name {
+			return true
+		}
+	}
+	return false
+}
 
 // asHelpers name the dyn_as_ helper converting an interface{} to each
 // type a template declares a variable, parameter or result of.
@@ -189,36 +248,63 @@ func normalizePath(p string) string {
 	return strings.TrimSuffix(p, snippetExtension)
 }
 
-// nodeIndex records, during a build's transformation, the nodes by span
-// and the calls each node is an argument of, for learn to read the
-// error's node.
+// nodeIndex records, during a build's transformation, the nodes with
+// their spans, for learn to find the error's node and the call it is an
+// argument of. Every build but the last ends in an error, yet each needs
+// only the nodes at one span: a list scanned then costs less than a map
+// filled with every node of every build.
 type nodeIndex struct {
-	nodes  map[spanKey][]ast.Node
-	callee map[ast.Node]string // an argument → the name of the function called
+	recorded []recordedNode
 }
 
-func newNodeIndex() *nodeIndex {
-	return &nodeIndex{nodes: map[spanKey][]ast.Node{}, callee: map[ast.Node]string{}}
+type recordedNode struct {
+	at   spanKey
+	node ast.Node
 }
+
+func newNodeIndex() *nodeIndex { return &nodeIndex{} }
 
 func (ix *nodeIndex) record(file string, n ast.Node) {
 	pos := n.Pos()
 	if pos == nil {
 		return
 	}
-	key := spanKey{file: normalizePath(file), start: pos.Start, end: pos.End}
-	ix.nodes[key] = append(ix.nodes[key], n)
-	if call, ok := n.(*ast.Call); ok {
-		if ident, ok := call.Func.(*ast.Identifier); ok {
-			for _, arg := range call.Args {
-				ix.callee[arg] = ident.Name
+	ix.recorded = append(ix.recorded, recordedNode{at: spanKey{file: file, start: pos.Start, end: pos.End}, node: n})
+}
+
+// at are the nodes at key.
+func (ix *nodeIndex) at(key spanKey) []ast.Node {
+	var nodes []ast.Node
+	for _, r := range ix.recorded {
+		if r.at.start == key.start && r.at.end == key.end && normalizePath(r.at.file) == key.file {
+			nodes = append(nodes, r.node)
+		}
+	}
+	return nodes
+}
+
+// callee is the name of the function n is an argument of, if any.
+func (ix *nodeIndex) callee(n ast.Node) string {
+	for _, r := range ix.recorded {
+		call, ok := r.node.(*ast.Call)
+		if !ok {
+			continue
+		}
+		ident, ok := call.Func.(*ast.Identifier)
+		if !ok {
+			continue
+		}
+		for _, arg := range call.Args {
+			if arg == n {
+				return ident.Name
 			}
 		}
 	}
+	return ""
 }
 
 func (ix *nodeIndex) binary(key spanKey) (*ast.BinaryOperator, bool) {
-	for _, n := range ix.nodes[key] {
+	for _, n := range ix.at(key) {
 		if op, ok := n.(*ast.BinaryOperator); ok {
 			return op, true
 		}
@@ -230,7 +316,7 @@ func (ix *nodeIndex) binary(key spanKey) (*ast.BinaryOperator, bool) {
 // arguments, a return's values, an index's key, a composite literal's
 // elements), the one whose text is text.
 func (ix *nodeIndex) operand(key spanKey, text string) (spanKey, bool) {
-	for _, n := range ix.nodes[key] {
+	for _, n := range ix.at(key) {
 		var candidates []ast.Expression
 		switch n := n.(type) {
 		case *ast.Call:
@@ -258,8 +344,8 @@ func (ix *nodeIndex) operand(key spanKey, text string) (spanKey, bool) {
 // passedTo reports whether the node at key is the identifier name passed
 // to one of the functions fns.
 func (ix *nodeIndex) passedTo(key spanKey, name string, fns map[string]bool) bool {
-	for _, n := range ix.nodes[key] {
-		if ident, ok := n.(*ast.Identifier); ok && ident.Name == name && fns[ix.callee[n]] {
+	for _, n := range ix.at(key) {
+		if ident, ok := n.(*ast.Identifier); ok && ident.Name == name && fns[ix.callee(n)] {
 			return true
 		}
 	}

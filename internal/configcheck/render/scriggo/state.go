@@ -65,12 +65,17 @@ func (s *state) reset(data render.Data) error {
 	for name, store := range data.Resources {
 		s.resources[name] = &resourceStore{store: store}
 	}
-	s.extraContext = data.ExtraContext
+	// A copy with whole numbers as int64, as the gotemplate engine sees
+	// it: from a render worker, numbers arrive as json.Number.
+	s.extraContext = render.NormalizeObject(data.ExtraContext)
 	// Gatehouse does not watch haptic's HAProxy pods: the store is there,
 	// empty, as on a controller that has found none yet.
 	s.controller = map[string]*resourceStore{"haproxy_pods": {store: emptyStore{}}}
 	s.templateSnippets = s.snippetNames
-	s.pathResolver = &pathResolver{baseDir: ".", mapsDir: "maps", sslDir: "ssl", crtListDir: "general", generalDir: "general"}
+	// The base directory is haptic's (its controller deploys there); the
+	// rest is relative, the checker's layout. configcheck's check reads
+	// "default-path origin /etc/haproxy" as the checked directory.
+	s.pathResolver = &pathResolver{baseDir: "/etc/haproxy", mapsDir: "maps", sslDir: "ssl", crtListDir: "general", generalDir: "general"}
 	s.fileRegistry = &fileRegistry{paths: s.pathResolver, files: map[string]registeredFile{}}
 	s.shared = &sharedContext{values: map[string]any{}}
 	s.dataplane = map[string]any{}

@@ -2,6 +2,7 @@ package scriggo
 
 import (
 	"reflect"
+	"sync"
 
 	"github.com/open2b/scriggo/ast"
 )
@@ -69,17 +70,33 @@ func (w *walker) value(v reflect.Value) (reflect.Value, bool) {
 	return v, false
 }
 
-func (w *walker) fields(v reflect.Value) {
-	for i := range v.NumField() {
-		field := v.Field(i)
-		if !v.Type().Field(i).IsExported() {
+// walkableFields are, by struct type, the exported fields that may hold
+// a node: a compile walks every tree once per build, so the question is
+// answered once per type.
+var walkableFields sync.Map // reflect.Type → []int
+
+func fieldsOf(t reflect.Type) []int {
+	if known, ok := walkableFields.Load(t); ok {
+		return known.([]int)
+	}
+	var indexes []int
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
 			continue
 		}
-		switch field.Kind() {
+		switch f.Type.Kind() {
 		case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Struct:
-		default:
-			continue
+			indexes = append(indexes, i)
 		}
+	}
+	walkableFields.Store(t, indexes)
+	return indexes
+}
+
+func (w *walker) fields(v reflect.Value) {
+	for _, i := range fieldsOf(v.Type()) {
+		field := v.Field(i)
 		if field.Kind() == reflect.Interface && !field.Type().Implements(nodeType) && field.Type() != nodeType {
 			// An interface that holds no node (an any in an IR field).
 			if field.IsNil() || !field.Elem().Type().Implements(nodeType) {
