@@ -224,3 +224,40 @@ func TestOfflineReadsHapticsKind(t *testing.T) {
 		t.Fatalf("a field haptic's kind does not have: %v", err)
 	}
 }
+
+// TestHapticTenantSnippetMeetsThePolicy is a tenant's attack through a
+// haptic feature: haptic's libraries print an Ingress owner's multi-line
+// config-backend annotation into haproxy.cfg as it is (its test
+// test-haproxy-ingress-config-backend-snippet requires it), so the
+// Scriggo engine does not refuse line breaks in printed values as the
+// gotemplate engine does. The check policy is then the barrier: the
+// owner's lines that read a file or run a program fail the test's
+// haproxy_valid with the policy's reason, and haproxy never runs them.
+func TestHapticTenantSnippetMeetsThePolicy(t *testing.T) {
+	data, err := os.ReadFile("testdata/haptic/haproxytemplateconfig.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const original = `                http-request set-header X-Custom-Header "custom-value"
+                option httplog
+`
+	hostile := `                http-request set-header X-Custom-Header "custom-value"
+                errorfile 503 /etc/shadow
+                option httplog
+`
+	if !strings.Contains(string(data), original) {
+		t.Fatal("the snippet test's annotation is not in the testdata")
+	}
+	attacked := strings.Replace(string(data), original, hostile, 1)
+	report, err := RunOffline(t.Context(), []byte(attacked), OfflineOptions{Test: "test-haproxy-ingress-config-backend-snippet", HAProxyRoot: haproxyRoot30(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.Total != 1 || report.Failed != 1 {
+		t.Fatalf("%d of %d failed: the hostile snippet passed", report.Failed, report.Total)
+	}
+	failures := report.Results[0].Failures
+	if len(failures) != 1 || !strings.Contains(failures[0].Message, "check policy") || !strings.Contains(failures[0].Message, "errorfile") {
+		t.Fatalf("failures %+v, want the haproxy_valid assertion refused by the check policy for the errorfile", failures)
+	}
+}
