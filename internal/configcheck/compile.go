@@ -56,6 +56,10 @@ type specExtras struct {
 	postProcessing map[string][]render.PostProcessor
 	// testExtraContext is each test's extraContext, by test name.
 	testExtraContext map[string]map[string]any
+	// testCurrentConfig and testHTTPResources are each test's
+	// currentConfig and httpResources (URL to content), by test name.
+	testCurrentConfig map[string]string
+	testHTTPResources map[string]map[string]string
 	// onDemand are the watched resources haptic reads on demand (store:
 	// on-demand): its controller fetches a Secret when a template asks
 	// for it, rather than caching every Secret. Only the offline run
@@ -146,11 +150,11 @@ func compileSpec(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, extras specE
 	c.renderer = renderer
 	tests, terrs := convertTests(root.Child("validationTests"), spec.ValidationTests)
 	errs = append(errs, terrs...)
-	for name, extra := range extras.testExtraContext {
-		if test, ok := tests[name]; ok {
-			test.ExtraContext = extra
-			tests[name] = test
-		}
+	for name, test := range tests {
+		test.ExtraContext = extras.testExtraContext[name]
+		test.CurrentConfig = extras.testCurrentConfig[name]
+		test.HTTPResources = extras.testHTTPResources[name]
+		tests[name] = test
 	}
 	if len(werrs) == 0 {
 		indexBy := make(map[string][]string, len(watched))

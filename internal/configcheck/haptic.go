@@ -38,7 +38,8 @@ func compileHapticConfig(in *hapticv1alpha1.HAProxyTemplateConfigSpec, compile t
 func fromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha1.HAProxyTemplateConfigSpec, specExtras, field.ErrorList) {
 	root := field.NewPath("spec")
 	var errs field.ErrorList
-	extras := specExtras{dialect: suite.DialectHaptic, postProcessing: map[string][]render.PostProcessor{}, testExtraContext: map[string]map[string]any{}, onDemand: map[string]bool{}}
+	extras := specExtras{dialect: suite.DialectHaptic, postProcessing: map[string][]render.PostProcessor{}, testExtraContext: map[string]map[string]any{}, onDemand: map[string]bool{},
+		testCurrentConfig: map[string]string{}, testHTTPResources: map[string]map[string]string{}}
 	out := &gatehousev1alpha1.HAProxyTemplateConfigSpec{
 		WatchedResources:             make(map[string]gatehousev1alpha1.WatchedResource, len(in.WatchedResources)),
 		WatchedResourcesIgnoreFields: in.WatchedResourcesIgnoreFields,
@@ -118,6 +119,19 @@ func fromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha
 				errs = append(errs, field.Invalid(path.Child("extraContext"), "", err.Error()))
 			}
 			extras.testExtraContext[name] = extra
+		}
+		if t.CurrentConfig != "" {
+			extras.testCurrentConfig[name] = t.CurrentConfig
+		}
+		if len(t.HTTPResources) > 0 {
+			resources := make(map[string]string, len(t.HTTPResources))
+			for i, r := range t.HTTPResources {
+				if _, dup := resources[r.URL]; dup {
+					errs = append(errs, field.Duplicate(path.Child("httpResources").Index(i).Child("url"), r.URL))
+				}
+				resources[r.URL] = r.Content
+			}
+			extras.testHTTPResources[name] = resources
 		}
 	}
 	return out, extras, errs

@@ -261,3 +261,50 @@ func TestHapticTenantSnippetMeetsThePolicy(t *testing.T) {
 		t.Fatalf("failures %+v, want the haproxy_valid assertion refused by the check policy for the errorfile", failures)
 	}
 }
+
+// TestHapticSlotPreservationReadsCurrentConfig: haptic's slot tests give
+// the running configuration (currentConfig) and expect each endpoint that
+// had a server slot to keep it. In the chart's tests the endpoints are
+// listed in slot order, so they would pass with currentConfig unread; with
+// the endpoints swapped (10.0.0.2 first), only a template that read the
+// test's currentConfig keeps 10.0.0.5 in SRV_1 (without it, 10.0.0.2 takes
+// SRV_1 and the test fails).
+func TestHapticSlotPreservationReadsCurrentConfig(t *testing.T) {
+	data, err := os.ReadFile("testdata/haptic/haproxytemplateconfig.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slotOrder := `          - addresses:
+            - 10.0.0.5
+            targetRef:
+              kind: Pod
+              name: slot-pod-5
+          - addresses:
+            - 10.0.0.2
+            targetRef:
+              kind: Pod
+              name: slot-pod-2
+`
+	swapped := `          - addresses:
+            - 10.0.0.2
+            targetRef:
+              kind: Pod
+              name: slot-pod-2
+          - addresses:
+            - 10.0.0.5
+            targetRef:
+              kind: Pod
+              name: slot-pod-5
+`
+	if strings.Count(string(data), slotOrder) != 2 {
+		t.Fatal("the slot tests' endpoints are not in the testdata")
+	}
+	config := []byte(strings.ReplaceAll(string(data), slotOrder, swapped))
+	report, err := RunOffline(t.Context(), config, OfflineOptions{Test: "test-ingress-slot-preservation-lower-ip", HAProxyRoot: haproxyRoot30(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.Total != 1 || report.Failed != 0 {
+		t.Fatalf("%d of %d failed: %+v", report.Failed, report.Total, report.Results)
+	}
+}

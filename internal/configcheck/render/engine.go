@@ -54,6 +54,15 @@ type Data struct {
 	// ExtraContext is templatingSettings.extraContext, seen as
 	// .extraContext. Render normalizes a copy (whole numbers as int64).
 	ExtraContext map[string]any
+	// CurrentConfig is an haproxy.cfg the templates may read as the one
+	// running (haptic's currentConfig, for its slot preservation), "" for
+	// none. Only a validation test gives one; only the scriggo engine
+	// reads it.
+	CurrentConfig string
+	// HTTPResources answer the templates' http.Fetch by URL (the scriggo
+	// engine). Only a validation test gives them: Gatehouse never fetches
+	// from the network.
+	HTTPResources map[string]string
 }
 
 // Output is one rendering. Every text ends with exactly one newline.

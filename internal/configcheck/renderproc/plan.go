@@ -31,6 +31,8 @@ func (w *worker) plan(p *Pool, r *renderer, data render.Data) (*request, func(),
 		TemplatesHash: r.hash,
 		Resources:     make(map[string]*wireStore, len(data.Resources)),
 		ExtraContext:  data.ExtraContext,
+		CurrentConfig: data.CurrentConfig,
+		HTTPResources: data.HTTPResources,
 	}
 	for _, name := range slices.Sorted(maps.Keys(data.Resources)) {
 		ws, err := b.store(data.Resources[name])

@@ -131,6 +131,9 @@ type request struct {
 	Resources map[string]*wireStore `json:"resources"`
 	// ExtraContext is render.Data.ExtraContext.
 	ExtraContext map[string]any `json:"extraContext,omitempty"`
+	// CurrentConfig and HTTPResources are render.Data's.
+	CurrentConfig string            `json:"currentConfig,omitempty"`
+	HTTPResources map[string]string `json:"httpResources,omitempty"`
 }
 
 // wireTemplates is render.Templates with the engine. Texts are bytes, so

@@ -161,7 +161,8 @@ func (w *workerState) handle(frame []byte) (answer, error) {
 		return ans, nil
 	}
 
-	data := render.Data{Resources: make(map[string]render.Store, len(req.Resources)), ExtraContext: req.ExtraContext}
+	data := render.Data{Resources: make(map[string]render.Store, len(req.Resources)), ExtraContext: req.ExtraContext,
+		CurrentConfig: req.CurrentConfig, HTTPResources: req.HTTPResources}
 	for name, ws := range req.Resources {
 		store, err := w.resolve(ws)
 		if err != nil {

@@ -113,7 +113,8 @@ func (r *Runner) runTest(ctx context.Context, name string, test Test, global map
 		result.Duration = time.Since(start)
 		return result, nil
 	}
-	run := &testRun{runner: r, ctx: ctx, data: render.Data{Resources: stores, ExtraContext: mergeExtraContext(r.ExtraContext, test.ExtraContext)}}
+	run := &testRun{runner: r, ctx: ctx, data: render.Data{Resources: stores, ExtraContext: mergeExtraContext(r.ExtraContext, test.ExtraContext),
+		CurrentConfig: test.CurrentConfig, HTTPResources: test.HTTPResources}}
 	run.output, run.renderErr = r.Renderer.Render(ctx, run.data)
 	if run.renderErr == nil && r.OnRendered != nil {
 		r.OnRendered(name, run.output)

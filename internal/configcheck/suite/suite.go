@@ -45,6 +45,10 @@ type Test struct {
 	// ExtraContext is merged over the runner's extraContext, key by key,
 	// for this test (haptic's validationTests[].extraContext).
 	ExtraContext map[string]any
+	// CurrentConfig and HTTPResources are render.Data's for this test
+	// (haptic's validationTests[].currentConfig and httpResources).
+	CurrentConfig string
+	HTTPResources map[string]string
 }
 
 // Assertion is one check of a test.

@@ -47,8 +47,14 @@ func (s *state) declarations() native.Declarations {
 		"http":               &s.http,
 		"fail":               fail,
 		// GetPath and Register are variadic: rerouted (transform.go).
+		// They keep their two results, as haptic's templates read them
+		// (var path, err = fileRegistry.Register(…)); a show of one
+		// shows the value.
 		"dyn_m_GetPath":  func(p *pathResolver, args ...any) (any, error) { return p.GetPath(args...) },
 		"dyn_m_Register": func(r *fileRegistry, args ...any) (string, error) { return r.Register(args...) },
+		// http.Fetch too, under its own name: the stores' Fetch has
+		// another result.
+		"dyn_http_Fetch": func(h *httpFetcher, args ...any) (any, error) { return h.Fetch(args...) },
 	}
 	for name, fn := range functions {
 		d[name] = stopOnError(fn)
@@ -85,7 +91,10 @@ func (s *state) reset(data render.Data) error {
 	// the shards put together is the same whatever their count).
 	s.runtimeEnvironment = &runtimeEnvironment{GOMAXPROCS: 1}
 	s.currentConfig = nil
-	s.http = &httpFetcher{}
+	if data.CurrentConfig != "" {
+		s.currentConfig = parseCurrentConfig(data.CurrentConfig)
+	}
+	s.http = &httpFetcher{resources: data.HTTPResources}
 	return nil
 }
 

@@ -162,7 +162,13 @@ func rerouteVariadicMethod(n *ast.Call) ast.Expression {
 	if !ok || !variadicMethods[selector.Ident] {
 		return n
 	}
-	call := ast.NewCall(n.Position, ast.NewIdentifier(selector.Position, "dyn_m_"+selector.Ident),
+	helper := "dyn_m_" + selector.Ident
+	if receiver, ok := selector.Expr.(*ast.Identifier); ok && receiver.Name == "http" && selector.Ident == "Fetch" {
+		// haptic's http.Fetch(url, …) shares the stores' method name but
+		// returns the content, or an error that stops the rendering.
+		helper = "dyn_http_Fetch"
+	}
+	call := ast.NewCall(n.Position, ast.NewIdentifier(selector.Position, helper),
 		append([]ast.Expression{selector.Expr}, n.Args...), n.IsVariadic)
 	call.SetParenthesis(n.Parenthesis())
 	return call
