@@ -539,15 +539,28 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	if err := utiljson.Unmarshal(req.Object.Raw, cfg); err != nil {
 		return module.Deny(reasonInvalidConfig, "failed to parse object: "+err.Error())
 	}
-	c, errs := m.compile(ctx, &cfg.Spec)
+	ctx, cancel := context.WithDeadline(ctx, start.Add(configWebhookTimeout*time.Second-m.opts.Margin))
+	defer cancel()
+	// Config admissions go through the render workers in their author's
+	// turn (fair): the namespace's authors in turn with the others', dry
+	// runs after real writes, and a caller the server could not verify in
+	// the unverified callers' share (issue 35, item 4). The compile is
+	// the first thing done in it: a template is its author's program.
+	verified := module.VerifiedCaller(ctx)
+	party, class := authorParty(req.Namespace), fair.Check
+	if dryRun(req) {
+		class = fair.DryRun
+	}
+	if !verified {
+		party, class = unverifiedShare(req.Namespace)
+	}
+	c, errs := m.compile(fair.WithShare(ctx, party, class), &cfg.Spec)
 	if err := notCompiled(errs); err != nil {
 		return module.Undecided(err.Error())
 	}
 	if len(errs) > 0 {
 		return module.Deny(reasonInvalidConfig, bounded(errs.ToAggregate().Error(), 4000))
 	}
-	ctx, cancel := context.WithDeadline(ctx, start.Add(configWebhookTimeout*time.Second-m.opts.Margin))
-	defer cancel()
 	// The author must hold the rights the config exercises (authz.go),
 	// asked before the tests run, so a refused config costs no haproxy
 	// run. An UPDATE that leaves the spec as it is (labels, annotations,
@@ -571,7 +584,6 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	// once stored, its author, whom the API server named (author.go), is
 	// asked about by the access controller, which fills its stores only
 	// from what the author may read (access.go).
-	verified := module.VerifiedCaller(ctx)
 	if changed && verified {
 		refusal, err := m.authorizeAuthor(ctx, req.UserInfo, key, c, len(cfg.Spec.SSLCertificates) > 0)
 		if err != nil {
@@ -590,14 +602,6 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	// maxAuthorWaiting waiting has one more refused at once: one
 	// author's dry runs of a config whose tests spin to their deadline
 	// delay no other author's config and no watched object's admission.
-	party, class := authorParty(req.Namespace), fair.Check
-	if dryRun(req) {
-		class = fair.DryRun
-	}
-	if !verified {
-		// Bounds (issue 35, item 4): the unverified callers' share.
-		party, class = unverifiedShare(req.Namespace)
-	}
 	ctx = fair.WithShare(ctx, party, class)
 	if m.configChecks != nil {
 		release, err := m.configChecks.Acquire(ctx, party, class)

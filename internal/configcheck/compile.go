@@ -116,6 +116,12 @@ type templateCompiler func(templates render.Templates, engine string) (render.Re
 // compileConfig validates spec and compiles it with compile. It is pure:
 // the webhook for configs, the reconciler and the offline CLI all call it.
 func compileConfig(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, compile templateCompiler) (*compiled, field.ErrorList) {
+	// Gatehouse's kind takes gotemplate alone, as its CRD says; checked
+	// here too, since a review posted to the port never met the CRD.
+	// Scriggo is haptic's kind's engine (haptic.go).
+	if engine := spec.TemplatingSettings.Engine; engine != "" && engine != render.EngineGoTemplate {
+		return nil, field.ErrorList{field.NotSupported(field.NewPath("spec", "templatingSettings", "engine"), engine, []string{render.EngineGoTemplate})}
+	}
 	return compileSpec(spec, specExtras{}, compile)
 }
 

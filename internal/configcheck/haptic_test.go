@@ -308,3 +308,18 @@ func TestHapticSlotPreservationReadsCurrentConfig(t *testing.T) {
 		t.Fatalf("%d of %d failed: %+v", report.Failed, report.Total, report.Results)
 	}
 }
+
+// TestGatehousesKindTakesGoTemplateAlone: Scriggo runs for haptic's kind;
+// Gatehouse's kind takes gotemplate, as its CRD's enum says, and a review
+// posted to the port naming scriggo never met that enum.
+func TestGatehousesKindTakesGoTemplateAlone(t *testing.T) {
+	spec := judgeSpec()
+	spec.TemplatingSettings.Engine = "scriggo"
+	compiler := func(render.Templates, string) (render.Renderer, error) {
+		t.Fatal("compiled")
+		return nil, nil
+	}
+	if _, errs := compileConfig(spec, compiler); !strings.Contains(errs.ToAggregate().Error(), `spec.templatingSettings.engine: Unsupported value: "scriggo": supported values: "gotemplate"`) {
+		t.Fatalf("got %v", errs.ToAggregate())
+	}
+}
