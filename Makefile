@@ -391,6 +391,7 @@ test: deps ## Unit tests (race detector), the alerts' promtool tests, integratio
 	$(STAGE) vet -- $(GO) vet -race ./...
 	$(STAGE) 'hack scripts (fuzz, deps, stage)' -- bash -c 'hack/fuzz_test.sh && hack/deps_test.sh && hack/stage_test.sh'
 	$(STAGE) 'unit (race)' -- $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/ -e /hack/image)
+	$(STAGE) "haptic's chart config (no race)" -- $(GO) test -count=1 -timeout 10m -run '^TestHaptic(ChartTests|TenantSnippet|SlotPreservation)' ./internal/configcheck/
 	$(STAGE) 'image tests (hack/image)' -- $(GO) test -count=1 -timeout 15m ./hack/image/
 	$(STAGE) 'e2e and chaos' -- $(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -shuffle=on -timeout 30m $$($(GO) list ./test/... | grep -v /test/install)
 	$(STAGE) examples -- $(MAKE) --no-print-directory test-examples
