@@ -75,6 +75,18 @@ func (w *walker) value(v reflect.Value) (reflect.Value, bool) {
 // answered once per type.
 var walkableFields sync.Map // reflect.Type → []int
 
+// mayHoldNodes says whether a value of type t can hold a node: not a
+// text's bytes ([]byte), which the walk would otherwise visit one by one.
+func mayHoldNodes(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Interface, reflect.Pointer, reflect.Struct:
+		return true
+	case reflect.Slice, reflect.Array:
+		return mayHoldNodes(t.Elem())
+	}
+	return false
+}
+
 func fieldsOf(t reflect.Type) []int {
 	if known, ok := walkableFields.Load(t); ok {
 		return known.([]int)
@@ -85,8 +97,7 @@ func fieldsOf(t reflect.Type) []int {
 		if !f.IsExported() {
 			continue
 		}
-		switch f.Type.Kind() {
-		case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Struct:
+		if mayHoldNodes(f.Type) {
 			indexes = append(indexes, i)
 		}
 	}

@@ -1,0 +1,77 @@
+package configcheck
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// BenchmarkHapticCompile compiles haptic's chart config (testdata/haptic,
+// Scriggo) three ways in each iteration, and reports each against the
+// first, measured in the same run:
+//
+//   - in process, from nothing learned: one build per repaired expression
+//     (the baseline, "cold-ms");
+//   - in process, from what that compile learned ("learned-x-cold"): what
+//     a second render worker does;
+//   - in a render worker of a new pool, from nothing learned, the pool
+//     started and closed around it ("worker-x-cold"): what a config's
+//     first compile costs, confined, one core at nice 10.
+//
+//	go test ./internal/configcheck -run '^$' -bench HapticCompile -benchtime 3x
+func BenchmarkHapticCompile(b *testing.B) {
+	data, err := os.ReadFile("testdata/haptic/haproxytemplateconfig.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := &hapticv1alpha1.HAProxyTemplateConfig{}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		b.Fatal(err)
+	}
+	spec, extras, errs := fromHaptic(&cfg.Spec)
+	if len(errs) > 0 {
+		b.Fatal(errs.ToAggregate())
+	}
+	templates := render.Templates{
+		Snippets:        templateTexts(spec.TemplateSnippets),
+		HAProxyConfig:   spec.HAProxyConfig.Template,
+		Maps:            templateTexts(spec.Maps),
+		Files:           templateTexts(spec.Files),
+		SSLCertificates: templateTexts(spec.SSLCertificates),
+		PostProcessing:  extras.postProcessing,
+	}
+	var cold, learnedTime, worker time.Duration
+	for b.Loop() {
+		start := time.Now()
+		_, learned, err := render.CompileLearned(hapticDefaultEngine, templates, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cold += time.Since(start)
+
+		start = time.Now()
+		if _, _, err := render.CompileLearned(hapticDefaultEngine, templates, learned); err != nil {
+			b.Fatal(err)
+		}
+		learnedTime += time.Since(start)
+
+		start = time.Now()
+		pool, err := newRenderPool(Options{}.withDefaults())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pool.Compile(b.Context(), templates, hapticDefaultEngine); err != nil {
+			b.Fatal(err)
+		}
+		_ = pool.Close()
+		worker += time.Since(start)
+	}
+	b.ReportMetric(float64(cold.Milliseconds())/float64(b.N), "cold-ms")
+	b.ReportMetric(float64(learnedTime)/float64(cold), "learned-x-cold")
+	b.ReportMetric(float64(worker)/float64(cold), "worker-x-cold")
+}
