@@ -12,18 +12,18 @@ import (
 )
 
 // BenchmarkHapticCompile compiles haptic's chart config (testdata/haptic,
-// Scriggo) three ways in each iteration, and reports each against the
-// first, measured in the same run:
-//
-//   - in process, from nothing learned: one build per repaired expression
-//     (the baseline, "cold-ms");
-//   - in process, from what that compile learned ("learned-x-cold"): what
-//     a second render worker does;
-//   - in a render worker of a new pool, from nothing learned, the pool
-//     started and closed around it ("worker-x-cold"): what a config's
-//     first compile costs, confined, one core at nice 10.
+// Scriggo) three ways in each iteration, and reports the second and third
+// against the first, measured in the same run:
 //
 //	go test ./internal/configcheck -run '^$' -bench HapticCompile -benchtime 3x
+//
+// The first, the baseline ("cold-ms"), compiles in process from nothing
+// learned: one build per repaired expression. The second
+// ("learned-x-cold") compiles in process from what the first learned, as
+// a second render worker does. The third ("worker-x-cold") compiles in a
+// render worker of a new pool, from nothing learned, the pool started and
+// closed around it: what a config's first compile costs, confined, on one
+// core at nice 10.
 func BenchmarkHapticCompile(b *testing.B) {
 	data, err := os.ReadFile("testdata/haptic/haproxytemplateconfig.yaml")
 	if err != nil {

@@ -192,7 +192,9 @@ func TestFirstSeenIsPerRendering(t *testing.T) {
 			t.Fatalf("rendered %q and %q", out.HAProxyConfig, out.Maps["m.map"])
 		}
 	}
-	if !firstSeen(newStubEnv(), "k") || !firstSeen(newStubEnv(), "k") {
+	unscoped := newStubEnv()
+	first, again := firstSeen(unscoped, "k"), firstSeen(unscoped, "k")
+	if !first || !again {
 		t.Fatal("without a rendering scope, every call must be a first time")
 	}
 	env := &stubEnv{ctx: withRenderScope(context.Background())}
