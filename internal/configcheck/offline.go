@@ -91,7 +91,15 @@ func RunOffline(ctx context.Context, configYAML []byte, opts OfflineOptions) (su
 		return suite.Report{}, err
 	}
 	defer renders.Close()
-	checker, err := newChecker(opts.HAProxyRoot, opts.HAProxyBinary, opts.AllowLua, 0)
+	root := opts.HAProxyRoot
+	if root != "" && !filepath.IsAbs(root) {
+		// A command line's path is the shell's: relative to the working
+		// directory (the server's flag stays absolute).
+		if root, err = filepath.Abs(root); err != nil {
+			return suite.Report{}, err
+		}
+	}
+	checker, err := newChecker(root, opts.HAProxyBinary, opts.AllowLua, 0)
 	if err != nil {
 		return suite.Report{}, err
 	}

@@ -57,6 +57,9 @@ func TestOfflineRuns(t *testing.T) {
 		}, wantErr: "the config is invalid"},
 		{name: "missing haproxy", config: exampleYAML, opts: OfflineOptions{HAProxyBinary: "/nonexistent/haproxy"},
 			wantErr: "haproxy not found"},
+		// A relative root is the working directory's, as a shell means it.
+		{name: "a relative haproxy root", config: exampleYAML, opts: OfflineOptions{HAProxyRoot: "no-such-root"},
+			wantErr: filepath.Join(mustGetwd(t), "no-such-root")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,4 +157,13 @@ func TestOfflineDumpRendered(t *testing.T) {
 			t.Errorf("%s does not contain %q:\n%s", tc.path, tc.want, data)
 		}
 	}
+}
+
+func mustGetwd(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"reflect"
 	"slices"
@@ -152,7 +154,13 @@ func FuzzReleaseValues(f *testing.F) {
 		var obj map[string]any
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.UseNumber()
-		if err := dec.Decode(&obj); err != nil {
+		err := dec.Decode(&obj)
+		if err == nil {
+			if _, trailing := dec.Token(); !errors.Is(trailing, io.EOF) {
+				err = errors.New("data after the object")
+			}
+		}
+		if err != nil {
 			if resp.Allowed || resp.Result.Code != http.StatusBadRequest {
 				t.Fatalf("an undecodable release was not refused with a 400: %+v", resp.Result)
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -166,6 +167,12 @@ func (m *Module) mutateRelease(ctx context.Context, src view, req admission.Requ
 	dec.UseNumber()
 	if err := dec.Decode(&obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode HelmRelease: %w", err))
+	}
+	// One document, as the API server sends: the patch is computed
+	// against the whole of Raw, which trailing data would make invalid
+	// JSON (a 500 instead of this 400).
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return admission.Errored(http.StatusBadRequest, errors.New("decode HelmRelease: data after the object"))
 	}
 	metadata, _ := obj["metadata"].(map[string]any)
 	spec, _ := obj["spec"].(map[string]any)
