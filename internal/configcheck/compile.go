@@ -321,14 +321,7 @@ func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateC
 	if strings.TrimSpace(spec.HAProxyConfig.Template) == "" {
 		return nil, field.ErrorList{field.Required(root.Child("haproxyConfig", "template"), "the haproxy.cfg template")}
 	}
-	renderer, err := compile(render.Templates{
-		Snippets:        templateTexts(spec.TemplateSnippets),
-		HAProxyConfig:   spec.HAProxyConfig.Template,
-		Maps:            templateTexts(spec.Maps),
-		Files:           templateTexts(spec.Files),
-		SSLCertificates: templateTexts(spec.SSLCertificates),
-		PostProcessing:  postProcessing,
-	}, spec.TemplatingSettings.Engine)
+	renderer, err := compile(specTemplates(spec, postProcessing), spec.TemplatingSettings.Engine)
 	var notCompiled *renderproc.NotCompiledError
 	switch {
 	case errors.As(err, &notCompiled):
@@ -349,6 +342,18 @@ func notCompiled(errs field.ErrorList) error {
 		}
 	}
 	return nil
+}
+
+// specTemplates are spec's template sources with their post-processing.
+func specTemplates(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, postProcessing map[string][]render.PostProcessor) render.Templates {
+	return render.Templates{
+		Snippets:        templateTexts(spec.TemplateSnippets),
+		HAProxyConfig:   spec.HAProxyConfig.Template,
+		Maps:            templateTexts(spec.Maps),
+		Files:           templateTexts(spec.Files),
+		SSLCertificates: templateTexts(spec.SSLCertificates),
+		PostProcessing:  postProcessing,
+	}
 }
 
 func templateTexts(in map[string]gatehousev1alpha1.Template) map[string]string {

@@ -1,13 +1,9 @@
 package configcheck
 
 import (
-	"os"
 	"testing"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
-	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -25,26 +21,11 @@ import (
 // closed around it: what a config's first compile costs, confined, on one
 // core at nice 10.
 func BenchmarkHapticCompile(b *testing.B) {
-	data, err := os.ReadFile("testdata/haptic/haproxytemplateconfig.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg := &hapticv1alpha1.HAProxyTemplateConfig{}
-	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
-		b.Fatal(err)
-	}
-	spec, extras, errs := fromHaptic(&cfg.Spec)
+	spec, extras, errs := fromHaptic(&hapticTestdata(b).Spec)
 	if len(errs) > 0 {
 		b.Fatal(errs.ToAggregate())
 	}
-	templates := render.Templates{
-		Snippets:        templateTexts(spec.TemplateSnippets),
-		HAProxyConfig:   spec.HAProxyConfig.Template,
-		Maps:            templateTexts(spec.Maps),
-		Files:           templateTexts(spec.Files),
-		SSLCertificates: templateTexts(spec.SSLCertificates),
-		PostProcessing:  extras.postProcessing,
-	}
+	templates := specTemplates(spec, extras.postProcessing)
 	var cold, learnedTime, worker time.Duration
 	for b.Loop() {
 		start := time.Now()

@@ -14,7 +14,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 )
 
-func hapticTestdata(t *testing.T) *hapticv1alpha1.HAProxyTemplateConfig {
+func hapticTestdata(t testing.TB) *hapticv1alpha1.HAProxyTemplateConfig {
 	t.Helper()
 	data, err := os.ReadFile("testdata/haptic/haproxytemplateconfig.yaml")
 	if err != nil {
