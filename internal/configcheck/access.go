@@ -11,7 +11,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -402,11 +401,11 @@ func newAccessController(m *Module) (*accessController, error) {
 }
 
 // trigger asks for key's access to be checked.
-func (a *accessController) trigger(key types.NamespacedName) {
+func (a *accessController) trigger(key configKey) {
 	if a == nil {
 		return
 	}
-	a.triggers.Add(reconcile.Request{NamespacedName: key})
+	a.triggers.Add(key.request())
 }
 
 // namespaceChanged checks again every config whose selection may change.
@@ -423,7 +422,7 @@ const accessDeadline = 30 * time.Second
 
 func (a *accessController) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	m := a.m
-	st := m.state(req.NamespacedName)
+	st := m.state(configKeyOf(req))
 	if st == nil || st.compiled == nil {
 		return reconcile.Result{}, nil
 	}

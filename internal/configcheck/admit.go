@@ -10,14 +10,12 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -80,7 +78,7 @@ var watchedDenialReasons = []string{phaseStructure, phaseBounds, phaseRender, ph
 // nothing is denied from a stale cache (a Service created a moment ago may
 // not be in the store yet), so the server has a denial made again over the
 // API server's own lists, within the config's timeout.
-func (m *Module) watchedConfirmation(key types.NamespacedName, watched string, timeoutSeconds int32) *module.Confirmation {
+func (m *Module) watchedConfirmation(key configKey, watched string, timeoutSeconds int32) *module.Confirmation {
 	return &module.Confirmation{
 		Decide: m.confirmWatched(key, watched),
 		// The admission's own deadline (admitWatched); 0 (a margin as
@@ -90,7 +88,7 @@ func (m *Module) watchedConfirmation(key types.NamespacedName, watched string, t
 }
 
 // admitWatched returns the Admit function of one config's watched resource.
-func (m *Module) admitWatched(key types.NamespacedName, watched string) module.AdmitFunc {
+func (m *Module) admitWatched(key configKey, watched string) module.AdmitFunc {
 	return func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
 		st, w, resp := m.watchedOf(key, watched)
@@ -114,7 +112,7 @@ func (m *Module) admitWatched(key types.NamespacedName, watched string) module.A
 
 // watchedOf finds the config's state and its watched resource, or answers
 // the request when there is none to judge it by.
-func (m *Module) watchedOf(key types.NamespacedName, watched string) (*configState, *watchedSpec, admission.Response) {
+func (m *Module) watchedOf(key configKey, watched string) (*configState, *watchedSpec, admission.Response) {
 	st := m.state(key)
 	if st == nil {
 		return nil, nil, admission.Allowed("HAProxyTemplateConfig " + key.String() + " is gone")
@@ -274,7 +272,7 @@ func dryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRu
 // confirmWatched returns the confirmation of one config's watched resource:
 // the change judged again over the API server's lists, and, when it fails
 // there too, the live state without it, whose same failure admits it.
-func (m *Module) confirmWatched(key types.NamespacedName, watched string) module.ConfirmFunc {
+func (m *Module) confirmWatched(key configKey, watched string) module.ConfirmFunc {
 	return func(ctx context.Context, req admission.Request, denial admission.Response) module.Confirmed {
 		// The server's deadline is the admission's: its start is the
 		// decision's, as admission_seconds measures it.
@@ -535,9 +533,9 @@ const (
 // watched resources and of its tests' fixtures do (unverified.go).
 func (m *Module) admitConfig(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
-	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := utiljson.Unmarshal(req.Object.Raw, cfg); err != nil {
-		return module.Deny(reasonInvalidConfig, "failed to parse object: "+err.Error())
+	cfg, err := decodeRequestConfig(req)
+	if err != nil {
+		return module.Deny(reasonInvalidConfig, err.Error())
 	}
 	ctx, cancel := context.WithDeadline(ctx, start.Add(configWebhookTimeout*time.Second-m.opts.Margin))
 	defer cancel()
@@ -554,7 +552,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	if !verified {
 		party, class = unverifiedShare(req.Namespace)
 	}
-	c, errs := m.compile(fair.WithShare(ctx, party, class), &cfg.Spec)
+	c, errs := cfg.compileWith(m.compiler(fair.WithShare(ctx, party, class)))
 	if err := notCompiled(errs); err != nil {
 		return module.Undecided(err.Error())
 	}
@@ -570,7 +568,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return module.Deny(reasonInvalidConfig, err.Error())
 	}
-	key := types.NamespacedName{Namespace: req.Namespace, Name: cfg.Name}
+	key := configKey{kind: cfg.kind(), NamespacedName: types.NamespacedName{Namespace: req.Namespace, Name: cfg.GetName()}}
 	if key.Name == "" {
 		key.Name = req.Name
 	}
@@ -585,7 +583,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	// asked about by the access controller, which fills its stores only
 	// from what the author may read (access.go).
 	if changed && verified {
-		refusal, err := m.authorizeAuthor(ctx, req.UserInfo, key, c, len(cfg.Spec.SSLCertificates) > 0)
+		refusal, err := m.authorizeAuthor(ctx, req.UserInfo, key, c, cfg.publishesSecrets())
 		if err != nil {
 			return module.Undecided("configcheck: the author's permissions could not be checked in time: " + err.Error())
 		}
@@ -678,15 +676,15 @@ const unverifiedWarning = "Gatehouse cannot tell this request came from the API 
 
 // specChanged says whether req writes cfg's spec: a CREATE does, an UPDATE
 // when the spec differs from the stored one.
-func specChanged(req admission.Request, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (bool, error) {
+func specChanged(req admission.Request, cfg configObject) (bool, error) {
 	if req.Operation != admissionv1.Update {
 		return true, nil
 	}
-	old := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := utiljson.Unmarshal(req.OldObject.Raw, old); err != nil {
-		return false, errors.New("failed to parse old object: " + err.Error())
+	old, err := decodeOldConfig(req)
+	if err != nil {
+		return false, err
 	}
-	return !equality.Semantic.DeepEqual(old.Spec, cfg.Spec), nil
+	return !old.sameSpec(cfg), nil
 }
 
 // bounded cuts s to n bytes, saying so.

@@ -89,7 +89,7 @@ func TestProposal(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	key := types.NamespacedName{Namespace: "lb-system", Name: "edge"}
+	key := gatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "edge"})
 	// A Module without a host or namespace cache: namespaceLabels would
 	// panic, and must not be called for these watched resources.
 	m := &Module{}
@@ -469,7 +469,7 @@ func TestSpecChanged(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := specChanged(tc.req, cfg("global\n", nil))
+			got, err := specChanged(tc.req, gatehouseConfig{cfg("global\n", nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -478,7 +478,7 @@ func TestSpecChanged(t *testing.T) {
 			}
 		})
 	}
-	if _, err := specChanged(admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update}}, cfg("global\n", nil)); err == nil {
+	if _, err := specChanged(admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update}}, gatehouseConfig{cfg("global\n", nil)}); err == nil {
 		t.Fatal("an UPDATE without its old object was read as unchanged")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
@@ -82,9 +84,18 @@ const AuthorAnnotation = "configcheck.gatehouse.dev/author"
 // author by writing its spec anyway.
 const ClaimAnnotation = "configcheck.gatehouse.dev/claim-author"
 
-// authorPurpose names the record in its signature: no other record signed
-// by this install reads as an author record.
-const authorPurpose = "configcheck.gatehouse.dev/author/v1"
+// authorPurpose names the record in its signature, by the config's kind:
+// no other record signed by this install reads as an author record, and
+// the record of one kind's config never reads as the record of another
+// kind's config of the same namespace and name. Gatehouse's kind keeps the
+// purpose it had before haptic's kind was followed, so that its stored
+// records still verify.
+func authorPurpose(kind configKind) string {
+	if kind == gatehouseKind {
+		return "configcheck.gatehouse.dev/author/v1"
+	}
+	return "configcheck.gatehouse.dev/author/v1/" + string(kind)
+}
 
 // creationWindow is how long after a creation record is signed the API
 // server may stamp the object's creationTimestamp: every admission webhook
@@ -129,9 +140,9 @@ func (r authorRecord) claims(namespace, name string) []byte {
 	return b
 }
 
-// signAuthor signs r for the object namespace/name and encodes it.
-func signAuthor(rs module.Records, namespace, name string, r authorRecord) (string, error) {
-	r.Sig = rs.Sign(authorPurpose, r.claims(namespace, name))
+// signAuthor signs r for the config of kind namespace/name and encodes it.
+func signAuthor(rs module.Records, kind configKind, namespace, name string, r authorRecord) (string, error) {
+	r.Sig = rs.Sign(authorPurpose(kind), r.claims(namespace, name))
 	if r.Sig == "" {
 		return "", errors.New("no key to sign the author record with")
 	}
@@ -153,11 +164,11 @@ func excludedNamespace(namespace, own string) string {
 
 // verifiedAuthor reads cfg's author record as stored: the author, whether
 // it was signed with the current key, or why it is not honoured.
-func verifiedAuthor(rs module.Records, own string, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (user authenticationv1.UserInfo, current bool, refusal string) {
-	if why := excludedNamespace(cfg.Namespace, own); why != "" {
+func verifiedAuthor(rs module.Records, own string, cfg configObject) (user authenticationv1.UserInfo, current bool, refusal string) {
+	if why := excludedNamespace(cfg.GetNamespace(), own); why != "" {
 		return user, false, why
 	}
-	raw, ok := cfg.Annotations[AuthorAnnotation]
+	raw, ok := cfg.GetAnnotations()[AuthorAnnotation]
 	if !ok || raw == "" {
 		return user, false, "the config records no author (" + AuthorAnnotation + "): it was stored while Gatehouse's webhooks did not run"
 	}
@@ -165,16 +176,16 @@ func verifiedAuthor(rs module.Records, own string, cfg *gatehousev1alpha1.HAProx
 	if err := json.Unmarshal([]byte(raw), &r); err != nil || r.Sig == "" || (r.User.Username == "" && len(r.User.Groups) == 0) {
 		return user, false, "the config's author record (" + AuthorAnnotation + ") is not one this install signed (records written before Gatehouse signed them are not honoured)"
 	}
-	ok, current = rs.Verify(authorPurpose, r.claims(cfg.Namespace, cfg.Name), r.Sig)
+	ok, current = rs.Verify(authorPurpose(cfg.kind()), r.claims(cfg.GetNamespace(), cfg.GetName()), r.Sig)
 	switch {
 	case !ok:
 		return user, false, "the config's author record (" + AuthorAnnotation + ") is not one this install signed for this config"
-	case r.Generation != cfg.Generation:
-		return user, false, fmt.Sprintf("the config's author record is of generation %d, and its spec has been written since (generation %d) while Gatehouse's webhooks did not run", r.Generation, cfg.Generation)
-	case r.UID != "" && r.UID != cfg.UID:
+	case r.Generation != cfg.GetGeneration():
+		return user, false, fmt.Sprintf("the config's author record is of generation %d, and its spec has been written since (generation %d) while Gatehouse's webhooks did not run", r.Generation, cfg.GetGeneration())
+	case r.UID != "" && r.UID != cfg.GetUID():
 		return user, false, "the config's author record was signed for another object of the same name"
 	case r.UID == "":
-		created := cfg.CreationTimestamp.Time
+		created := cfg.GetCreationTimestamp().Time
 		signed := time.Unix(r.SignedAt, 0)
 		if r.Generation != 1 || signed.Before(created.Add(-creationWindow)) || signed.After(created.Add(creationSkew)) {
 			return user, false, "the config's author record was signed for the creation of another object of the same name"
@@ -188,15 +199,21 @@ func verifiedAuthor(rs module.Records, own string, cfg *gatehousev1alpha1.HAProx
 const claimHint = "; to record its author, write its spec again or, without changing it, `kubectl annotate haproxytemplateconfig NAME " + ClaimAnnotation + "=yes` as the author (Gatehouse then checks that user's rights)"
 
 // configWrites are the rules of the config's own webhooks: every
-// HAProxyTemplateConfig written.
+// HAProxyTemplateConfig written, of either kind. The API server takes a
+// rule for a resource it does not serve (haptic's, where haptic's CRD is
+// not installed), and applies it once the resource is served.
 func configWrites() []admissionregistrationv1.RuleWithOperations {
-	return []admissionregistrationv1.RuleWithOperations{{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-		Rule: admissionregistrationv1.Rule{
-			APIGroups: []string{gatehousev1alpha1.GroupVersion.Group}, APIVersions: []string{gatehousev1alpha1.GroupVersion.Version},
-			Resources: []string{"haproxytemplateconfigs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-		},
-	}}
+	var rules []admissionregistrationv1.RuleWithOperations
+	for _, gv := range []schema.GroupVersion{gatehousev1alpha1.GroupVersion, hapticv1alpha1.GroupVersion} {
+		rules = append(rules, admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{gv.Group}, APIVersions: []string{gv.Version},
+				Resources: []string{"haproxytemplateconfigs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		})
+	}
+	return rules
 }
 
 // configWebhooksLocked are the settings the author and config webhooks
@@ -226,72 +243,97 @@ func (m *Module) authorWebhook() module.Webhook {
 // admitAuthor sets the author record (wantedAuthor) and removes
 // ClaimAnnotation.
 func (m *Module) admitAuthor(_ context.Context, req admission.Request) admission.Response {
-	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := utiljson.Unmarshal(req.Object.Raw, cfg); err != nil {
-		return module.Deny(reasonInvalidConfig, "failed to parse object: "+err.Error())
+	cfg, err := decodeRequestConfig(req)
+	if err != nil {
+		return module.Deny(reasonInvalidConfig, err.Error())
 	}
-	if req.Operation == admissionv1.Create && cfg.Name == "" {
+	if req.Operation == admissionv1.Create && cfg.GetName() == "" {
 		return module.Deny(reasonInvalidConfig, "a HAProxyTemplateConfig needs metadata.name: its author record binds the name, which the API server picks for generateName only after this webhook")
 	}
 	want, err := m.wantedAuthor(req, cfg)
 	if err != nil {
 		return module.Deny(reasonInvalidConfig, err.Error())
 	}
-	_, claimed := cfg.Annotations[ClaimAnnotation]
-	if cfg.Annotations[AuthorAnnotation] == want && !claimed {
+	annotations := cfg.GetAnnotations()
+	_, claimed := annotations[ClaimAnnotation]
+	if annotations[AuthorAnnotation] == want && !claimed {
 		return admission.Allowed("")
 	}
-	delete(cfg.Annotations, ClaimAnnotation)
-	switch {
-	case want == "":
-		delete(cfg.Annotations, AuthorAnnotation)
-	case cfg.Annotations == nil:
-		cfg.Annotations = map[string]string{AuthorAnnotation: want}
-	default:
-		cfg.Annotations[AuthorAnnotation] = want
-	}
-	out, err := json.Marshal(cfg)
+	out, err := withAuthorRecord(req.Object.Raw, want)
 	if err != nil {
-		return module.Undecided("configcheck: " + err.Error())
+		return module.Deny(reasonInvalidConfig, "failed to parse object: "+err.Error())
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, out)
+}
+
+// withAuthorRecord is the object raw with record as its author annotation
+// ("" removes it) and without ClaimAnnotation, everything else as it was:
+// the object is patched as the client sent it, never through a typed
+// struct, which would drop the fields it does not know (a field of a
+// newer haptic CRD).
+func withAuthorRecord(raw []byte, record string) ([]byte, error) {
+	var obj map[string]any
+	if err := utiljson.Unmarshal(raw, &obj); err != nil {
+		return nil, err
+	}
+	metadata, _ := obj["metadata"].(map[string]any)
+	if metadata == nil {
+		metadata = map[string]any{}
+		obj["metadata"] = metadata
+	}
+	annotations, _ := metadata["annotations"].(map[string]any)
+	if annotations == nil {
+		annotations = map[string]any{}
+	}
+	delete(annotations, ClaimAnnotation)
+	if record == "" {
+		delete(annotations, AuthorAnnotation)
+	} else {
+		annotations[AuthorAnnotation] = record
+	}
+	if len(annotations) == 0 {
+		delete(metadata, "annotations")
+	} else {
+		metadata["annotations"] = annotations
+	}
+	return json.Marshal(obj)
 }
 
 // wantedAuthor is the record req's object must carry: the writer's on a
 // CREATE, a spec change or a claim; else the stored one, signed again
 // when it verifies ("" when none was stored, the stored value when it
 // does not verify: it is honoured nowhere).
-func (m *Module) wantedAuthor(req admission.Request, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (string, error) {
-	rs := m.host.Records()
+func (m *Module) wantedAuthor(req admission.Request, cfg configObject) (string, error) {
+	rs, kind := m.host.Records(), cfg.kind()
 	if req.Operation != admissionv1.Update {
-		return signAuthor(rs, cfg.Namespace, cfg.Name, authorRecord{User: req.UserInfo, Generation: 1, SignedAt: time.Now().Unix()})
+		return signAuthor(rs, kind, cfg.GetNamespace(), cfg.GetName(), authorRecord{User: req.UserInfo, Generation: 1, SignedAt: time.Now().Unix()})
 	}
 	old, changed, err := storedAndBumped(req)
 	if err != nil {
 		return "", err
 	}
 	if changed {
-		return signAuthor(rs, old.Namespace, old.Name, authorRecord{User: req.UserInfo, UID: old.UID, Generation: old.Generation + 1})
+		return signAuthor(rs, kind, old.GetNamespace(), old.GetName(), authorRecord{User: req.UserInfo, UID: old.GetUID(), Generation: old.GetGeneration() + 1})
 	}
-	if _, claimed := cfg.Annotations[ClaimAnnotation]; claimed {
-		return signAuthor(rs, old.Namespace, old.Name, authorRecord{User: req.UserInfo, UID: old.UID, Generation: old.Generation})
+	if _, claimed := cfg.GetAnnotations()[ClaimAnnotation]; claimed {
+		return signAuthor(rs, kind, old.GetNamespace(), old.GetName(), authorRecord{User: req.UserInfo, UID: old.GetUID(), Generation: old.GetGeneration()})
 	}
 	// Whoever adds a label or a finalizer (an administrator, the garbage
 	// collector) does not lend the config their rights; a config stored
 	// without a valid record keeps none.
 	user, _, refusal := verifiedAuthor(rs, m.host.Namespace(), old)
 	if refusal != "" {
-		return old.Annotations[AuthorAnnotation], nil
+		return old.GetAnnotations()[AuthorAnnotation], nil
 	}
-	return signAuthor(rs, old.Namespace, old.Name, authorRecord{User: user, UID: old.UID, Generation: old.Generation})
+	return signAuthor(rs, kind, old.GetNamespace(), old.GetName(), authorRecord{User: user, UID: old.GetUID(), Generation: old.GetGeneration()})
 }
 
 // storedAndBumped reads an UPDATE's stored object and says whether the
 // write gives it a new generation (generationBumped).
-func storedAndBumped(req admission.Request) (*gatehousev1alpha1.HAProxyTemplateConfig, bool, error) {
-	old := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := utiljson.Unmarshal(req.OldObject.Raw, old); err != nil {
-		return nil, false, errors.New("failed to parse old object: " + err.Error())
+func storedAndBumped(req admission.Request) (configObject, bool, error) {
+	old, err := decodeOldConfig(req)
+	if err != nil {
+		return nil, false, err
 	}
 	changed, err := generationBumped(req)
 	return old, changed, err
@@ -319,8 +361,8 @@ func generationBumped(req admission.Request) (bool, error) {
 // object as it will be stored: "" when it verifies and names whom the
 // author webhook records (the writer when the spec changes; on another
 // UPDATE the stored author or a claiming writer, or an unchanged record).
-func (m *Module) checkAuthorRecord(req admission.Request, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (string, error) {
-	if excludedNamespace(cfg.Namespace, m.host.Namespace()) != "" {
+func (m *Module) checkAuthorRecord(req admission.Request, cfg configObject) (string, error) {
+	if excludedNamespace(cfg.GetNamespace(), m.host.Namespace()) != "" {
 		// Never sent by the API server; a config stored there is never
 		// read whatever it carries.
 		return "", nil
@@ -334,7 +376,7 @@ func (m *Module) checkAuthorRecord(req admission.Request, cfg *gatehousev1alpha1
 			return "", err
 		}
 		if !changed {
-			if cfg.Annotations[AuthorAnnotation] == old.Annotations[AuthorAnnotation] {
+			if cfg.GetAnnotations()[AuthorAnnotation] == old.GetAnnotations()[AuthorAnnotation] {
 				return "", nil
 			}
 			if user, _, refusal := verifiedAuthor(rs, m.host.Namespace(), old); refusal == "" {
@@ -369,8 +411,8 @@ func encodeAuthor(u authenticationv1.UserInfo) string {
 // author for it. The access controller asks at every check (at least every
 // AccessRecheck), so a record is renewed long before its key goes.
 func (m *Module) keepAuthorRecordCurrent(ctx context.Context, st *configState) string {
-	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := m.configs.Get(ctx, st.key, cfg); err != nil || cfg.UID != st.uid || cfg.Generation != st.generation {
+	cfg, err := m.storedConfig(ctx, st.key)
+	if err != nil || cfg.GetUID() != st.uid || cfg.GetGeneration() != st.generation {
 		// Gone or written since: the config's reconciler builds its state
 		// again, with the record as it is then.
 		return st.noAuthor
@@ -382,9 +424,12 @@ func (m *Module) keepAuthorRecordCurrent(ctx context.Context, st *configState) s
 	// The author webhook sees an UPDATE that leaves the spec as it is and
 	// signs the stored record again itself; where it does not run, this
 	// record, Gatehouse's own, is what is stored.
-	patch := client.MergeFrom(cfg.DeepCopy())
-	cfg.Annotations[AuthorAnnotation] = record
-	if err := m.host.Client().Patch(ctx, cfg, patch); err != nil {
+	obj := cfg.object()
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	annotations := obj.GetAnnotations()
+	annotations[AuthorAnnotation] = record
+	obj.SetAnnotations(annotations)
+	if err := m.host.Client().Patch(ctx, obj, patch); err != nil {
 		logf.FromContext(ctx).Info("could not sign the config's author record again with the newest key; it is tried at the next check", "config", st.key, "error", err.Error())
 	}
 	return ""
@@ -394,12 +439,12 @@ func (m *Module) keepAuthorRecordCurrent(ctx context.Context, st *configState) s
 // refusal says why it is not honoured; record is the same record signed
 // with the newest key when it verifies with an older one ("" when it
 // needs no renewal).
-func renewedAuthorRecord(rs module.Records, own string, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (record, refusal string) {
+func renewedAuthorRecord(rs module.Records, own string, cfg configObject) (record, refusal string) {
 	user, current, refusal := verifiedAuthor(rs, own, cfg)
 	if refusal != "" || current {
 		return "", refusal
 	}
-	record, err := signAuthor(rs, cfg.Namespace, cfg.Name, authorRecord{User: user, UID: cfg.UID, Generation: cfg.Generation})
+	record, err := signAuthor(rs, cfg.kind(), cfg.GetNamespace(), cfg.GetName(), authorRecord{User: user, UID: cfg.GetUID(), Generation: cfg.GetGeneration()})
 	if err != nil {
 		return "", ""
 	}

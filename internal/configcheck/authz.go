@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -128,9 +127,10 @@ const (
 )
 
 // accessRequirements lists, in a fixed order (watched resources by name,
-// then the outputs), the rights the config's author must hold. targets maps
-// each watched name to its resolved resource. It is pure.
-func accessRequirements(key types.NamespacedName, c *compiled, targets map[string]accessTarget, certs bool) []accessRequirement {
+// then the outputs Gatehouse publishes), the rights the config's author
+// must hold. targets maps each watched name to its resolved resource. It
+// is pure.
+func accessRequirements(key configKey, c *compiled, targets map[string]accessTarget, certs bool) []accessRequirement {
 	var out []accessRequirement
 	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
 		w := c.watched[name]
@@ -170,11 +170,15 @@ func accessRequirements(key types.NamespacedName, c *compiled, targets map[strin
 			out = append(out, r)
 		}
 	}
-	outputs := []struct {
-		resource, kind, name string
-	}{{"configmaps", "ConfigMap", RenderedConfigMapName(key.Name)}}
-	if certs {
-		outputs = append(outputs, struct{ resource, kind, name string }{"secrets", "Secret", RenderedSecretName(key.Name)})
+	type output struct{ resource, kind, name string }
+	var outputs []output
+	// Gatehouse publishes its own kind's renderings, never haptic's
+	// (haptic's controller deploys them, with its own rights).
+	if key.kind == gatehouseKind {
+		outputs = append(outputs, output{"configmaps", "ConfigMap", RenderedConfigMapName(key.Name)})
+		if certs {
+			outputs = append(outputs, output{"secrets", "Secret", RenderedSecretName(key.Name)})
+		}
 	}
 	for _, o := range outputs {
 		source := "the config publishes its rendering to " + o.kind + " " + o.name
@@ -452,7 +456,7 @@ func (m *Module) selectedNamespaces(ctx context.Context, sel labels.Selector) ([
 // authorizeAuthor checks that the request's user holds the rights config
 // key (compiled as c) exercises; see the top of this file. It returns the
 // refusal, or an error when the question could not be answered in time.
-func (m *Module) authorizeAuthor(ctx context.Context, user authenticationv1.UserInfo, key types.NamespacedName, c *compiled, certs bool) (string, error) {
+func (m *Module) authorizeAuthor(ctx context.Context, user authenticationv1.UserInfo, key configKey, c *compiled, certs bool) (string, error) {
 	if user.Username == "" && len(user.Groups) == 0 {
 		// The API server always names the requester; a review without one
 		// was posted to the port by someone else, whose rights are unknown.

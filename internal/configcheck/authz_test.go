@@ -98,7 +98,7 @@ func (n *namespaceLister) list(_ context.Context, sel labels.Selector) ([]string
 	return out, nil
 }
 
-var authzKey = types.NamespacedName{Namespace: "team-a", Name: "edge"}
+var authzKey = gatehouseKey(types.NamespacedName{Namespace: "team-a", Name: "edge"})
 
 func byName(name string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": name}}

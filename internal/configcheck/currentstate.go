@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -56,7 +55,7 @@ type currentState struct {
 // RenderWorkers-1 workers at once (at least one; configChecks, held by
 // admitConfig), so a burst of config writes or dry runs leaves a render
 // worker to the watched objects' admissions.
-func (m *Module) checkCurrentState(ctx context.Context, key types.NamespacedName, c *compiled, report suite.Report) currentState {
+func (m *Module) checkCurrentState(ctx context.Context, key configKey, c *compiled, report suite.Report) currentState {
 	lists := map[watchKey][]unstructured.Unstructured{}
 	stores, empty, err := m.currentStores(ctx, c, lists)
 	if err != nil {
@@ -84,7 +83,7 @@ func (m *Module) checkCurrentState(ctx context.Context, key types.NamespacedName
 // resources selecting no object, proof a passing test asserting
 // haproxy_valid (""), and failsAlready says whether the stored config fails
 // the same way (asked last: it renders).
-func decideCurrentState(key types.NamespacedName, v verdict, empty []string, proof string, failsAlready func() bool) currentState {
+func decideCurrentState(key configKey, v verdict, empty []string, proof string, failsAlready func() bool) currentState {
 	switch {
 	case v.undecided != "":
 		return currentState{undecided: v.undecided + " (rendering the cluster's current state with this config)"}
@@ -108,7 +107,7 @@ func decideCurrentState(key types.NamespacedName, v verdict, empty []string, pro
 // firstFailureLine is the first line naming a failure: for haproxy -c and
 // the policy, their first alert or violation.
 func firstFailureLine(denial string) string {
-	w := preexistingWarnings(types.NamespacedName{}, denial)
+	w := preexistingWarnings(configKey{}, denial)
 	return strings.TrimPrefix(w[1], "the failure: ")
 }
 

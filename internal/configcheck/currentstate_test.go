@@ -10,7 +10,7 @@ import (
 )
 
 func TestDecideCurrentState(t *testing.T) {
-	key := types.NamespacedName{Namespace: "lb", Name: "edge"}
+	key := gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "edge"})
 	failure := verdict{denial: haproxyRejects + "\n[ALERT] config : parsing [haproxy.cfg:7] : 'timeout server' expects an integer\n  line 7: timeout server abc", phase: phaseHAProxy}
 	for _, tt := range []struct {
 		name  string

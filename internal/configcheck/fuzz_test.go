@@ -44,9 +44,9 @@ func configSeeds(f *testing.F) [][]byte {
 	}
 }
 
-// decodeConfig reads data as the webhook does (JSON) or, failing that, as
+// fuzzedConfig reads data as the webhook does (JSON) or, failing that, as
 // the offline CLI does (YAML).
-func decodeConfig(data []byte) (*gatehousev1alpha1.HAProxyTemplateConfig, bool) {
+func fuzzedConfig(data []byte) (*gatehousev1alpha1.HAProxyTemplateConfig, bool) {
 	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
 	if utiljson.Unmarshal(data, cfg) == nil {
 		return cfg, true
@@ -70,7 +70,7 @@ func FuzzCompileConfig(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, ok := decodeConfig(data)
+		cfg, ok := fuzzedConfig(data)
 		if !ok {
 			return
 		}

@@ -8,11 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
@@ -39,21 +37,18 @@ type initialLoad struct {
 	clock clock.PassiveClock
 	// settled says whether the config is loaded as far as it can be; gone
 	// whether it was deleted since.
-	settled func(key types.NamespacedName) (settled, gone bool)
+	settled func(key configKey) (settled, gone bool)
 
 	mu       sync.Mutex
-	keys     []types.NamespacedName // nil until the configs are listed
+	keys     []configKey // nil until the configs are listed
 	listedAt time.Time
 	done     bool
 	log      func(pending []string)
 }
 
 // listed records the configs that existed when the replica started.
-func (l *initialLoad) listed(configs []gatehousev1alpha1.HAProxyTemplateConfig) {
-	keys := make([]types.NamespacedName, 0, len(configs))
-	for i := range configs {
-		keys = append(keys, types.NamespacedName{Namespace: configs[i].Namespace, Name: configs[i].Name})
-	}
+func (l *initialLoad) listed(keys []configKey) {
+	keys = append([]configKey{}, keys...) // never nil: nil is "not listed yet"
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -105,13 +100,13 @@ func (l *initialLoad) check() error {
 // load), its author's access checked, and each watched resource's store is synced, or its kind is known
 // to be unreadable (not served, or forbidden to Gatehouse), which no wait
 // changes. gone: the config is no longer in the cache.
-func (m *Module) settledState(key types.NamespacedName) (settled, gone bool) {
-	var cfg gatehousev1alpha1.HAProxyTemplateConfig
-	if err := m.configs.Get(context.Background(), key, &cfg); err != nil {
+func (m *Module) settledState(key configKey) (settled, gone bool) {
+	cfg, err := m.storedConfig(context.Background(), key)
+	if err != nil {
 		return false, true
 	}
 	st := m.state(key)
-	if st == nil || st.uid != cfg.UID {
+	if st == nil || st.uid != cfg.GetUID() {
 		return false, false
 	}
 	if st.compiled == nil {

@@ -5,18 +5,15 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
-
-	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 )
 
-func configsNamed(names ...string) []gatehousev1alpha1.HAProxyTemplateConfig {
-	out := make([]gatehousev1alpha1.HAProxyTemplateConfig, len(names))
+func configsNamed(names ...string) []configKey {
+	out := make([]configKey, len(names))
 	for i, n := range names {
 		ns, name, _ := strings.Cut(n, "/")
-		out[i] = gatehousev1alpha1.HAProxyTemplateConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		out[i] = gatehouseKey(types.NamespacedName{Namespace: ns, Name: name})
 	}
 	return out
 }
@@ -31,7 +28,7 @@ func TestReadyOnceTheConfigsAtStartAreLoaded(t *testing.T) {
 	var logged []string
 	l := &initialLoad{
 		clock: clk,
-		settled: func(key types.NamespacedName) (bool, bool) {
+		settled: func(key configKey) (bool, bool) {
 			return state[key.String()] == "settled", state[key.String()] == "gone"
 		},
 		log: func(pending []string) { logged = pending },
@@ -66,7 +63,7 @@ func TestReadinessWaitsForAConfigThatNeverLoadsOnlySoLong(t *testing.T) {
 	var logged []string
 	l := &initialLoad{
 		clock:   clk,
-		settled: func(types.NamespacedName) (bool, bool) { return false, false },
+		settled: func(configKey) (bool, bool) { return false, false },
 		log:     func(pending []string) { logged = pending },
 	}
 	l.listed(configsNamed("tenant/broken"))
@@ -85,7 +82,7 @@ func TestReadinessWaitsForAConfigThatNeverLoadsOnlySoLong(t *testing.T) {
 
 func TestNoConfigsMeansReadyAtOnce(t *testing.T) {
 	l := &initialLoad{clock: clocktesting.NewFakePassiveClock(time.Now()),
-		settled: func(types.NamespacedName) (bool, bool) { return false, false }}
+		settled: func(configKey) (bool, bool) { return false, false }}
 	l.listed(nil)
 	if err := l.check(); err != nil {
 		t.Fatalf("no configs: %v; want ready", err)

@@ -13,14 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -53,7 +52,12 @@ const (
 // SubjectAccessReviews ask, when a config is written, whether its author
 // holds the rights the config exercises (authz.go).
 //
+// haptic's configs (haproxy-haptic.org) are read, and patched for their
+// author record's renewal only (author.go): haptic's controller owns their
+// status, and Gatehouse publishes nothing of them.
+//
 // +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=haproxy-haptic.org,resources=haproxytemplateconfigs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
@@ -169,8 +173,12 @@ type Module struct {
 
 	namespaces cache.Cache
 	configs    cache.Cache
-	watches    *watchSet
-	publisher  *publisher
+	// hapticConfigs reads haptic's kind, followed through the host: it
+	// holds configs while haptic's CRD is served (configkind.go).
+	hapticConfigs module.Kind
+	haptic        *hapticFollower
+	watches       *watchSet
+	publisher     *publisher
 	// access answers SubjectAccessReviews, shared and bounded; accessCtl
 	// checks what each config's author may have read (access.go).
 	access    *accessCache
@@ -185,9 +193,9 @@ type Module struct {
 	initialLoad *initialLoad
 
 	mu     sync.RWMutex
-	states map[types.NamespacedName]*configState
+	states map[configKey]*configState
 	// admitted holds each config's turn and pending changes (pending.go).
-	admitted map[types.NamespacedName]*admissions
+	admitted map[configKey]*admissions
 	// failOpenLogged is set once "no config asks for validation" was logged.
 	failOpenLogged bool
 }
@@ -199,7 +207,7 @@ func New(opts Options) *Module {
 	if err != nil {
 		panic(fmt.Sprintf("configcheck: RenderWorkers %d: %v", opts.RenderWorkers, err))
 	}
-	return &Module{opts: opts, states: map[types.NamespacedName]*configState{}, configChecks: checks}
+	return &Module{opts: opts, states: map[configKey]*configState{}, configChecks: checks}
 }
 
 // maxAuthorWaiting bounds the config admissions of one namespace waiting
@@ -211,7 +219,10 @@ const maxAuthorWaiting = 1
 func (m *Module) Name() string { return "configcheck" }
 
 func (m *Module) AddToScheme(s *runtime.Scheme) error {
-	return gatehousev1alpha1.AddToScheme(s)
+	if err := gatehousev1alpha1.AddToScheme(s); err != nil {
+		return err
+	}
+	return hapticv1alpha1.AddToScheme(s)
 }
 
 // Webhooks declares the config's own validation. failurePolicy Fail: a
@@ -303,6 +314,9 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 		&gatehousev1alpha1.HAProxyTemplateConfig{}: {},
 	}})
 	if err != nil {
+		return err
+	}
+	if err := m.followHapticConfigs(ctx); err != nil {
 		return err
 	}
 	namespace := &metav1.PartialObjectMetadata{}
@@ -450,10 +464,20 @@ func newRenderPool(opts Options) (*renderproc.Pool, error) {
 	return renderproc.New(renderproc.Options{Workers: opts.RenderWorkers, MemoryLimit: opts.RenderMemory})
 }
 
-// compile is compileConfig compiling and rendering in the worker pool, in
-// ctx's turn.
-func (m *Module) compile(ctx context.Context, spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) (*compiled, field.ErrorList) {
-	return compileConfig(spec, m.compiler(ctx))
+// storedConfig reads key's config from its kind's cache.
+func (m *Module) storedConfig(ctx context.Context, key configKey) (configObject, error) {
+	cfg, err := newConfigObject(key.kind)
+	if err != nil {
+		return nil, err
+	}
+	var reader client.Reader = m.configs
+	if key.kind == hapticKind {
+		reader = m.hapticConfigs
+	}
+	if err := reader.Get(ctx, key.NamespacedName, cfg.object()); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // compiler is the worker pool's Compile in ctx.

@@ -84,7 +84,7 @@ func RunOffline(ctx context.Context, configYAML []byte, opts OfflineOptions) (su
 		if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
 			return suite.Report{}, fmt.Errorf("reading the config: %w", err)
 		}
-		compileIt = func(m *Module) (*compiled, field.ErrorList) { return m.compile(ctx, &cfg.Spec) }
+		compileIt = func(m *Module) (*compiled, field.ErrorList) { return compileConfig(&cfg.Spec, m.compiler(ctx)) }
 	}
 	renders, err := newRenderPool(Options{}.withDefaults())
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 
 // Keys and names of the published rendering.
 const (
-	configKey          = "haproxy.cfg"
+	configMapConfigKey = "haproxy.cfg"
 	mapKeyPrefix       = "map."
 	fileKeyPrefix      = "file."
 	checksumAnnotation = "gatehouse.dev/checksum"
@@ -96,7 +96,7 @@ type publishedData struct {
 }
 
 func publishedOf(out render.Output) publishedData {
-	p := publishedData{configMap: map[string]string{configKey: out.HAProxyConfig}}
+	p := publishedData{configMap: map[string]string{configMapConfigKey: out.HAProxyConfig}}
 	for name, text := range out.Maps {
 		p.configMap[mapKeyPrefix+name] = text
 	}

@@ -48,7 +48,7 @@ func newPartyEnv(t *testing.T, runner haproxy.Runner) *partyEnv {
 		t.Fatal(err)
 	}
 	st := &configState{
-		key: types.NamespacedName{Namespace: "lb", Name: "shared"}, compiled: c,
+		key: gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "shared"}), compiled: c,
 		feeds:  map[string]*feed{"ingresses": {spec: w, store: store, reg: syncedRegistration{}}},
 		scoped: map[string]bool{"ingresses": false},
 	}

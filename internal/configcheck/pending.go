@@ -9,7 +9,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
@@ -155,7 +154,7 @@ func partyOf(ctx context.Context, req admission.Request) string {
 	return fmt.Sprintf("%s as user %q", party, bounded(req.UserInfo.Username, 256))
 }
 
-func configParty(key types.NamespacedName) string { return "HAProxyTemplateConfig " + key.String() }
+func configParty(key configKey) string { return "HAProxyTemplateConfig " + key.String() }
 
 func authorParty(namespace string) string {
 	return "the HAProxyTemplateConfigs of namespace " + namespace
@@ -279,11 +278,11 @@ func (a *admissions) record(watched string, op render.Operation, obj map[string]
 }
 
 // admissionsOf returns the admissions of the config key, made on first use.
-func (m *Module) admissionsOf(key types.NamespacedName) *admissions {
+func (m *Module) admissionsOf(key configKey) *admissions {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.admitted == nil {
-		m.admitted = map[types.NamespacedName]*admissions{}
+		m.admitted = map[configKey]*admissions{}
 	}
 	a, ok := m.admitted[key]
 	if !ok {
@@ -294,7 +293,7 @@ func (m *Module) admissionsOf(key types.NamespacedName) *admissions {
 }
 
 // forgetAdmissions drops a deleted config's admissions.
-func (m *Module) forgetAdmissions(key types.NamespacedName) {
+func (m *Module) forgetAdmissions(key configKey) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.admitted, key)

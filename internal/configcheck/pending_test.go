@@ -186,9 +186,9 @@ func TestPendingJudgedTogether(t *testing.T) {
 
 func TestAdmissionsTakeTurnsPerConfig(t *testing.T) {
 	m := &Module{}
-	a := m.admissionsOf(types.NamespacedName{Namespace: "lb", Name: "a"})
-	b := m.admissionsOf(types.NamespacedName{Namespace: "lb", Name: "b"})
-	if m.admissionsOf(types.NamespacedName{Namespace: "lb", Name: "a"}) != a {
+	a := m.admissionsOf(gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "a"}))
+	b := m.admissionsOf(gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "b"}))
+	if m.admissionsOf(gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "a"})) != a {
 		t.Fatal("one config has one turn")
 	}
 	verified := module.WithVerifiedCaller(context.Background())

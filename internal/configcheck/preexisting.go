@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -81,7 +79,7 @@ const failureWarningPrefix = "the failure: "
 
 // preexistingWarnings tell the person whose change was admitted what
 // fails and that their change was checked only up to it.
-func preexistingWarnings(key types.NamespacedName, denial string) []string {
+func preexistingWarnings(key configKey, denial string) []string {
 	// The first line that names the failure: for haproxy -c, its first
 	// alert.
 	first, rest, _ := strings.Cut(denial, "\n")

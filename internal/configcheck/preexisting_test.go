@@ -99,7 +99,7 @@ func TestAddsNoFailureNeverMatchesIncompleteAlerts(t *testing.T) {
 }
 
 func TestPreexistingWarnings(t *testing.T) {
-	key := types.NamespacedName{Namespace: "lb-system", Name: "edge"}
+	key := gatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "edge"})
 	for _, tc := range []struct{ denial, wantFailure string }{
 		{"Service 'api' not found (Ingress app/web, host a.example)", "the failure: Service 'api' not found (Ingress app/web, host a.example)"},
 		{"haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad\n  line 9: bad", "the failure: [ALERT] config : parsing [haproxy.cfg:9] : bad"},

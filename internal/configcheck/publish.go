@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,8 +39,8 @@ type publisher struct {
 	mu sync.Mutex
 	// good is each config's state at its last rendering that passed, and
 	// attributions its last failure's attribution (attribute.go).
-	good         map[types.NamespacedName]goodState
-	attributions map[types.NamespacedName]attribution
+	good         map[configKey]goodState
+	attributions map[configKey]attribution
 }
 
 // publishRetry is how soon a config is looked at again after an error (an
@@ -53,7 +52,7 @@ const publishRetry = time.Second
 // when it starts, one for every config: the previous leader may have left
 // a status or a rendering behind.
 func newPublisher(m *Module) (*publisher, error) {
-	p := &publisher{m: m, good: map[types.NamespacedName]goodState{}, attributions: map[types.NamespacedName]attribution{}}
+	p := &publisher{m: m, good: map[configKey]goodState{}, attributions: map[configKey]attribution{}}
 	c, err := m.host.NewController("HAProxyTemplateConfigPublisher", controller.Options{
 		Reconciler:         p,
 		NeedLeaderElection: ptr.To(true),
@@ -76,16 +75,25 @@ func newPublisher(m *Module) (*publisher, error) {
 
 // trigger asks for key to be published; it is called on every watched
 // event, so it only queues. The queue holds a key once: the events of
-// PublishDelay make one rendering.
-func (p *publisher) trigger(key types.NamespacedName) {
-	p.triggers.AddAfter(reconcile.Request{NamespacedName: key}, p.m.opts.PublishDelay)
+// PublishDelay make one rendering. Gatehouse publishes its own kind
+// alone: haptic's controller writes haptic's status and deploys its
+// renderings.
+func (p *publisher) trigger(key configKey) {
+	if key.kind != gatehouseKind {
+		return
+	}
+	p.triggers.AddAfter(key.request(), p.m.opts.PublishDelay)
 }
 
 // Reconcile publishes one config and writes its status.
 func (p *publisher) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	// Publishing what is stored is real work of the config (fair).
-	ctx = fair.WithShare(ctx, configParty(req.NamespacedName), fair.Real)
-	retry, err := p.sync(ctx, req.NamespacedName)
+	key := configKeyOf(req)
+	if key.kind != gatehouseKind {
+		return reconcile.Result{}, nil
+	}
+	ctx = fair.WithShare(ctx, configParty(key), fair.Real)
+	retry, err := p.sync(ctx, key)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -113,7 +121,7 @@ func forbiddenMessage(namespace string, err error) string {
 // sync renders, checks and publishes one config and writes its status. It
 // reports when to look again (0: at the next change; stores still loading,
 // an error, output names taken).
-func (p *publisher) sync(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
+func (p *publisher) sync(ctx context.Context, key configKey) (time.Duration, error) {
 	m := p.m
 	st := m.state(key)
 	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
@@ -124,7 +132,7 @@ func (p *publisher) sync(ctx context.Context, key types.NamespacedName) (time.Du
 		p.mu.Unlock()
 		return 0, nil
 	}
-	if err := m.configs.Get(ctx, key, cfg); err != nil {
+	if err := m.configs.Get(ctx, key.NamespacedName, cfg); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
 	if cfg.UID != st.uid || cfg.Generation != st.generation {

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -22,6 +21,7 @@ import (
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/trigger"
 )
 
 // reconciler keeps every replica's configStates in step with the configs:
@@ -30,6 +30,9 @@ import (
 type reconciler struct {
 	m          *Module
 	controller controller.Controller
+	// haptic queues haptic's configs (hapticFollower); Gatehouse's come
+	// from their cache.
+	haptic *trigger.Source[reconcile.Request]
 }
 
 // newReconciler builds the controller of the configs, fed by the module's
@@ -48,6 +51,17 @@ func newReconciler(m *Module) (*reconciler, error) {
 		&handler.TypedEnqueueRequestForObject[*gatehousev1alpha1.HAProxyTemplateConfig]{})); err != nil {
 		return nil, err
 	}
+	r.haptic = trigger.New(func() []reconcile.Request {
+		var out []reconcile.Request
+		for _, key := range m.haptic.keys(context.Background()) {
+			out = append(out, key.request())
+		}
+		return out
+	})
+	if err := c.Watch(r.haptic); err != nil {
+		return nil, err
+	}
+	m.haptic.start(func(key configKey) { r.haptic.Add(key.request()) })
 	r.controller = c
 	return r, nil
 }
@@ -68,8 +82,17 @@ func (r *reconciler) Start(ctx context.Context) error {
 		// replica waits for no config rather than never becoming ready.
 		r.controller.GetLogger().Error(err, "listing the configs at start")
 	}
-	r.m.initialLoad.listed(configs.Items)
-	if len(configs.Items) == 0 {
+	keys := make([]configKey, 0, len(configs.Items))
+	for i := range configs.Items {
+		keys = append(keys, keyOf(gatehouseConfig{&configs.Items[i]}))
+	}
+	// haptic's kind, followed during Setup, is known (and synced when
+	// served) before the replica is ready; its configs of the moment are
+	// waited for as Gatehouse's are.
+	r.m.hapticConfigs.Wait(ctx)
+	keys = append(keys, r.m.haptic.keys(ctx)...)
+	r.m.initialLoad.listed(keys)
+	if len(keys) == 0 {
 		r.m.registerWebhooks(logf.IntoContext(ctx, r.controller.GetLogger()))
 	}
 	err := r.controller.Start(ctx)
@@ -86,12 +109,12 @@ const resolveRetry = 15 * time.Second
 // Reconcile loads one config's current generation into a new state, or
 // drops the state of a config that is gone.
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	key := req.NamespacedName
+	key := configKeyOf(req)
 	log := logf.FromContext(ctx).WithValues("config", key)
 	ctx = logf.IntoContext(ctx, log)
 	m := r.m
-	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := m.configs.Get(ctx, key, cfg); err != nil {
+	cfg, err := m.storedConfig(ctx, key)
+	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, err
 		}
@@ -99,7 +122,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	old := m.state(key)
-	if old != nil && old.uid == cfg.UID && old.generation == cfg.Generation && old.record == cfg.Annotations[AuthorAnnotation] && len(old.unresolved) == 0 {
+	if old != nil && old.uid == cfg.GetUID() && old.generation == cfg.GetGeneration() && old.record == cfg.GetAnnotations()[AuthorAnnotation] && len(old.unresolved) == 0 {
 		m.publisher.trigger(key)
 		return reconcile.Result{}, nil
 	}
@@ -116,17 +139,17 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // buildState compiles cfg, runs its tests, and starts feeding its stores.
-func (m *Module) buildState(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTemplateConfig) (*configState, error) {
-	key := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
-	st := &configState{key: key, uid: cfg.UID, generation: cfg.Generation,
+func (m *Module) buildState(ctx context.Context, cfg configObject) (*configState, error) {
+	key := keyOf(cfg)
+	st := &configState{key: key, uid: cfg.GetUID(), generation: cfg.GetGeneration(),
 		feeds: map[string]*feed{}, empty: map[string]*render.MemoryStore{},
 		gvks: map[string]schema.GroupVersionKind{}, scoped: map[string]bool{},
-		certs: len(cfg.Spec.SSLCertificates) > 0}
-	st.record = cfg.Annotations[AuthorAnnotation]
+		certs: cfg.publishesSecrets()}
+	st.record = cfg.GetAnnotations()[AuthorAnnotation]
 	st.author, _, st.noAuthor = verifiedAuthor(m.host.Records(), m.host.Namespace(), cfg)
 	st.hasAuthor = st.noAuthor == ""
 	// Compiled in the config's own turn, as its tests run (fair).
-	c, errs := m.compile(fair.WithShare(ctx, configParty(key), fair.Real), &cfg.Spec)
+	c, errs := cfg.compileWith(m.compiler(fair.WithShare(ctx, configParty(key), fair.Real)))
 	if err := notCompiled(errs); err != nil {
 		// Nothing said of the templates (the workers busy, the budget
 		// spent on a loaded machine): tried again, never recorded as
@@ -196,7 +219,7 @@ func (m *Module) resolve(gvr schema.GroupVersionResource) (schema.GroupVersionKi
 // replaceState installs st (nil: the config is gone), releases the
 // previous state's feeds after the new ones hold their informers (so a
 // shared informer is not restarted), and re-registers the webhooks.
-func (m *Module) replaceState(ctx context.Context, key types.NamespacedName, st *configState) {
+func (m *Module) replaceState(ctx context.Context, key configKey, st *configState) {
 	m.mu.Lock()
 	old := m.states[key]
 	if st == nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -40,7 +39,7 @@ import (
 // the next changes are judged over that failing state (preexisting.go).
 
 // shed answers req, undecided for lack of capacity (msg says why).
-func shed(req admission.Request, key types.NamespacedName, msg string) admission.Response {
+func shed(req admission.Request, key configKey, msg string) admission.Response {
 	if req.Operation == admissionv1.Delete {
 		countUndecided("deletion-unchecked")
 		return admission.Allowed("").WithWarnings(bounded(fmt.Sprintf(
@@ -62,7 +61,7 @@ func shedConfirmation(req admission.Request, denial admission.Response, msg stri
 }
 
 // undecidedVerdict answers req, for which v reached no decision.
-func undecidedVerdict(req admission.Request, key types.NamespacedName, v verdict) admission.Response {
+func undecidedVerdict(req admission.Request, key configKey, v verdict) admission.Response {
 	if v.shed {
 		return shed(req, key, v.undecided)
 	}

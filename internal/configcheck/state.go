@@ -20,7 +20,7 @@ import (
 // watched resource fed by the shared informers. It is replaced whole when
 // the config changes.
 type configState struct {
-	key        types.NamespacedName
+	key        configKey
 	uid        types.UID
 	generation int64
 
@@ -165,7 +165,7 @@ func (st *configState) failedTests() string {
 	return st.report.Message()
 }
 
-func (m *Module) state(key types.NamespacedName) *configState {
+func (m *Module) state(key configKey) *configState {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.states[key]
@@ -176,7 +176,7 @@ func (m *Module) state(key types.NamespacedName) *configState {
 func (m *Module) allConfigRequests() []reconcile.Request {
 	var out []reconcile.Request
 	for _, st := range m.allStates() {
-		out = append(out, reconcile.Request{NamespacedName: st.key})
+		out = append(out, st.key.request())
 	}
 	return out
 }

@@ -88,7 +88,7 @@ func TestUnchangedComparesWhatTheTemplatesSee(t *testing.T) {
 }
 
 func TestWebhookNameIsValidAndDistinct(t *testing.T) {
-	key := types.NamespacedName{Namespace: "lb-system", Name: "Edge_Config"}
+	key := gatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "Edge_Config"})
 	if got, want := webhookName(key, "ingresses"), "ingresses.edge-config.lb-system.configcheck.gatehouse.dev"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
@@ -58,7 +56,7 @@ func (k keptRenderings) keep(test string, out render.Output) { k[test] = out }
 // Bounds: the renderings and checks are those of the tests (already
 // rendered) and one more rendering, within the config webhook's deadline,
 // under the share admitConfig set (unverifiedShare).
-func (m *Module) checkWithoutState(ctx context.Context, key types.NamespacedName, c *compiled, rendered keptRenderings) currentState {
+func (m *Module) checkWithoutState(ctx context.Context, key configKey, c *compiled, rendered keptRenderings) currentState {
 	proof := ""
 	for _, name := range slices.Sorted(maps.Keys(rendered)) {
 		if test, ok := c.tests[name]; !ok || negativeTest(test) {
@@ -91,7 +89,7 @@ const withoutStatePrefix = "Gatehouse cannot verify that this request came from 
 // decideWithoutState turns the verdict v on config key's rendering of
 // empty watched resources into the admission's outcome; proof names a test
 // whose fixtures render a configuration haproxy accepts ("" when none).
-func decideWithoutState(key types.NamespacedName, v verdict, proof string) currentState {
+func decideWithoutState(key configKey, v verdict, proof string) currentState {
 	switch {
 	case v.undecided != "":
 		return currentState{undecided: v.undecided + " (rendering this config over empty watched resources)"}

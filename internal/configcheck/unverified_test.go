@@ -25,7 +25,7 @@ func ingressFixture(name, line string) apiextensionsv1.JSON {
 // resources and its tests' fixtures, as admitConfig does (its tests run,
 // their renderings kept, then checkWithoutState), with the real haproxy.
 func TestCheckWithoutState(t *testing.T) {
-	key := types.NamespacedName{Namespace: "team", Name: "edge"}
+	key := gatehouseKey(types.NamespacedName{Namespace: "team", Name: "edge"})
 	// needsAnIngress fails without an Ingress, as a config routing to
 	// the first one would.
 	const needsAnIngress = `{{ if not .resources.ingresses.List }}{{ fail "no Ingress yet" }}{{ end }}`
@@ -110,7 +110,7 @@ func TestCheckWithoutState(t *testing.T) {
 }
 
 func TestDecideWithoutStateUndecided(t *testing.T) {
-	got := decideWithoutState(types.NamespacedName{Namespace: "a", Name: "b"}, verdict{undecided: "configcheck: rendering did not finish"}, "proof")
+	got := decideWithoutState(gatehouseKey(types.NamespacedName{Namespace: "a", Name: "b"}), verdict{undecided: "configcheck: rendering did not finish"}, "proof")
 	if !strings.Contains(got.undecided, "rendering did not finish") || got.denial != "" || len(got.warnings) > 0 {
 		t.Fatalf("got %+v, want undecided", got)
 	}
@@ -149,7 +149,7 @@ func TestExampleConfigIsAdmittedWithoutState(t *testing.T) {
 	if len(kept) == 0 {
 		t.Fatal("no test rendering was kept: nothing checked over fixtures")
 	}
-	got := m.checkWithoutState(ctx, types.NamespacedName{Namespace: "lb-system", Name: "edge"}, c, kept)
+	got := m.checkWithoutState(ctx, gatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "edge"}), c, kept)
 	if got.denial != "" || got.undecided != "" {
 		t.Fatalf("the example is refused: %+v", got)
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -38,7 +37,7 @@ func (st *configState) webhooks(m *Module) []module.Webhook {
 		}
 		out = append(out, module.Webhook{
 			Name: webhookName(st.key, name),
-			Path: module.RuntimePath(m.Name()) + url.PathEscape(st.key.Namespace) + "/" + url.PathEscape(st.key.Name) + "/" + url.PathEscape(name),
+			Path: webhookPath(m.Name(), st.key, name),
 			Type: module.Validating,
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
@@ -64,12 +63,25 @@ func (st *configState) webhooks(m *Module) []module.Webhook {
 
 var unqualified = regexp.MustCompile(`[^a-z0-9-]+`)
 
+// webhookPath is the path of a config's watched resource's webhook:
+// "<namespace>/<config>/<watched>" under the module's run-time path, and
+// for haptic's kind under "haproxy-haptic.org/" (one segment more: the
+// paths of the two kinds never meet).
+func webhookPath(moduleName string, key configKey, watched string) string {
+	path := module.RuntimePath(moduleName)
+	if key.kind == hapticKind {
+		path += string(hapticKind) + "/"
+	}
+	return path + url.PathEscape(key.Namespace) + "/" + url.PathEscape(key.Name) + "/" + url.PathEscape(watched)
+}
+
 // webhookName is a stable, valid webhook name for a config's watched
-// resource: "<watched>.<config>.<namespace>.configcheck.gatehouse.dev",
+// resource: "<watched>.<config>.<namespace>.configcheck.gatehouse.dev"
+// ("...<namespace>.haptic.configcheck.gatehouse.dev" for haptic's kind),
 // each part lowercased to DNS label characters. A part longer than 40
 // characters is cut and ends with a hash of the whole part, so that two long
 // names sharing a prefix never collide.
-func webhookName(key types.NamespacedName, watched string) string {
+func webhookName(key configKey, watched string) string {
 	label := func(s string) string {
 		out := strings.Trim(unqualified.ReplaceAllString(strings.ToLower(s), "-"), "-")
 		if len(out) > 40 {
@@ -81,7 +93,11 @@ func webhookName(key types.NamespacedName, watched string) string {
 		}
 		return out
 	}
-	return label(watched) + "." + label(key.Name) + "." + label(key.Namespace) + ".configcheck.gatehouse.dev"
+	suffix := ".configcheck.gatehouse.dev"
+	if key.kind == hapticKind {
+		suffix = ".haptic" + suffix
+	}
+	return label(watched) + "." + label(key.Name) + "." + label(key.Namespace) + suffix
 }
 
 // FailOpenMessage is logged when no config registers a webhook any more;

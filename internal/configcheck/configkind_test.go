@@ -1,0 +1,192 @@
+package configcheck
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+var hapticRequestKind = metav1.GroupVersionKind{Group: "haproxy-haptic.org", Version: "v1alpha1", Kind: "HAProxyTemplateConfig"}
+
+// TestConfigsOfTwoKindsNeverMeet: a Gatehouse config and a haptic config
+// of one namespace and name are two configs everywhere the module names
+// one: the state's key, the workqueues' items, fair shares, and the
+// webhooks the API server calls.
+func TestConfigsOfTwoKindsNeverMeet(t *testing.T) {
+	nn := types.NamespacedName{Namespace: "team-a", Name: "edge"}
+	ours, theirs := gatehouseKey(nn), configKey{kind: hapticKind, NamespacedName: nn}
+	if ours == theirs || ours.String() == theirs.String() || configParty(ours) == configParty(theirs) {
+		t.Fatalf("keys %v and %v meet", ours, theirs)
+	}
+	for _, k := range []configKey{ours, theirs} {
+		if got := configKeyOf(k.request()); got != k {
+			t.Errorf("%v came back from its workqueue item as %v", k, got)
+		}
+	}
+	if ours.request() != (reconcile.Request{NamespacedName: nn}) {
+		t.Errorf("Gatehouse's items changed: %v", ours.request())
+	}
+	if webhookName(ours, "ingresses") == webhookName(theirs, "ingresses") || webhookPath("configcheck", ours, "ingresses") == webhookPath("configcheck", theirs, "ingresses") {
+		t.Errorf("one webhook for both: %s %s", webhookName(theirs, "ingresses"), webhookPath("configcheck", theirs, "ingresses"))
+	}
+	// A Gatehouse config in namespace haproxy-haptic.org cannot exist (a
+	// namespace name has no dots), nor a name with a slash: no item of
+	// one kind reads as the other's.
+	if got := configKeyOf(gatehouseKey(types.NamespacedName{Namespace: "team-a", Name: "haproxy-haptic.org"}).request()); got.kind != gatehouseKind {
+		t.Errorf("a Gatehouse config named after haptic's group read as %v", got)
+	}
+}
+
+// hapticAuthorConfig is a haptic config as authorConfig makes Gatehouse's.
+func hapticAuthorConfig(ns, name string, gen int64) *hapticv1alpha1.HAProxyTemplateConfig {
+	cfg := &hapticv1alpha1.HAProxyTemplateConfig{}
+	cfg.APIVersion, cfg.Kind = hapticv1alpha1.GroupVersion.String(), "HAProxyTemplateConfig"
+	cfg.Namespace, cfg.Name, cfg.UID, cfg.Generation = ns, name, types.UID("uid-"+name), gen
+	cfg.CreationTimestamp = metav1.NewTime(time.Now().Truncate(time.Second))
+	cfg.Spec.HAProxyConfig.Template = "global\n"
+	return cfg
+}
+
+// TestAuthorRecordsDoNotCrossKinds, as an attacker who may write haptic
+// configs in a namespace where an administrator wrote a Gatehouse config
+// of the same name: the administrator's signed record, copied onto the
+// tenant's haptic config (while the webhooks do not run), is not honoured
+// there, though it binds the same namespace, name and generation.
+func TestAuthorRecordsDoNotCrossKinds(t *testing.T) {
+	m, _ := authorModule()
+	adminsConfig := admitStored(t, m, admissionv1.Create, admin, authorConfig("team-a", "edge", 0, "a"), nil)
+	adminsConfig.Generation = 1
+	if _, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), gatehouseConfig{adminsConfig}); refusal != "" {
+		t.Fatalf("the administrator's own record: %s", refusal)
+	}
+	tenants := hapticAuthorConfig("team-a", "edge", 1)
+	tenants.CreationTimestamp = adminsConfig.CreationTimestamp
+	tenants.Annotations = map[string]string{AuthorAnnotation: adminsConfig.Annotations[AuthorAnnotation]}
+	if user, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), hapticConfig{tenants}); refusal == "" {
+		t.Fatalf("a Gatehouse config's record was honoured on a haptic config: %v", user)
+	}
+
+	// The author webhook signs haptic's configs for their own kind.
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Kind: hapticRequestKind, Operation: admissionv1.Create,
+		Namespace: "team-a", Name: "edge", UserInfo: alice, Object: raw(t, hapticAuthorConfig("team-a", "edge", 0))}}
+	stored := hapticAuthorConfig("team-a", "edge", 1)
+	stored.Annotations = applyPatch(t, req.Object.Raw, m.admitAuthor(context.Background(), req)).GetAnnotations()
+	user, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), hapticConfig{stored})
+	if refusal != "" || user.Username != alice.Username {
+		t.Fatalf("haptic config's own record: %v %q", user, refusal)
+	}
+}
+
+// applyPatch applies resp's patch to raw, as the API server stores it.
+func applyPatch(t *testing.T, raw []byte, resp admission.Response) *metav1.PartialObjectMetadata {
+	t.Helper()
+	if !resp.Allowed {
+		t.Fatalf("refused: %v", resp.Result)
+	}
+	b, _ := json.Marshal(resp.Patches)
+	patch, err := jsonpatch.DecodePatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, err := patch.Apply(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &metav1.PartialObjectMetadata{}
+	if err := json.Unmarshal(patched, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestAuthorWebhookPatchesTheAnnotationAlone: a haptic config carries
+// fields Gatehouse's copy of haptic's types may not know (a newer haptic
+// CRD); the author webhook's patch touches the author annotation and
+// nothing else, so no such field is lost.
+func TestAuthorWebhookPatchesTheAnnotationAlone(t *testing.T) {
+	m, _ := authorModule()
+	object := []byte(`{"apiVersion":"haproxy-haptic.org/v1alpha1","kind":"HAProxyTemplateConfig",` +
+		`"metadata":{"namespace":"team-a","name":"edge","annotations":{"configcheck.gatehouse.dev/author":"forged","team":"a"}},` +
+		`"spec":{"haproxyConfig":{"template":"global\n"},"watchedResources":{},"futureField":{"keep":true}},"status":{"phase":"Ready"}}`)
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Kind: hapticRequestKind, Operation: admissionv1.Create,
+		Namespace: "team-a", Name: "edge", UserInfo: alice, Object: runtime.RawExtension{Raw: object}}}
+	resp := m.admitAuthor(context.Background(), req)
+	if !resp.Allowed || len(resp.Patches) != 1 || resp.Patches[0].Path != "/metadata/annotations/configcheck.gatehouse.dev~1author" || resp.Patches[0].Operation != "replace" {
+		t.Fatalf("patch %+v (%v)", resp.Patches, resp.Result)
+	}
+}
+
+// TestOnDemandStoresAreRefusedInTheCluster: haptic's store: on-demand is
+// read offline from fixtures; in a cluster there is no on-demand fetch
+// yet, so the config is refused with the reason and what to do, before
+// any template is compiled.
+func TestOnDemandStoresAreRefusedInTheCluster(t *testing.T) {
+	cfg := hapticAuthorConfig("team-a", "edge", 1)
+	cfg.Spec.WatchedResources = map[string]hapticv1alpha1.WatchedResource{
+		"secrets":   {APIVersion: "v1", Resources: "secrets", Store: "on-demand"},
+		"ingresses": {APIVersion: "networking.k8s.io/v1", Resources: "ingresses"},
+	}
+	compiledAny := false
+	_, errs := hapticConfig{cfg}.compileWith(func(render.Templates, string) (render.Renderer, error) {
+		compiledAny = true
+		return nil, nil
+	})
+	text := errs.ToAggregate().Error()
+	if compiledAny || len(errs) != 1 || !strings.Contains(text, "spec.watchedResources[secrets].store") || !strings.Contains(text, "store: full and a labelSelector") {
+		t.Fatalf("compiled: %v; errors: %s", compiledAny, text)
+	}
+	// Offline, the same config reads its fixtures (TestHapticChartTestsPassAsInHaptic).
+	if _, errs := compileHapticConfig(&cfg.Spec, inProcess); len(errs) > 0 {
+		t.Fatalf("offline: %v", errs.ToAggregate())
+	}
+}
+
+// TestRequestsOfAnUnknownKindAreRefused: a review naming a kind the
+// module does not follow (posted to the port) is refused, not read as
+// one of its kinds.
+func TestRequestsOfAnUnknownKindAreRefused(t *testing.T) {
+	m, _ := authorModule()
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "HAProxyTemplateConfig"},
+		Operation: admissionv1.Create, Namespace: "team-a", Name: "edge", UserInfo: alice, Object: raw(t, authorConfig("team-a", "edge", 0, "a"))}}
+	for name, resp := range map[string]admission.Response{"author": m.admitAuthor(context.Background(), req), "config": m.admitConfig(context.Background(), req)} {
+		if resp.Allowed || !strings.Contains(resp.Result.Message, "not a kind of config configcheck follows") {
+			t.Errorf("%s webhook: %+v", name, resp.Result)
+		}
+	}
+}
+
+// TestHapticAuthorsNeedNoPublishingRights: Gatehouse publishes nothing of
+// a haptic config, so its author is asked for the rights the config reads
+// with, never for the ConfigMap and Secret Gatehouse writes for its own
+// kind.
+func TestHapticAuthorsNeedNoPublishingRights(t *testing.T) {
+	c := &compiled{watched: map[string]*watchedSpec{}}
+	nn := types.NamespacedName{Namespace: "team-a", Name: "edge"}
+	published := func(reqs []accessRequirement) (out []string) {
+		for _, r := range reqs {
+			if r.q.resource == "configmaps" || r.q.resource == "secrets" {
+				out = append(out, r.q.verb+" "+r.q.resource)
+			}
+		}
+		return out
+	}
+	if got := published(accessRequirements(gatehouseKey(nn), c, nil, true)); len(got) != 4 {
+		t.Errorf("Gatehouse's kind: %v", got)
+	}
+	if got := published(accessRequirements(configKey{kind: hapticKind, NamespacedName: nn}, c, nil, true)); len(got) != 0 {
+		t.Errorf("haptic's kind asks for %v", got)
+	}
+}

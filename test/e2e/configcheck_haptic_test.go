@@ -1,0 +1,387 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
+	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
+)
+
+// These tests follow haptic's HAProxyTemplateConfig (haproxy-haptic.org)
+// in a cluster, as a team switching from haptic's webhook runs it: haptic's
+// own CRD (testdata of internal/configcheck, as haptic's chart installs
+// it), a config in haptic's dialect (Scriggo, haptic's filters, fail(),
+// controller-only fields Gatehouse ignores), written as a haptic user
+// writes one, and tenants writing Ingresses through kube-apiserver.
+
+// hapticTemplate renders a backend per Ingress: named by the
+// backend-name annotation (else by namespace and name), with the
+// timeout-server annotation as its server timeout; "never" stops the
+// rendering with fail(), naming the Ingress.
+const hapticTemplate = `global
+  log stdout format raw local0
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend http
+  bind :8080
+  default_backend fallback
+backend fallback
+  http-request return status 404
+{% for _, ing := range resources.ingresses.List() %}
+{% var ns = ing | dig("metadata", "namespace") | fallback("") | tostring() %}
+{% var name = ing | dig("metadata", "name") | fallback("") | tostring() %}
+{% var backend = ing | dig("metadata", "annotations", "haproxy.example/backend-name") | fallback("ing_" + ns + "_" + name) | tostring() %}
+{% var timeout = ing | dig("metadata", "annotations", "haproxy.example/timeout-server") | fallback("") | tostring() %}
+{% if timeout == "never" %}{{ fail("Ingress " + ns + "/" + name + " asks for timeout never: give it a duration, such as 30s") }}{% end %}
+backend {{ backend }}
+{% if timeout != "" %}
+  timeout server {{ timeout }}
+{% end %}
+  server s1 127.0.0.1:80
+{% end %}
+`
+
+// hapticConfig is a haptic config named name in namespace, watching the
+// Ingresses of the namespaces nsSelector selects (haptic's string form),
+// with its validation webhook, and a test that a timeout renders.
+func hapticConfig(t *testing.T, namespace, name, nsSelector string) *unstructured.Unstructured {
+	t.Helper()
+	spec := map[string]any{
+		// Controller-only fields: haptic's CRD requires them, Gatehouse
+		// reads none of them.
+		"credentialsSecretRef": map[string]any{"name": "haproxy-credentials"},
+		"podSelector":          map[string]any{"matchLabels": map[string]any{"app": "haproxy"}},
+		"watchedResources": map[string]any{"ingresses": map[string]any{
+			"apiVersion": "networking.k8s.io/v1", "resources": "ingresses", "indexBy": []any{"metadata.namespace", "metadata.name"},
+			"namespaceSelector": nsSelector, "enableValidationWebhook": true,
+		}},
+		"haproxyConfig": map[string]any{"template": hapticTemplate},
+		"validationTests": map[string]any{"timeout": map[string]any{
+			"description": "an Ingress with a timeout renders its backend",
+			"fixtures": map[string]any{"ingresses": []any{map[string]any{
+				"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+				"metadata": map[string]any{"namespace": "shop", "name": "web", "annotations": map[string]any{"haproxy.example/timeout-server": "10s"}},
+			}}},
+			"assertions": []any{
+				map[string]any{"type": "haproxy_valid"},
+				map[string]any{"type": "contains", "target": "haproxy.cfg", "pattern": "timeout server 10s"},
+			},
+		}},
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "haproxy-haptic.org/v1alpha1", "kind": "HAProxyTemplateConfig", "spec": spec}}
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	return u
+}
+
+// installHapticCRD installs haptic's CRD, as haptic's chart does, and
+// removes it when the test ends (with every haptic config).
+func installHapticCRD(t *testing.T) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "internal/configcheck/testdata/haptic/haproxy-haptic.org_haproxytemplateconfigs.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := controlPlane.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = controlPlane.Client.Delete(ctx, crd)
+		eventually(t, "haptic's CRD is gone", func() error {
+			err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+	})
+	eventually(t, "haptic's kind is served", func() error {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("haproxy-haptic.org/v1alpha1")
+		list.SetKind("HAProxyTemplateConfigList")
+		return controlPlane.Client.List(ctx, list, client.Limit(1))
+	})
+}
+
+// hapticAuthor is a user who may write haptic configs in namespace, and
+// edit it (ClusterRole edit does not cover a CRD's kind unless it is
+// aggregated; haptic's chart aggregates none).
+func hapticAuthor(t *testing.T, namespace string) (client.Client, string) {
+	t.Helper()
+	c, user := tenantClient(t, namespace)
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user + "-haptic"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"haproxy-haptic.org"}, Resources: []string{"haproxytemplateconfigs"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user + "-haptic"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := controlPlane.Client.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, user
+}
+
+// hapticTenant is a namespace in scope with a user who may edit it, and
+// that user's client, recording the warnings the API server relays.
+func hapticTenant(t *testing.T, base, scope string) (string, client.Client, *warningRecorder) {
+	t.Helper()
+	ns := namespace(t, base)
+	labelNamespace(t, ns, scope)
+	_, user := tenantClient(t, ns)
+	rec := &warningRecorder{}
+	cfg := rest.CopyConfig(controlPlane.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	cfg.WarningHandler = rec
+	c, err := client.New(cfg, client.Options{Scheme: controlPlane.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, c, rec
+}
+
+// labelNamespace puts namespace in scope.
+func labelNamespace(t *testing.T, namespace, scope string) {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, scopeLabel, scope))
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(namespace)
+	if err := controlPlane.Client.Patch(context.Background(), ns, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// timedIngress is tenantIngress with the timeout-server annotation (and
+// the backend-name one when backend is set).
+func timedIngress(namespace, name, timeout, backend string) client.Object {
+	ing := tenantIngress(namespace, name, name+".example", "")
+	ing.Annotations = map[string]string{"haproxy.example/timeout-server": timeout}
+	if backend != "" {
+		ing.Annotations["haproxy.example/backend-name"] = backend
+	}
+	return ing
+}
+
+// waitHapticWebhook waits until the haptic config's Ingress webhook judges
+// namespace's Ingresses: a dry run with an unparsable timeout is refused.
+func waitHapticWebhook(t *testing.T, c client.Client, namespace string) {
+	t.Helper()
+	eventually(t, "the haptic config's Ingress webhook is served", func() error {
+		err := c.Create(context.Background(), timedIngress(namespace, "probe", "soon", ""), client.DryRunAll)
+		if err == nil {
+			return errors.New("an Ingress with timeout server soon was admitted")
+		}
+		if !strings.Contains(err.Error(), "haproxy") {
+			return err
+		}
+		return nil
+	})
+}
+
+// TestConfigcheckFollowsHapticsKind: Gatehouse runs before haptic's CRD is
+// installed, as when a team adds Gatehouse first; once the CRD is served,
+// haptic's configs are judged as Gatehouse's own. A config is written as
+// haptic's users write it (its author record signed for haptic's kind),
+// and an Ingress that breaks its rendering is refused through
+// kube-apiserver with haproxy's words, or with the template's fail() text,
+// while a valid one is admitted. Gatehouse writes nothing of haptic's
+// (status, renderings): haptic's controller owns them. A namespaced
+// author cannot make it watch namespaces they may not read, and a store
+// the cluster cannot follow yet is refused with the reason.
+func TestConfigcheckFollowsHapticsKind(t *testing.T) {
+	startConfigcheckGatehouse(t)
+	installHapticCRD(t)
+	ctx := context.Background()
+	scope := "cc-" + randSuffix()
+	lb := namespace(t, "haptic-lb")
+	nsA, tenantA, _ := hapticTenant(t, "tenant-a", scope)
+
+	cfg := hapticConfig(t, lb, "edge", scopeLabel+"="+scope)
+	eventually(t, "the haptic config is admitted", func() error { return controlPlane.Client.Create(ctx, cfg.DeepCopy()) })
+	stored := &unstructured.Unstructured{}
+	stored.SetGroupVersionKind(cfg.GroupVersionKind())
+	if err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(cfg), stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.GetAnnotations()[configcheck.AuthorAnnotation] == "" {
+		t.Fatalf("the haptic config carries no author record: %v", stored.GetAnnotations())
+	}
+	waitHapticWebhook(t, tenantA, nsA)
+
+	t.Run("an Ingress breaking the rendering is refused, a valid one admitted", func(t *testing.T) {
+		denied(t, tenantA.Create(ctx, timedIngress(nsA, "slow", "soon", "")), "haproxy")
+		denied(t, tenantA.Create(ctx, timedIngress(nsA, "forever", "never", "")),
+			fmt.Sprintf("Ingress %s/forever asks for timeout never: give it a duration, such as 30s", nsA))
+		if err := tenantA.Create(ctx, timedIngress(nsA, "web", "10s", "")); err != nil {
+			t.Fatalf("a valid Ingress: %v", err)
+		}
+		// The stored Ingress is in the config's state: another Ingress
+		// claiming its backend's name breaks the rendering.
+		eventually(t, "the stored Ingress is judged with", func() error {
+			err := tenantA.Create(ctx, timedIngress(nsA, "web-copy", "10s", "ing_"+nsA+"_web"), client.DryRunAll)
+			if err == nil || !strings.Contains(err.Error(), "has the same name as backend") {
+				return fmt.Errorf("a second backend ing_%s_web: %v", nsA, err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("nothing of haptic's is written", func(t *testing.T) {
+		if err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(cfg), stored); err != nil {
+			t.Fatal(err)
+		}
+		if status, found := stored.Object["status"]; found {
+			t.Errorf("Gatehouse wrote the haptic config's status: %v", status)
+		}
+		cm := &unstructured.Unstructured{}
+		cm.SetAPIVersion("v1")
+		cm.SetKind("ConfigMap")
+		err := controlPlane.Client.Get(ctx, client.ObjectKey{Namespace: lb, Name: configcheck.RenderedConfigMapName("edge")}, cm)
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("a rendering of the haptic config was published: %v", err)
+		}
+	})
+
+	t.Run("a namespaced author reads no namespace they may not", func(t *testing.T) {
+		teamNS := namespace(t, "haptic-team")
+		author, _ := hapticAuthor(t, teamNS)
+		// Every namespace of the scope: tenant A's among them.
+		err := author.Create(ctx, hapticConfig(t, teamNS, "mine", scopeLabel+"="+scope))
+		denied(t, err, "spec.watchedResources[ingresses]")
+		// Their own namespace: admitted, and its record names them.
+		own := hapticConfig(t, teamNS, "own", "kubernetes.io/metadata.name="+teamNS)
+		eventually(t, "the author's config of their own namespace is admitted", func() error { return author.Create(ctx, own) })
+	})
+
+	t.Run("a store the cluster cannot follow is refused with the reason", func(t *testing.T) {
+		onDemand := hapticConfig(t, lb, "on-demand", scopeLabel+"="+scope)
+		watched := onDemand.Object["spec"].(map[string]any)["watchedResources"].(map[string]any)
+		watched["secrets"] = map[string]any{"apiVersion": "v1", "resources": "secrets", "store": "on-demand"}
+		denied(t, controlPlane.Client.Create(ctx, onDemand), "spec.watchedResources[secrets].store: Forbidden: store: on-demand is read by `gatehouse configcheck test` only")
+	})
+}
+
+// TestConfigcheckHapticTenantsAreIsolated runs the tenant-isolation cases
+// of Gatehouse's own kind (configcheck_tenants_test.go) for haptic's: two
+// tenants of one shared haptic config, each editing their own namespace.
+// Concurrent Ingresses are judged as if they met (three claiming one
+// backend name at once: exactly one admitted), and a state another
+// tenant's Ingress breaks is named to tenant B without that tenant's
+// names.
+func TestConfigcheckHapticTenantsAreIsolated(t *testing.T) {
+	installHapticCRD(t)
+	startConfigcheckGatehouse(t)
+	ctx := context.Background()
+	scope := "cc-" + randSuffix()
+	lb := namespace(t, "haptic-lb")
+	nsA, tenantA, _ := hapticTenant(t, "tenant-a", scope)
+	nsB, tenantB, warningsB := hapticTenant(t, "tenant-b", scope)
+	eventually(t, "the haptic config is admitted", func() error {
+		return controlPlane.Client.Create(ctx, hapticConfig(t, lb, "shared", scopeLabel+"="+scope))
+	})
+	waitHapticWebhook(t, tenantA, nsA)
+
+	t.Run("concurrent Ingresses are judged together", func(t *testing.T) {
+		const attempts = 3
+		errs := make([]error, attempts)
+		var start, done sync.WaitGroup
+		start.Add(1)
+		for i := range attempts {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				start.Wait()
+				errs[i] = tenantA.Create(ctx, timedIngress(nsA, fmt.Sprintf("a%d", i), "10s", "shared_name"))
+			}()
+		}
+		start.Done()
+		done.Wait()
+		admitted := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				admitted++
+			case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "has the same name as backend"):
+			default:
+				t.Fatalf("Ingress a%d: %v; want admitted, or refused for the duplicate backend", i, err)
+			}
+		}
+		if admitted != 1 {
+			t.Fatalf("%d of %d Ingresses claiming one backend name were admitted; judged together, exactly one may be", admitted, attempts)
+		}
+	})
+
+	t.Run("another tenant's failure is not shown", func(t *testing.T) {
+		// B's own failure is B's to read, whole.
+		denied(t, tenantB.Create(ctx, timedIngress(nsB, "forever", "never", "")),
+			fmt.Sprintf("Ingress %s/forever asks for timeout never", nsB))
+		// Another tenant's Ingress, stored while its namespace was not
+		// selected, then selected: the rendering fails at its fail()
+		// text, which names it.
+		hidden := namespace(t, "ledger-team")
+		if err := controlPlane.Client.Create(ctx, timedIngress(hidden, "vault-7", "never", "")); err != nil {
+			t.Fatal(err)
+		}
+		labelNamespace(t, hidden, scope)
+		var warnings string
+		eventually(t, "tenant B's Ingress is admitted over the failing state, which it is told of", func() error {
+			warningsB.mu.Lock()
+			warningsB.msgs = nil
+			warningsB.mu.Unlock()
+			name := "web-" + randSuffix()
+			if err := tenantB.Create(ctx, timedIngress(nsB, name, "10s", "")); err != nil {
+				return err
+			}
+			warningsB.mu.Lock()
+			warnings = strings.Join(warningsB.msgs, "\n")
+			warningsB.mu.Unlock()
+			if !strings.Contains(warnings, "fails without this change too") {
+				return fmt.Errorf("warnings %q do not name the failing state", warnings)
+			}
+			return nil
+		})
+		if !strings.Contains(warnings, "asks for timeout never") {
+			t.Errorf("warnings %q: want the failure, in the config's own words", warnings)
+		}
+		for _, secret := range []string{hidden, "vault-7", "ledger"} {
+			if strings.Contains(warnings, secret) {
+				t.Fatalf("tenant B's warnings quote %q of another tenant's Ingress: %q", secret, warnings)
+			}
+		}
+	})
+}
