@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck"
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
+	"github.com/gatehouse-dev/gatehouse/internal/webhookconfig"
 )
 
 // These tests follow haptic's HAProxyTemplateConfig (haproxy-haptic.org)
@@ -261,6 +263,19 @@ func TestConfigcheckFollowsHapticsKind(t *testing.T) {
 		})
 	})
 
+	t.Run("a tenant's lines meet the check policy", func(t *testing.T) {
+		// haptic's templates print annotations as they are (Scriggo shows
+		// are not escaped: haptic's snippet annotations need it), so a
+		// tenant's line breaks become directives. Reading a file outside
+		// the check's directory is refused by the policy before haproxy
+		// runs, and nothing of the file is quoted.
+		err := tenantA.Create(ctx, timedIngress(nsA, "snippet", "10s\n  errorfile 503 /etc/shadow", ""))
+		denied(t, err, "check policy")
+		if !strings.Contains(err.Error(), "errorfile") || strings.Contains(err.Error(), "root:") {
+			t.Fatalf("denial %v: want the policy naming errorfile, and nothing read", err)
+		}
+	})
+
 	t.Run("nothing of haptic's is written", func(t *testing.T) {
 		if err := controlPlane.Client.Get(ctx, client.ObjectKeyFromObject(cfg), stored); err != nil {
 			t.Fatal(err)
@@ -293,6 +308,39 @@ func TestConfigcheckFollowsHapticsKind(t *testing.T) {
 		watched := onDemand.Object["spec"].(map[string]any)["watchedResources"].(map[string]any)
 		watched["secrets"] = map[string]any{"apiVersion": "v1", "resources": "secrets", "store": "on-demand"}
 		denied(t, controlPlane.Client.Create(ctx, onDemand), "spec.watchedResources[secrets].store: Forbidden: store: on-demand is read by `gatehouse configcheck test` only")
+	})
+
+	t.Run("the kind's webhooks go with its CRD", func(t *testing.T) {
+		registered := func() bool {
+			vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := controlPlane.Client.Get(ctx, client.ObjectKey{Name: webhookconfig.ValidatingName}, vwc); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range vwc.Webhooks {
+				if w.Name == "ingresses.edge."+lb+".haptic.configcheck.gatehouse.dev" {
+					return true
+				}
+			}
+			return false
+		}
+		if !registered() {
+			t.Fatal("the haptic config's Ingress webhook is not registered under its name")
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		crd.Name = "haproxytemplateconfigs.haproxy-haptic.org"
+		if err := controlPlane.Client.Delete(ctx, crd); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "no webhook of a haptic config is registered", func() error {
+			if registered() {
+				return errors.New("the haptic config's Ingress webhook is still registered")
+			}
+			return nil
+		})
+		// Tenant A's Ingresses are judged by nothing of the config any more.
+		if err := tenantA.Create(ctx, timedIngress(nsA, "after", "soon", ""), client.DryRunAll); err != nil {
+			t.Fatalf("an Ingress after the config's kind went: %v", err)
+		}
 	})
 }
 
