@@ -100,6 +100,7 @@ func (m *Module) admitWatched(key configKey, watched string) module.AdmitFunc {
 		// Its renderings take render workers in the config's turn
 		// (fair).
 		ctx = fair.WithShare(ctx, configParty(key), classOf(ctx, req))
+		ctx = withOnDemand(ctx, st.onDemand)
 		resp, judged := m.decide(ctx, st, w, req)
 		resp = forCaller(resp, req, st.compiled, judged)
 		if !module.ClassOf(resp).IsDenial() {
@@ -309,10 +310,15 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 	}
 	defer release()
 	adm.prune(st.cachedGetter())
+	// A denial is confirmed over objects fetched now, never over what an
+	// on-demand store fetched earlier.
+	fresh := st.onDemand.uncached()
+	ctx = withOnDemand(ctx, fresh)
 	live, err := m.liveStores(ctx, st)
 	if err != nil {
 		return module.LiveDecision(module.Undecided(fmt.Sprintf("configcheck: the denial could not be confirmed against the API server in time (%v); the first check said: %s", err, bounded(denial.Result.Message, 1000)))), nil
 	}
+	fresh.addStores(live)
 	withPending, err := adm.overlay(live)
 	if err != nil {
 		return module.Upheld(module.Deny(phaseStructure, err.Error())), nil
@@ -470,8 +476,12 @@ const haproxyRejects = "haproxy -c rejects the rendered configuration:"
 func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, failedTests string) verdict {
 	data.ExtraContext = c.extraContext
 	start := time.Now()
-	out, err := c.renderer.Render(ctx, data)
+	out, err := renderFetching(ctx, c, data)
 	observePhase(phaseRender, time.Since(start))
+	var fetchErr *onDemandError
+	if errors.As(err, &fetchErr) {
+		return verdict{undecided: fetchErr.Error()}
+	}
 	if err != nil {
 		if errors.Is(err, fair.ErrFull) {
 			return verdict{undecided: "configcheck: the rendering was not started: " + err.Error() + "; try again in a moment", shed: true}
@@ -635,7 +645,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		var state currentState
 		reason := reasonCurrentState
 		if verified {
-			state = m.checkCurrentState(ctx, key, c, report)
+			state = m.checkCurrentState(ctx, key, req.UserInfo, c, report)
 		} else {
 			state, reason = m.checkWithoutState(ctx, key, c, rendered), reasonWithoutState
 		}

@@ -134,6 +134,11 @@ func accessRequirements(key configKey, c *compiled, targets map[string]accessTar
 	var out []accessRequirement
 	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
 		w := c.watched[name]
+		if w.onDemand {
+			// Nothing is listed or watched: each object is fetched only
+			// once its author may get it (ondemand.go).
+			continue
+		}
 		t := targets[name]
 		source := "spec.watchedResources[" + name + "]"
 		scope, why, narrowAdvice := scopeSelected, "", "narrow namespaceSelector"

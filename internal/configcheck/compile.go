@@ -244,13 +244,30 @@ func compileWatchedResource(path *field.Path, name string, spec gatehousev1alpha
 		errs = append(errs, field.Invalid(path.Child("fieldSelector"), spec.FieldSelector, err.Error()))
 	}
 	w.onDemand = onDemand
-	if !onDemand {
+	if onDemand {
+		errs = append(errs, validateOnDemand(path, w)...)
+	} else {
 		errs = append(errs, validateSecretsSelected(path, w)...)
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return w, nil
+}
+
+// validateOnDemand checks a watched resource of haptic's store: on-demand
+// (ondemand.go): its objects are fetched one at a time, by the namespace
+// and name a template asks for, so it is indexed by exactly those, and it
+// has no webhook (Gatehouse does not hold its objects to judge them by).
+func validateOnDemand(path *field.Path, w *watchedSpec) field.ErrorList {
+	var errs field.ErrorList
+	if !slices.Equal(w.indexBy, []string{"metadata.namespace", "metadata.name"}) {
+		errs = append(errs, field.Invalid(path.Child("indexBy"), w.indexBy, "store: on-demand fetches one object by namespace and name: indexBy must be [metadata.namespace, metadata.name]"))
+	}
+	if w.webhook {
+		errs = append(errs, field.Invalid(path.Child("enableValidationWebhook"), true, "store: on-demand holds only the objects templates asked for, so its changes cannot be judged: set enableValidationWebhook to false"))
+	}
+	return errs
 }
 
 // validateSecretsSelected refuses to watch every Secret of a cluster: a

@@ -3,8 +3,6 @@ package configcheck
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -126,31 +124,12 @@ type hapticConfig struct {
 func (c hapticConfig) kind() configKind      { return hapticKind }
 func (c hapticConfig) object() client.Object { return c.HAProxyTemplateConfig }
 func (c hapticConfig) compileWith(compile templateCompiler) (*compiled, field.ErrorList) {
-	if errs := validateClusterReadable(&c.Spec); len(errs) > 0 {
-		return nil, errs
-	}
 	return compileHapticConfig(&c.Spec, compile)
 }
 func (c hapticConfig) publishesSecrets() bool { return false }
 func (c hapticConfig) sameSpec(other configObject) bool {
 	o, ok := other.(hapticConfig)
 	return ok && equality.Semantic.DeepEqual(c.Spec, o.Spec)
-}
-
-// validateClusterReadable refuses what a cluster cannot read of a haptic
-// config yet: a watched resource of store on-demand (haptic fetches each
-// such Secret when a template asks for it; Gatehouse reads those from a
-// test's fixtures offline, and has no on-demand fetch in the cluster).
-func validateClusterReadable(spec *hapticv1alpha1.HAProxyTemplateConfigSpec) field.ErrorList {
-	var errs field.ErrorList
-	for _, name := range slices.Sorted(maps.Keys(spec.WatchedResources)) {
-		if spec.WatchedResources[name].Store == "on-demand" {
-			errs = append(errs, field.Forbidden(field.NewPath("spec", "watchedResources").Key(name).Child("store"),
-				"store: on-demand is read by `gatehouse configcheck test` only; in a cluster Gatehouse cannot follow it yet (docs/migrating.md): "+
-					"watch these objects with store: full and a labelSelector, or keep this config's validation in haptic's own webhook"))
-		}
-	}
-	return errs
 }
 
 // newConfigObject is an empty config of kind, for reading one into.

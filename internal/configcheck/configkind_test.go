@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
 var hapticRequestKind = metav1.GroupVersionKind{Group: "haproxy-haptic.org", Version: "v1alpha1", Kind: "HAProxyTemplateConfig"}
@@ -126,31 +125,6 @@ func TestAuthorWebhookPatchesTheAnnotationAlone(t *testing.T) {
 	resp := m.admitAuthor(context.Background(), req)
 	if !resp.Allowed || len(resp.Patches) != 1 || resp.Patches[0].Path != "/metadata/annotations/configcheck.gatehouse.dev~1author" || resp.Patches[0].Operation != "replace" {
 		t.Fatalf("patch %+v (%v)", resp.Patches, resp.Result)
-	}
-}
-
-// TestOnDemandStoresAreRefusedInTheCluster: haptic's store: on-demand is
-// read offline from fixtures; in a cluster there is no on-demand fetch
-// yet, so the config is refused with the reason and what to do, before
-// any template is compiled.
-func TestOnDemandStoresAreRefusedInTheCluster(t *testing.T) {
-	cfg := hapticAuthorConfig("team-a", "edge", 1)
-	cfg.Spec.WatchedResources = map[string]hapticv1alpha1.WatchedResource{
-		"secrets":   {APIVersion: "v1", Resources: "secrets", Store: "on-demand"},
-		"ingresses": {APIVersion: "networking.k8s.io/v1", Resources: "ingresses"},
-	}
-	compiledAny := false
-	_, errs := hapticConfig{cfg}.compileWith(func(render.Templates, string) (render.Renderer, error) {
-		compiledAny = true
-		return nil, nil
-	})
-	text := errs.ToAggregate().Error()
-	if compiledAny || len(errs) != 1 || !strings.Contains(text, "spec.watchedResources[secrets].store") || !strings.Contains(text, "store: full and a labelSelector") {
-		t.Fatalf("compiled: %v; errors: %s", compiledAny, text)
-	}
-	// Offline, the same config reads its fixtures (TestHapticChartTestsPassAsInHaptic).
-	if _, errs := compileHapticConfig(&cfg.Spec, inProcess); len(errs) > 0 {
-		t.Fatalf("offline: %v", errs.ToAggregate())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -55,13 +56,20 @@ type currentState struct {
 // RenderWorkers-1 workers at once (at least one; configChecks, held by
 // admitConfig), so a burst of config writes or dry runs leaves a render
 // worker to the watched objects' admissions.
-func (m *Module) checkCurrentState(ctx context.Context, key configKey, c *compiled, report suite.Report) currentState {
+func (m *Module) checkCurrentState(ctx context.Context, key configKey, author authenticationv1.UserInfo, c *compiled, report suite.Report) currentState {
 	lists := map[watchKey][]unstructured.Unstructured{}
 	stores, empty, err := m.currentStores(ctx, c, lists)
 	if err != nil {
 		return currentState{undecided: "configcheck: the cluster's current state could not be read in time to check the config's rendering: " + err.Error()}
 	}
-	v := m.judge(ctx, c, dataOf(stores), "")
+	// Its on-demand objects are fetched for its writer, who becomes its
+	// author.
+	fetched, err := newOnDemandSet(c, m.onDemandFetcher(author, true), false)
+	if err != nil {
+		return currentState{undecided: "configcheck: " + err.Error()}
+	}
+	fetched.addStores(stores)
+	v := m.judge(withOnDemand(ctx, fetched), c, dataOf(stores), "")
 	return decideCurrentState(key, v, empty, validTest(c, report), func() bool {
 		st := m.state(key)
 		if st == nil || st.compiled == nil {
@@ -73,7 +81,9 @@ func (m *Module) checkCurrentState(ctx context.Context, key configKey, c *compil
 		if err != nil {
 			return false
 		}
-		before := m.judge(ctx, st.compiled, dataOf(stored), "")
+		storedFetched := st.onDemand.uncached()
+		storedFetched.addStores(stored)
+		before := m.judge(withOnDemand(ctx, storedFetched), st.compiled, dataOf(stored), "")
 		return before.undecided == "" && addsNoFailure(v, before)
 	})
 }
@@ -141,7 +151,7 @@ func (m *Module) currentStores(ctx context.Context, c *compiled, lists map[watch
 	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
 		w := c.watched[name]
 		var objs []map[string]any
-		if gvk, scoped, err := m.resolve(w.gvr); err == nil {
+		if gvk, scoped, err := m.resolve(w.gvr); err == nil && !w.onDemand {
 			lk := watchKey{gvk: gvk, labels: w.labels.String()}
 			items, ok := lists[lk]
 			if !ok {

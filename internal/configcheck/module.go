@@ -198,6 +198,9 @@ type Module struct {
 	admitted map[configKey]*admissions
 	// failOpenLogged is set once "no config asks for validation" was logged.
 	failOpenLogged bool
+	// onDemandForbidden logs once that Gatehouse may not get an on-demand
+	// resource's objects (ondemand.go).
+	onDemandForbidden sync.Once
 }
 
 // New returns the configcheck module.

@@ -161,6 +161,11 @@ func (m *Module) buildState(ctx context.Context, cfg configObject) (*configState
 		return st, nil
 	}
 	st.compiled = c
+	onDemand, err := newOnDemandSet(c, m.onDemandFetcher(st.author, st.hasAuthor), true)
+	if err != nil {
+		return nil, err
+	}
+	st.onDemand = onDemand
 	// A stored config's tests are real work of that config (fair): they
 	// passed at its admission, run once per generation, and a config
 	// being written must not wait behind them on the one worker checks
@@ -173,6 +178,9 @@ func (m *Module) buildState(ctx context.Context, cfg configObject) (*configState
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
 		w := c.watched[name]
+		if w.onDemand {
+			continue // fetched when a rendering asks (st.onDemand)
+		}
 		gvk, scoped, err := m.resolve(w.gvr)
 		if err != nil {
 			if !meta.IsNoMatchError(err) && !errors.Is(err, errNoKind) {

@@ -40,6 +40,9 @@ type configState struct {
 	scoped map[string]bool // cluster-scoped kinds
 	// unresolved names the watched resources discovery does not know.
 	unresolved []string
+	// onDemand holds the objects of haptic's store: on-demand fetched for
+	// the config's author (ondemand.go); nil without such a resource.
+	onDemand *onDemandSet
 
 	// author is who the config reads and publishes for (author.go);
 	// hasAuthor is false when its record is missing or not honoured, and
@@ -136,6 +139,7 @@ func (st *configState) stores() map[string]render.IndexedStore {
 	for name, s := range st.empty {
 		out[name] = s
 	}
+	st.onDemand.addStores(out)
 	return out
 }
 

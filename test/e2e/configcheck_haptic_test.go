@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,6 +94,47 @@ func hapticConfig(t *testing.T, namespace, name, nsSelector string) *unstructure
 	u.SetNamespace(namespace)
 	u.SetName(name)
 	return u
+}
+
+// hapticTLSTemplate is hapticTemplate with each Ingress's TLS Secret read
+// on demand, as haptic's ssl library reads them: the tls-secret
+// annotation names it ("name" in the Ingress's namespace, or
+// "namespace/name"), and a Secret the config cannot read stops the
+// rendering.
+var hapticTLSTemplate = strings.Replace(hapticTemplate, `backend {{ backend }}
+`, `{% var tlsRef = ing | dig("metadata", "annotations", "haproxy.example/tls-secret") | fallback("") | tostring() %}
+{% if tlsRef != "" %}
+{% var tlsNs, tlsName = ns, tlsRef %}
+{% var parts = split(tlsRef, "/") %}
+{% if len(parts) == 2 %}{% tlsNs, tlsName = parts[0], parts[1] %}{% end %}
+{% if resources.secrets.GetSingle(tlsNs, tlsName) == nil %}{{ fail("TLS Secret not found: " + tlsNs + "/" + tlsName) }}{% end %}
+{% end %}
+backend {{ backend }}
+`, 1)
+
+// hapticTLSConfig is hapticConfig reading TLS Secrets on demand.
+func hapticTLSConfig(t *testing.T, namespace, name, nsSelector string) *unstructured.Unstructured {
+	t.Helper()
+	cfg := hapticConfig(t, namespace, name, nsSelector)
+	spec := cfg.Object["spec"].(map[string]any)
+	spec["haproxyConfig"] = map[string]any{"template": hapticTLSTemplate}
+	spec["watchedResources"].(map[string]any)["secrets"] = map[string]any{
+		"apiVersion": "v1", "resources": "secrets", "indexBy": []any{"metadata.namespace", "metadata.name"}, "store": "on-demand",
+	}
+	return cfg
+}
+
+// tlsIngress is an Ingress naming its TLS Secret in the tls-secret
+// annotation.
+func tlsIngress(namespace, name, secret string) client.Object {
+	ing := tenantIngress(namespace, name, name+".example", "")
+	ing.Annotations = map[string]string{"haproxy.example/tls-secret": secret}
+	return ing
+}
+
+// tlsSecret is a Secret holding value.
+func tlsSecret(namespace, name, value string) client.Object {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, StringData: map[string]string{"tls.key": value}}
 }
 
 // installHapticCRD installs haptic's CRD, as haptic's chart does, and
@@ -223,8 +265,8 @@ func waitHapticWebhook(t *testing.T, c client.Client, namespace string) {
 // kube-apiserver with haproxy's words, or with the template's fail() text,
 // while a valid one is admitted. Gatehouse writes nothing of haptic's
 // (status, renderings): haptic's controller owns them. A namespaced
-// author cannot make it watch namespaces they may not read, and a store
-// the cluster cannot follow yet is refused with the reason.
+// author cannot make it watch namespaces they may not read, and its
+// on-demand Secrets are those they may read.
 func TestConfigcheckFollowsHapticsKind(t *testing.T) {
 	startConfigcheckGatehouse(t)
 	installHapticCRD(t)
@@ -303,11 +345,43 @@ func TestConfigcheckFollowsHapticsKind(t *testing.T) {
 		eventually(t, "the author's config of their own namespace is admitted", func() error { return author.Create(ctx, own) })
 	})
 
-	t.Run("a store the cluster cannot follow is refused with the reason", func(t *testing.T) {
-		onDemand := hapticConfig(t, lb, "on-demand", scopeLabel+"="+scope)
-		watched := onDemand.Object["spec"].(map[string]any)["watchedResources"].(map[string]any)
-		watched["secrets"] = map[string]any{"apiVersion": "v1", "resources": "secrets", "store": "on-demand"}
-		denied(t, controlPlane.Client.Create(ctx, onDemand), "spec.watchedResources[secrets].store: Forbidden: store: on-demand is read by `gatehouse configcheck test` only")
+	t.Run("on-demand Secrets are fetched with the author's rights", func(t *testing.T) {
+		// A namespaced author's config reads TLS Secrets on demand, as
+		// haptic's ssl library does: "name" in the Ingress's namespace, or
+		// "namespace/name".
+		teamNS := namespace(t, "haptic-tls")
+		author, _ := hapticAuthor(t, teamNS)
+		cfg := hapticTLSConfig(t, teamNS, "tls", "kubernetes.io/metadata.name="+teamNS)
+		eventually(t, "the author's TLS config is admitted", func() error { return author.Create(ctx, cfg.DeepCopy()) })
+		waitHapticWebhook(t, author, teamNS)
+
+		denied(t, author.Create(ctx, tlsIngress(teamNS, "site", "site-tls")), fmt.Sprintf("TLS Secret not found: %s/site-tls", teamNS))
+		// Created a moment later: found at once (a Secret found absent is
+		// never remembered as absent).
+		if err := author.Create(ctx, tlsSecret(teamNS, "site-tls", "site certificate")); err != nil {
+			t.Fatal(err)
+		}
+		if err := author.Create(ctx, tlsIngress(teamNS, "site", "site-tls")); err != nil {
+			t.Fatalf("an Ingress naming an existing Secret its author may read: %v", err)
+		}
+		// Another namespace's Secret, which the config's author may not
+		// read, is absent to the config, whoever asks: nothing of it is
+		// fetched or shown.
+		if err := controlPlane.Client.Create(ctx, tlsSecret(nsA, "a-tls", "tenant-a-private-key")); err != nil {
+			t.Fatal(err)
+		}
+		err := author.Create(ctx, tlsIngress(teamNS, "borrowed", nsA+"/a-tls"))
+		denied(t, err, fmt.Sprintf("TLS Secret not found: %s/a-tls", nsA))
+		if strings.Contains(err.Error(), "tenant-a-private-key") || strings.Contains(err.Error(), "dGVuYW50") {
+			t.Fatalf("the denial shows the other namespace's Secret: %v", err)
+		}
+	})
+
+	t.Run("an on-demand store has no webhook", func(t *testing.T) {
+		cfg := hapticTLSConfig(t, lb, "tls-hook", scopeLabel+"="+scope)
+		watched := cfg.Object["spec"].(map[string]any)["watchedResources"].(map[string]any)
+		watched["secrets"].(map[string]any)["enableValidationWebhook"] = true
+		denied(t, controlPlane.Client.Create(ctx, cfg), "spec.watchedResources[secrets].enableValidationWebhook")
 	})
 
 	t.Run("the kind's webhooks go with its CRD", func(t *testing.T) {

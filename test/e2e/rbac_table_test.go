@@ -94,6 +94,7 @@ type chartVariant struct {
 	certSecret     string
 	publish        []string
 	owner, watched []string
+	onDemand       []string
 }
 
 var chartVariants = []chartVariant{
@@ -107,8 +108,9 @@ var chartVariants = []chartVariant{
 		set: []string{"certificates.mode=secret", "certificates.secret.name=my-tls", "metrics.secure=true",
 			"modules.configcheck.publishNamespaces={lb-a,lb-b}",
 			"modules.placement.ownerResources[0].apiGroup=kubevirt.io", "modules.placement.ownerResources[0].resources={virtualmachineinstances}",
-			"modules.configcheck.watchedResources[0].apiGroup=", "modules.configcheck.watchedResources[0].resources={configmaps}"},
-		publish: []string{"lb-a", "lb-b"}, owner: []string{"kubevirt.io/virtualmachineinstances"}, watched: []string{"/configmaps"}},
+			"modules.configcheck.watchedResources[0].apiGroup=", "modules.configcheck.watchedResources[0].resources={configmaps}",
+			"modules.configcheck.onDemandResources[0].apiGroup=", "modules.configcheck.onDemandResources[0].resources={secrets}"},
+		publish: []string{"lb-a", "lb-b"}, owner: []string{"kubevirt.io/virtualmachineinstances"}, watched: []string{"/configmaps"}, onDemand: []string{"/secrets"}},
 }
 
 var chartModules = []string{"configcheck", "nodegroup", "placement", "pvsafe"}
@@ -259,6 +261,8 @@ func (row rbacRow) matches(a ruleAtom, v chartVariant) bool {
 		return slices.Contains(v.owner, kind)
 	case slices.Equal(row.resources, []string{"<watchedResources>"}):
 		return slices.Contains(v.watched, kind)
+	case slices.Equal(row.resources, []string{"<onDemandResources>"}):
+		return slices.Contains(v.onDemand, kind)
 	}
 	return slices.Contains(row.groups, a.group) && slices.Contains(row.resources, a.resource)
 }

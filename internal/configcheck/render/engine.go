@@ -63,6 +63,12 @@ type Data struct {
 	// engine). Only a validation test gives them: Gatehouse never fetches
 	// from the network.
 	HTTPResources map[string]string
+	// OnDemand names the stores of haptic's store: on-demand, which hold
+	// the objects fetched so far; Missed, when set, collects the whole
+	// keys the templates asked of them and they did not hold
+	// (RecordMisses), for the caller to fetch before rendering again.
+	OnDemand map[string]bool
+	Missed   *Missed
 }
 
 // Output is one rendering. Every text ends with exactly one newline.

@@ -159,6 +159,7 @@ type goTemplateRenderer struct {
 }
 
 func (r *goTemplateRenderer) Render(ctx context.Context, data Data) (Output, error) {
+	data = RecordMisses(data)
 	texts, err := r.renderOutputs(ctx, data)
 	if err != nil {
 		return Output{}, err

@@ -40,6 +40,9 @@ func (w *worker) plan(p *Pool, r *renderer, data render.Data) (*request, func(),
 			return nil, nil, fmt.Errorf("store %q: %w", name, err)
 		}
 		req.Resources[name] = ws
+		if data.Missed != nil && data.OnDemand[name] {
+			req.OnDemand = append(req.OnDemand, name)
+		}
 	}
 	req.Snapshots = b.snapshots
 	req.DropStores = b.evict(p.storeCacheBytes)

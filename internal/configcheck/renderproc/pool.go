@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -364,6 +366,7 @@ func (p *Pool) render(ctx context.Context, r *renderer, data render.Data) (rende
 	if err != nil {
 		return render.Output{}, err
 	}
+	collectMissed(data, ans.Missed)
 	if ans.Error != nil {
 		return render.Output{}, ans.Error.error()
 	}
@@ -663,4 +666,33 @@ func (w *worker) failure(err error, memoryLimit int64, cpuLimit time.Duration) e
 		state = "it closed its output and was killed"
 	}
 	return &ProcessDiedError{State: state, Fatal: fatal}
+}
+
+// Bounds of a key the worker reports missed: a worker's answer is what a
+// config author's templates made of it, so what it names is checked here
+// before the caller fetches anything for it.
+const (
+	maxMissedKeyParts = 8
+	maxMissedKeyLen   = 512
+)
+
+// collectMissed adds the keys a worker reports missed to data.Missed: of
+// the stores data names on demand only, within render.MaxMissed (which
+// Missed keeps), each key of at most maxMissedKeyParts parts of at most
+// maxMissedKeyLen bytes.
+func collectMissed(data render.Data, missed map[string][][]string) {
+	if data.Missed == nil {
+		return
+	}
+	for _, watched := range slices.Sorted(maps.Keys(missed)) {
+		if !data.OnDemand[watched] {
+			continue
+		}
+		for _, keys := range missed[watched] {
+			if len(keys) == 0 || len(keys) > maxMissedKeyParts || slices.ContainsFunc(keys, func(k string) bool { return len(k) > maxMissedKeyLen }) {
+				continue
+			}
+			data.Missed.Add(watched, keys)
+		}
+	}
 }

@@ -134,6 +134,9 @@ type request struct {
 	// CurrentConfig and HTTPResources are render.Data's.
 	CurrentConfig string            `json:"currentConfig,omitempty"`
 	HTTPResources map[string]string `json:"httpResources,omitempty"`
+	// OnDemand names the stores whose misses the answer reports
+	// (render.Data.OnDemand, when the caller collects render.Data.Missed).
+	OnDemand []string `json:"onDemand,omitempty"`
 }
 
 // wireTemplates is render.Templates with the engine. Texts are bytes, so
@@ -276,6 +279,10 @@ type answer struct {
 	// Learned what compiling them learned.
 	Compiled bool   `json:"compiled,omitempty"`
 	Learned  []byte `json:"learned,omitempty"`
+	// Missed are the whole keys the templates asked of the request's
+	// OnDemand stores and they did not hold, with an Output or an Error
+	// alike (a template fails when an object it needs is missing).
+	Missed map[string][][]string `json:"missed,omitempty"`
 	// CPU is the worker's CPU time so far (user and system, nanoseconds),
 	// so the parent retires it before its RLIMIT_CPU could end a rendering.
 	CPU int64 `json:"cpu"`

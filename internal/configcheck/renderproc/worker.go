@@ -170,9 +170,20 @@ func (w *workerState) handle(frame []byte) (answer, error) {
 		}
 		data.Resources[name] = store
 	}
+	if len(req.OnDemand) > 0 {
+		data.OnDemand = make(map[string]bool, len(req.OnDemand))
+		for _, name := range req.OnDemand {
+			data.OnDemand[name] = true
+		}
+		// The engine's Render records into it (render.RecordMisses).
+		data.Missed = &render.Missed{}
+	}
 
 	out, err := renderRecovering(renderer, data)
 	ans := answer{}
+	if data.Missed != nil {
+		ans.Missed = data.Missed.Keys()
+	}
 	if err != nil {
 		ans.Error = toWireError(err, req.MaxOutput)
 	} else if wire := toWireOutput(out); wire.size() > req.MaxOutput {

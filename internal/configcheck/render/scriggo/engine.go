@@ -222,6 +222,7 @@ func (r *renderer) Render(ctx context.Context, data render.Data) (render.Output,
 	defer r.mu.Unlock()
 	// first_seen's memory lasts one rendering, across its outputs.
 	ctx = withRenderScope(ctx)
+	data = render.RecordMisses(data)
 	if err := r.state.reset(data); err != nil {
 		return render.Output{}, err
 	}

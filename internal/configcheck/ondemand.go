@@ -1,0 +1,316 @@
+package configcheck
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// haptic's store: on-demand (a haptic config's Secrets, in its ssl
+// library) names objects Gatehouse does not watch: haptic's controller
+// fetches one when a template asks for it by namespace and name, rather
+// than caching every Secret of the cluster. Gatehouse does the same, in
+// its own order of things: a rendering runs in a confined worker without
+// the API, so it records the keys it asked of an on-demand store that the
+// store did not hold (render.Missed); the module then fetches each, for
+// the config's author only, and renders again (onDemandRounds at most).
+//
+// Who may have what read: an object is fetched for a config only when its
+// author may get it (a SubjectAccessReview, through the shared access
+// cache); anything else, like an object that does not exist, is absent to
+// the templates (haptic's own templates then fail() with "not found"). A
+// config without a verified author has nothing fetched. Gatehouse needs
+// get on the kind (the chart's modules.configcheck.onDemandResources);
+// without it every object is absent, and the log says why once.
+//
+// Freshness: the live reads are documented ones (docs/configcheck.md),
+// bounded by their keys: an object fetched serves renderings for
+// onDemandTTL, then the next rendering that asks for it fetches it again;
+// an object found absent is asked for again at the next rendering that
+// needs it (never cached, so a Secret created a moment ago is never
+// denied for being missing). A denial's confirmation renders from an
+// uncached set: everything fetched anew.
+
+// onDemandTTL is how long a fetched object serves renderings.
+const onDemandTTL = 30 * time.Second
+
+// onDemandRounds bounds the renderings of one decision: a template that
+// asks for an object only once it has another (a CA named in a
+// certificate's Secret) needs one round per step.
+const onDemandRounds = 4
+
+// onDemandMaxBytes bounds what one config holds fetched (its JSON), the
+// oldest fetched going first.
+const onDemandMaxBytes = 8 << 20
+
+// onDemandFetch returns the object of a watched resource, as the store
+// holds it, or nil when it is absent to the config (missing, or not the
+// author's to read).
+type onDemandFetch func(ctx context.Context, w *watchedSpec, namespace, name string) (map[string]any, error)
+
+// onDemandSet is one config's on-demand stores.
+type onDemandSet struct {
+	watched map[string]*watchedSpec
+	fetch   onDemandFetch
+	// cached: objects fetched serve later renderings (onDemandTTL);
+	// without, every rendering fetches what it asks (a confirmation).
+	cached bool
+	now    func() time.Time
+
+	mu      sync.Mutex
+	stores  map[string]*render.MemoryStore
+	entries map[onDemandKey]onDemandEntry
+	bytes   int
+}
+
+type onDemandKey struct {
+	watched string
+	types.NamespacedName
+}
+
+type onDemandEntry struct {
+	fetched time.Time
+	bytes   int
+}
+
+// newOnDemandSet holds c's on-demand watched resources (nil when it has
+// none), fetched with fetch.
+func newOnDemandSet(c *compiled, fetch onDemandFetch, cached bool) (*onDemandSet, error) {
+	set := &onDemandSet{watched: map[string]*watchedSpec{}, fetch: fetch, cached: cached, now: time.Now,
+		stores: map[string]*render.MemoryStore{}, entries: map[onDemandKey]onDemandEntry{}}
+	for name, w := range c.watched {
+		if !w.onDemand {
+			continue
+		}
+		store, err := render.NewMemoryStore(w.indexer)
+		if err != nil {
+			return nil, err
+		}
+		set.watched[name], set.stores[name] = w, store
+	}
+	if len(set.watched) == 0 {
+		return nil, nil
+	}
+	return set, nil
+}
+
+// uncached is a set of the same resources with nothing fetched yet, that
+// keeps nothing: a confirmation's.
+func (s *onDemandSet) uncached() *onDemandSet {
+	if s == nil {
+		return nil
+	}
+	out := &onDemandSet{watched: s.watched, fetch: s.fetch, now: s.now,
+		stores: map[string]*render.MemoryStore{}, entries: map[onDemandKey]onDemandEntry{}}
+	for name, w := range s.watched {
+		out.stores[name], _ = render.NewMemoryStore(w.indexer) // the indexer compiled once already
+	}
+	return out
+}
+
+// addStores puts the set's stores into stores.
+func (s *onDemandSet) addStores(stores map[string]render.IndexedStore) {
+	if s == nil {
+		return
+	}
+	for name, store := range s.stores {
+		stores[name] = store
+	}
+}
+
+// expire drops what was fetched longer than onDemandTTL ago (everything,
+// for an uncached set): a rendering asking for it fetches it again.
+func (s *onDemandSet) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for key, e := range s.entries {
+		if !s.cached || now.Sub(e.fetched) >= onDemandTTL {
+			s.dropLocked(key)
+		}
+	}
+}
+
+func (s *onDemandSet) dropLocked(key onDemandKey) {
+	s.stores[key.watched].Delete(key.Namespace, key.Name)
+	s.bytes -= s.entries[key].bytes
+	delete(s.entries, key)
+}
+
+// fetchMissed fetches what a rendering missed and reports whether any
+// store changed; absent keeps the keys found absent in this decision, so
+// that a rendering asking again for them is not a reason to render again.
+func (s *onDemandSet) fetchMissed(ctx context.Context, missed map[string][][]string, absent map[onDemandKey]bool) (bool, error) {
+	changed := false
+	for _, watched := range slices.Sorted(maps.Keys(missed)) {
+		w := s.watched[watched]
+		if w == nil {
+			continue
+		}
+		for _, keys := range missed[watched] {
+			if len(keys) != 2 {
+				continue // compile requires indexBy [metadata.namespace, metadata.name]
+			}
+			key := onDemandKey{watched: watched, NamespacedName: types.NamespacedName{Namespace: keys[0], Name: keys[1]}}
+			if absent[key] {
+				continue
+			}
+			obj, err := s.fetch(ctx, w, key.Namespace, key.Name)
+			if err != nil {
+				return changed, &onDemandError{watched: watched, key: key.NamespacedName, err: err}
+			}
+			if obj == nil {
+				absent[key] = true
+				continue
+			}
+			if s.put(key, obj) {
+				changed = true
+			}
+		}
+	}
+	return changed, nil
+}
+
+// put stores obj under key, keeping the set within onDemandMaxBytes (the
+// oldest fetched go first); it reports whether obj is held.
+func (s *onDemandSet) put(key onDemandKey, obj map[string]any) bool {
+	data, err := json.Marshal(obj)
+	if err != nil || len(data) > onDemandMaxBytes {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, held := s.entries[key]; held {
+		s.dropLocked(key)
+	}
+	for s.bytes+len(data) > onDemandMaxBytes && len(s.entries) > 0 {
+		oldest := onDemandKey{}
+		var at time.Time
+		for k, e := range s.entries {
+			if at.IsZero() || e.fetched.Before(at) {
+				oldest, at = k, e.fetched
+			}
+		}
+		s.dropLocked(oldest)
+	}
+	if err := s.stores[key.watched].Upsert(obj); err != nil {
+		return false
+	}
+	s.entries[key] = onDemandEntry{fetched: s.now(), bytes: len(data)}
+	s.bytes += len(data)
+	return true
+}
+
+// onDemandError is a fetch that could not say whether an object exists
+// (the API server unreachable): the decision is undecided, never a denial
+// for a missing object.
+type onDemandError struct {
+	watched string
+	key     types.NamespacedName
+	err     error
+}
+
+func (e *onDemandError) Error() string {
+	return fmt.Sprintf("configcheck: %s %s (store: on-demand) could not be fetched: %v", e.watched, e.key, e.err)
+}
+
+func (e *onDemandError) Unwrap() error { return e.err }
+
+type onDemandContextKey struct{}
+
+// withOnDemand has renderings under ctx fetch into set.
+func withOnDemand(ctx context.Context, set *onDemandSet) context.Context {
+	if set == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, onDemandContextKey{}, set)
+}
+
+func onDemandFrom(ctx context.Context) *onDemandSet {
+	set, _ := ctx.Value(onDemandContextKey{}).(*onDemandSet)
+	return set
+}
+
+// renderFetching renders data with c, fetching what its on-demand stores missed
+// into ctx's set and rendering again, onDemandRounds at most. data's
+// on-demand stores must be the set's (addStores).
+func renderFetching(ctx context.Context, c *compiled, data render.Data) (render.Output, error) {
+	set := onDemandFrom(ctx)
+	if set == nil {
+		return c.renderer.Render(ctx, data)
+	}
+	set.expire()
+	data.OnDemand = make(map[string]bool, len(set.watched))
+	for name := range set.watched {
+		data.OnDemand[name] = true
+	}
+	absent := map[onDemandKey]bool{}
+	for round := 1; ; round++ {
+		data.Missed = &render.Missed{}
+		out, err := c.renderer.Render(ctx, data)
+		if round == onDemandRounds || ctx.Err() != nil {
+			return out, err
+		}
+		changed, ferr := set.fetchMissed(ctx, data.Missed.Keys(), absent)
+		if ferr != nil {
+			return render.Output{}, ferr
+		}
+		if !changed {
+			return out, err
+		}
+	}
+}
+
+// onDemandFetcher fetches for a config whose author is author (hasAuthor
+// false: nobody's, so nothing is fetched): after a SubjectAccessReview of
+// the author's get, a live read by Gatehouse.
+func (m *Module) onDemandFetcher(author authenticationv1.UserInfo, hasAuthor bool) onDemandFetch {
+	return func(ctx context.Context, w *watchedSpec, namespace, name string) (map[string]any, error) {
+		if !hasAuthor || namespace == "" || name == "" {
+			return nil, nil
+		}
+		gvk, _, err := m.resolve(w.gvr)
+		if err != nil {
+			return nil, nil // a kind not served holds nothing
+		}
+		may, err := m.access.reviewer(author)(ctx, accessQuestion{verb: "get", group: w.gvr.Group, resource: w.gvr.Resource, namespace: namespace, name: name})
+		if err != nil {
+			return nil, err
+		}
+		if !may {
+			return nil, nil
+		}
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(gvk)
+		err = m.host.APIReader().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case apierrors.IsForbidden(err):
+			m.onDemandForbidden.Do(func() {
+				logf.FromContext(ctx).Error(err, "configcheck: Gatehouse may not get the objects of an on-demand watched resource, so templates find none; grant get on it (the chart's modules.configcheck.onDemandResources)",
+					"resource", w.gvr.String())
+			})
+			return nil, nil
+		case err != nil:
+			return nil, err
+		}
+		if raw, err := json.Marshal(obj.Object); err != nil || w.bounds.exceeds(measureRaw(raw)) {
+			return nil, nil // as a watched store refuses it
+		}
+		return w.stored(obj.Object), nil
+	}
+}

@@ -1,0 +1,199 @@
+package configcheck
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+)
+
+// onDemandTemplate reads the certificate Secret team-a/cert, and the CA
+// Secret its data names, from an on-demand store (haptic's ssl library
+// reads a CA named by an annotation the same way): two fetches, one
+// after the other.
+const onDemandTemplate = `{% var s = resources.secrets.GetSingle("team-a", "cert") %}
+{% if s == nil %}{{ fail("TLS Secret not found: team-a/cert") }}{% end %}
+{% var caName = s | dig("data", "ca") | fallback("") | tostring() %}
+{% var ca = resources.secrets.GetSingle("team-a", caName) %}
+global
+  # cert {{ s | dig("data", "tls.crt") | fallback("") | tostring() }} ca {{ ca | dig("data", "tls.crt") | fallback("none") | tostring() }}
+`
+
+func onDemandConfig(t *testing.T, template string) *compiled {
+	t.Helper()
+	spec := &hapticv1alpha1.HAProxyTemplateConfigSpec{
+		WatchedResources: map[string]hapticv1alpha1.WatchedResource{
+			"secrets": {APIVersion: "v1", Resources: "secrets", IndexBy: []string{"metadata.namespace", "metadata.name"}, Store: "on-demand"},
+		},
+		HAProxyConfig: hapticv1alpha1.Template{Template: template},
+	}
+	c, errs := compileHapticConfig(spec, inProcess)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	return c
+}
+
+// fakeFetch serves objects by namespace/name and counts the fetches.
+type fakeFetch struct {
+	mu      sync.Mutex
+	objects map[string]map[string]any
+	calls   []string
+	err     error
+}
+
+func (f *fakeFetch) fetch(_ context.Context, _ *watchedSpec, namespace, name string) (map[string]any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, namespace+"/"+name)
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.objects[namespace+"/"+name], nil
+}
+
+func (f *fakeFetch) took() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.calls
+	f.calls = nil
+	return out
+}
+
+func secret(namespace, name string, data map[string]any) map[string]any {
+	return map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"namespace": namespace, "name": name}, "data": data}
+}
+
+// TestOnDemandObjectsAreFetchedAndRenderedAgain: a rendering that asks an
+// on-demand store for objects it does not hold is rendered again with
+// them fetched, one round per step (the CA named by the certificate's
+// Secret); a later rendering within onDemandTTL fetches nothing, and one
+// after it fetches again. An object the fetch says is absent ends the
+// rounds: the template's own failure stands, and nothing absent is
+// remembered for the next rendering (a Secret created a moment later is
+// found).
+func TestOnDemandObjectsAreFetchedAndRenderedAgain(t *testing.T) {
+	c := onDemandConfig(t, onDemandTemplate)
+	f := &fakeFetch{objects: map[string]map[string]any{
+		"team-a/cert": secret("team-a", "cert", map[string]any{"tls.crt": "CERT", "ca": "root"}),
+		"team-a/root": secret("team-a", "root", map[string]any{"tls.crt": "ROOT"}),
+	}}
+	set, err := newOnDemandSet(c, f.fetch, true)
+	if err != nil || set == nil {
+		t.Fatalf("set %v: %v", set, err)
+	}
+	now := time.Unix(1_000_000, 0)
+	set.now = func() time.Time { return now }
+	render1 := func() (render.Output, error) {
+		stores := map[string]render.IndexedStore{}
+		set.addStores(stores)
+		return renderFetching(withOnDemand(t.Context(), set), c, dataOf(stores))
+	}
+	out, err := render1()
+	if err != nil || !strings.Contains(out.HAProxyConfig, "# cert CERT ca ROOT") {
+		t.Fatalf("rendering %q: %v", out.HAProxyConfig, err)
+	}
+	if got := strings.Join(f.took(), " "); got != "team-a/cert team-a/root" {
+		t.Errorf("fetched %q, want the certificate, then its CA", got)
+	}
+	now = now.Add(onDemandTTL / 2)
+	if _, err := render1(); err != nil || len(f.took()) != 0 {
+		t.Errorf("within the TTL: %v; fetched again", err)
+	}
+	now = now.Add(onDemandTTL)
+	if _, err := render1(); err != nil || len(f.took()) != 2 {
+		t.Errorf("after the TTL: %v; want both fetched again", err)
+	}
+
+	// Absent: the template's failure stands after one fetch.
+	f.objects = map[string]map[string]any{}
+	now = now.Add(2 * onDemandTTL)
+	_, err = render1()
+	var failure *render.FailError
+	if !errors.As(err, &failure) || failure.Message != "TLS Secret not found: team-a/cert" {
+		t.Fatalf("without the Secret: %v", err)
+	}
+	if got := f.took(); len(got) != 1 {
+		t.Errorf("fetched %v for one absent Secret", got)
+	}
+	// Created a moment later: found at the next rendering.
+	f.objects["team-a/cert"] = secret("team-a", "cert", map[string]any{"tls.crt": "NEW"})
+	if out, err := render1(); err != nil || !strings.Contains(out.HAProxyConfig, "# cert NEW ca none") {
+		t.Fatalf("after the Secret was created: %q %v", out.HAProxyConfig, err)
+	}
+}
+
+// TestOnDemandFetchErrorsLeaveTheDecisionUndecided: an API server that
+// cannot answer whether a Secret exists never turns into a denial for a
+// missing Secret.
+func TestOnDemandFetchErrorsLeaveTheDecisionUndecided(t *testing.T) {
+	c := onDemandConfig(t, onDemandTemplate)
+	f := &fakeFetch{err: errors.New("connection refused")}
+	set, err := newOnDemandSet(c, f.fetch, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := map[string]render.IndexedStore{}
+	set.addStores(stores)
+	m := &Module{}
+	v := m.judge(withOnDemand(t.Context(), set), c, dataOf(stores), "")
+	if v.denial != "" || !strings.Contains(v.undecided, "could not be fetched: connection refused") {
+		t.Fatalf("verdict %+v, want undecided", v)
+	}
+}
+
+// TestOnDemandIsBoundedInBytes: a config's fetched objects stay within
+// onDemandMaxBytes, the oldest fetched dropped first.
+func TestOnDemandIsBoundedInBytes(t *testing.T) {
+	c := onDemandConfig(t, onDemandTemplate)
+	set, _ := newOnDemandSet(c, nil, true)
+	now := time.Unix(1_000_000, 0)
+	set.now = func() time.Time { now = now.Add(time.Second); return now }
+	big := strings.Repeat("x", onDemandMaxBytes/3)
+	for _, name := range []string{"a", "b", "c", "d"} {
+		if !set.put(onDemandKey{watched: "secrets", NamespacedName: nn("team-a", name)}, secret("team-a", name, map[string]any{"v": big})) {
+			t.Fatalf("%s not held", name)
+		}
+	}
+	if set.bytes > onDemandMaxBytes {
+		t.Fatalf("%d bytes held", set.bytes)
+	}
+	if obj, _ := set.stores["secrets"].GetSingle("team-a", "a"); obj != nil {
+		t.Error("the oldest was kept")
+	}
+	if obj, _ := set.stores["secrets"].GetSingle("team-a", "d"); obj == nil {
+		t.Error("the newest was dropped")
+	}
+	if set.put(onDemandKey{watched: "secrets", NamespacedName: nn("team-a", "huge")}, secret("team-a", "huge", map[string]any{"v": strings.Repeat("x", onDemandMaxBytes)})) {
+		t.Error("an object larger than the bound was held")
+	}
+}
+
+// TestOnDemandWatchesAreIndexedByNameAndHaveNoWebhook: an on-demand store
+// fetches by namespace and name, and holds too little to judge changes by.
+func TestOnDemandWatchesAreIndexedByNameAndHaveNoWebhook(t *testing.T) {
+	spec := &hapticv1alpha1.HAProxyTemplateConfigSpec{
+		WatchedResources: map[string]hapticv1alpha1.WatchedResource{
+			"secrets": {APIVersion: "v1", Resources: "secrets", IndexBy: []string{"metadata.labels.team"}, Store: "on-demand", EnableValidationWebhook: true},
+		},
+		HAProxyConfig: hapticv1alpha1.Template{Template: "global\n"},
+	}
+	_, errs := compileHapticConfig(spec, inProcess)
+	text := errs.ToAggregate().Error()
+	for _, want := range []string{"spec.watchedResources[secrets].indexBy", "spec.watchedResources[secrets].enableValidationWebhook"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("errors %q lack %q", text, want)
+		}
+	}
+}
+
+func nn(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: name}
+}
