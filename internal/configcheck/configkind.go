@@ -46,13 +46,27 @@ func gatehouseKey(nn types.NamespacedName) configKey {
 	return configKey{kind: gatehouseKind, NamespacedName: nn}
 }
 
-// String is namespace/name for Gatehouse's kind, prefixed by the group
-// for haptic's: what logs, readiness and fair shares name.
+// String is namespace/name for Gatehouse's kind, followed by the group
+// for haptic's: what logs, readiness, fair shares and messages name.
 func (k configKey) String() string {
 	if k.kind == hapticKind {
-		return string(hapticKind) + ":" + k.NamespacedName.String()
+		return k.NamespacedName.String() + " (" + string(hapticKind) + ")"
 	}
 	return k.NamespacedName.String()
+}
+
+// untilFixed says what a rendering that fails holds back until cond: a
+// Gatehouse config publishes nothing (its condition Published says so,
+// when withCondition); a haptic config's rendering is haptic's
+// controller's to deploy, which it does not while it fails.
+func (k configKey) untilFixed(cond string, withCondition bool) string {
+	if k.kind == hapticKind {
+		return "haptic's controller does not deploy its rendering until " + cond
+	}
+	if withCondition {
+		return "nothing is published until " + cond + " (condition Published)"
+	}
+	return "nothing is published until " + cond
 }
 
 // MarshalLog is String for logr: the embedded NamespacedName's own would

@@ -164,3 +164,24 @@ func TestHapticAuthorsNeedNoPublishingRights(t *testing.T) {
 		t.Errorf("haptic's kind asks for %v", got)
 	}
 }
+
+// TestMessagesNameTheKind: what a haptic config's tenants and author read
+// names the config with its group, and says what a failing rendering
+// holds back there (haptic's controller's deployment), not Gatehouse's
+// publishing, which haptic's kind does not have.
+func TestMessagesNameTheKind(t *testing.T) {
+	nn := types.NamespacedName{Namespace: "lb", Name: "edge"}
+	haptic := configKey{kind: hapticKind, NamespacedName: nn}
+	for _, text := range []string{
+		preexistingWarnings(haptic, "rendering failed: x")[0],
+		decideCurrentState(haptic, verdict{denial: "x"}, []string{"ingresses"}, "t", nil).warnings[0],
+		decideWithoutState(haptic, verdict{denial: "x"}, "t").warnings[0],
+	} {
+		if !strings.Contains(text, "HAProxyTemplateConfig lb/edge (haproxy-haptic.org)") || !strings.Contains(text, "haptic's controller does not deploy") || strings.Contains(text, "Published") {
+			t.Errorf("%q", text)
+		}
+	}
+	if text := preexistingWarnings(gatehouseKey(nn), "rendering failed: x")[0]; !strings.Contains(text, "HAProxyTemplateConfig lb/edge fails") || !strings.Contains(text, "nothing is published") {
+		t.Errorf("Gatehouse's kind: %q", text)
+	}
+}

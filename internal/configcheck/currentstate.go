@@ -101,7 +101,7 @@ func decideCurrentState(key configKey, v verdict, empty []string, proof string, 
 		return currentState{}
 	case len(empty) > 0 && proof != "":
 		return currentState{warnings: []string{
-			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render the cluster's current state yet, so nothing is published until it does (condition Published): %s", key, firstFailureLine(v.denial)), 250),
+			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render the cluster's current state yet, so %s: %s", key, key.untilFixed("it does", true), firstFailureLine(v.denial)), 250),
 			bounded(fmt.Sprintf("admitted because watched resource %s selects no object yet and test %q renders a configuration haproxy -c accepts from its fixtures", strings.Join(empty, ", "), proof), 250),
 		}}
 	case failsAlready():

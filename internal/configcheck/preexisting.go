@@ -88,7 +88,7 @@ func preexistingWarnings(key configKey, denial string) []string {
 	}
 	return []string{
 		bounded(fmt.Sprintf("HAProxyTemplateConfig %s fails without this change too, so the change was admitted, checked only up to that failure; "+
-			"nothing is published until it is fixed", key), 250),
+			"%s", key, key.untilFixed("it is fixed", false)), 250),
 		bounded(failureWarningPrefix+first, 250),
 	}
 }

@@ -97,7 +97,7 @@ func decideWithoutState(key configKey, v verdict, proof string) currentState {
 		return currentState{}
 	case proof != "":
 		return currentState{warnings: []string{
-			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render without watched objects, so nothing is published until the cluster holds what it needs (condition Published): %s", key, firstFailureLine(v.denial)), 250),
+			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render without watched objects, so %s: %s", key, key.untilFixed("the cluster holds what it needs", true), firstFailureLine(v.denial)), 250),
 			bounded(fmt.Sprintf("admitted because test %q renders a configuration haproxy -c accepts from its fixtures", proof), 250),
 		}}
 	}
