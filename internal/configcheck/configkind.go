@@ -69,9 +69,19 @@ func (k configKey) untilFixed(cond string, withCondition bool) string {
 	return "nothing is published until " + cond
 }
 
-// MarshalLog is String for logr: the embedded NamespacedName's own would
-// drop the kind.
-func (k configKey) MarshalLog() any { return k.String() }
+// MarshalLog is the embedded NamespacedName's form for Gatehouse's kind
+// (as logged before haptic's kind was followed), with the group for
+// haptic's: the NamespacedName's own would drop the kind.
+func (k configKey) MarshalLog() any {
+	if k.kind == hapticKind {
+		return struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+			Group     string `json:"group"`
+		}{k.Name, k.Namespace, string(k.kind)}
+	}
+	return k.NamespacedName.MarshalLog()
+}
 
 // request is k as a controller's workqueue item. A haptic config's name
 // carries its group before a slash, which no object's name holds, so that

@@ -185,3 +185,16 @@ func TestMessagesNameTheKind(t *testing.T) {
 		t.Errorf("Gatehouse's kind: %q", text)
 	}
 }
+
+// TestKeysLogAsBefore: Gatehouse's configs are logged as before haptic's
+// kind was followed (log queries keep working); haptic's carry their group.
+func TestKeysLogAsBefore(t *testing.T) {
+	nn := types.NamespacedName{Namespace: "lb", Name: "edge"}
+	if got, want := gatehouseKey(nn).MarshalLog(), nn.MarshalLog(); got != want {
+		t.Errorf("Gatehouse's kind logs as %v, want %v", got, want)
+	}
+	b, _ := json.Marshal(configKey{kind: hapticKind, NamespacedName: nn}.MarshalLog())
+	if string(b) != `{"name":"edge","namespace":"lb","group":"haproxy-haptic.org"}` {
+		t.Errorf("haptic's kind logs as %s", b)
+	}
+}

@@ -92,7 +92,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(HAProxyChecks, phaseSeconds, phaseOutcomes, undecided, admissionSeconds, configs, published, confinement)
+	ctrlmetrics.Registry.MustRegister(HAProxyChecks, phaseSeconds, phaseOutcomes, undecided, admissionSeconds, configs, published, confinement, hapticConfigs)
 }
 
 func countCheck(v haproxy.Verdict) {
@@ -123,6 +123,46 @@ func observeAdmission(watched string, resp admission.Response, d time.Duration) 
 		decision = "denied"
 	}
 	admissionSeconds.WithLabelValues(watched, decision).Observe(d.Seconds())
+}
+
+// hapticConfigs counts haptic's configs by validity
+// (GatehouseConfigcheckHapticConfigNotValid): they carry no status of
+// Gatehouse's to count them by, so each replica counts what it loaded.
+var hapticConfigs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "gatehouse_configcheck_haptic_configs",
+	Help: "haptic's HAProxyTemplateConfigs (haproxy-haptic.org) this replica follows, by validity: valid (they compile and their tests pass), spec-invalid (they do not compile: their watched resources are not validated), tests-failed (changes are admitted with the failed tests as warnings), tests-not-run.",
+}, []string{"validity"})
+
+// The validities of hapticConfigs.
+var hapticValidities = []string{"valid", "spec-invalid", "tests-failed", "tests-not-run"}
+
+// validityOf is a loaded config's validity, as setValidity writes it into
+// Gatehouse's kind's Valid condition.
+func validityOf(st *configState) string {
+	switch {
+	case st.compiled == nil:
+		return "spec-invalid"
+	case st.invalid != "":
+		return "tests-not-run"
+	case st.failedTests() != "":
+		return "tests-failed"
+	}
+	return "valid"
+}
+
+// countHapticConfigs sets hapticConfigs from the states loaded, every
+// validity present (0 when none is), so that the alert has a series to
+// read from the start.
+func (m *Module) countHapticConfigs() {
+	counts := make(map[string]int, len(hapticValidities))
+	for _, st := range m.allStates() {
+		if st.key.kind == hapticKind {
+			counts[validityOf(st)]++
+		}
+	}
+	for _, v := range hapticValidities {
+		hapticConfigs.WithLabelValues(v).Set(float64(counts[v]))
+	}
 }
 
 // countedReasons are the conditions configs counts and the reasons

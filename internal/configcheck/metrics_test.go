@@ -6,8 +6,11 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func withConditions(conditions ...metav1.Condition) gatehousev1alpha1.HAProxyTemplateConfig {
@@ -43,5 +46,37 @@ func TestConfigsAreCountedByConditionWithBoundedReasons(t *testing.T) {
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("counts:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestHapticConfigsAreCountedByValidity: haptic's configs have no status
+// of Gatehouse's, so the gauge counts the states loaded, as Gatehouse's
+// kind's Valid condition would say, and every validity has a series.
+func TestHapticConfigsAreCountedByValidity(t *testing.T) {
+	m := &Module{states: map[configKey]*configState{}}
+	failing := suite.Report{Total: 2, Failed: 1}
+	passing := suite.Report{Total: 2}
+	for name, st := range map[string]*configState{
+		"broken": {invalid: "does not compile"},
+		"failed": {compiled: &compiled{}, report: &failing},
+		"unrun":  {compiled: &compiled{}, invalid: "the embedded tests could not run"},
+		"fine":   {compiled: &compiled{}, report: &passing},
+		"fine2":  {compiled: &compiled{}, report: &passing},
+	} {
+		st.key = configKey{kind: hapticKind, NamespacedName: types.NamespacedName{Namespace: "lb", Name: name}}
+		m.states[st.key] = st
+	}
+	ours := gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "fine"})
+	m.states[ours] = &configState{key: ours, invalid: "not counted here"}
+	m.countHapticConfigs()
+	for validity, want := range map[string]float64{"valid": 2, "spec-invalid": 1, "tests-failed": 1, "tests-not-run": 1} {
+		if got := testutil.ToFloat64(hapticConfigs.WithLabelValues(validity)); got != want {
+			t.Errorf("%s: %v, want %v", validity, got, want)
+		}
+	}
+	m.states = map[configKey]*configState{}
+	m.countHapticConfigs()
+	if got := testutil.CollectAndCount(hapticConfigs); got != len(hapticValidities) {
+		t.Errorf("%d series without configs, want one per validity", got)
 	}
 }

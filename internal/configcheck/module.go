@@ -344,6 +344,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 	if err := followConfigStates(ctx, m.configs); err != nil {
 		return err
 	}
+	m.countHapticConfigs()
 	if m.publisher, err = newPublisher(m); err != nil {
 		return err
 	}

@@ -242,6 +242,9 @@ func (m *Module) replaceState(ctx context.Context, key configKey, st *configStat
 	if st == nil {
 		m.forgetAdmissions(key)
 	}
+	if key.kind == hapticKind {
+		m.countHapticConfigs()
+	}
 	m.registerWebhooks(ctx)
 	if st != nil {
 		m.accessCtl.trigger(key)

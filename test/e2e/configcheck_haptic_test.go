@@ -422,9 +422,11 @@ func TestConfigcheckFollowsHapticsKind(t *testing.T) {
 // of Gatehouse's own kind (configcheck_tenants_test.go) for haptic's: two
 // tenants of one shared haptic config, each editing their own namespace.
 // Concurrent Ingresses are judged as if they met (three claiming one
-// backend name at once: exactly one admitted), and a state another
-// tenant's Ingress breaks is named to tenant B without that tenant's
-// names.
+// backend name at once: exactly one admitted); a failing state another
+// tenant's Ingresses brought in blocks nobody (tenant B admitted and
+// told, a change adding a failure still refused, deletes that remove
+// the failure admitted); and a state another tenant's Ingress breaks is
+// named to tenant B without that tenant's names.
 func TestConfigcheckHapticTenantsAreIsolated(t *testing.T) {
 	installHapticCRD(t)
 	startConfigcheckGatehouse(t)
@@ -466,6 +468,59 @@ func TestConfigcheckHapticTenantsAreIsolated(t *testing.T) {
 		if admitted != 1 {
 			t.Fatalf("%d of %d Ingresses claiming one backend name were admitted; judged together, exactly one may be", admitted, attempts)
 		}
+	})
+
+	t.Run("a failing state blocks nobody", func(t *testing.T) {
+		// Tenant C's three Ingresses claim one backend name, stored
+		// before their namespace was selected; once it is, the rendering
+		// fails for everyone.
+		nsC := namespace(t, "tenant-c")
+		tenantC, _ := tenantClient(t, nsC)
+		for i := range 3 {
+			if err := tenantC.Create(ctx, timedIngress(nsC, fmt.Sprintf("c%d", i), "10s", "claimed")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		labelNamespace(t, nsC, scope)
+		eventually(t, "tenant B is admitted over the failing state, and told", func() error {
+			warningsB.mu.Lock()
+			warningsB.msgs = nil
+			warningsB.mu.Unlock()
+			if err := tenantB.Create(ctx, timedIngress(nsB, "b-"+randSuffix(), "10s", "")); err != nil {
+				return err
+			}
+			warningsB.mu.Lock()
+			defer warningsB.mu.Unlock()
+			if !strings.Contains(strings.Join(warningsB.msgs, "\n"), "fails without this change too") {
+				return fmt.Errorf("warnings %q: the failing state is not loaded yet", warningsB.msgs)
+			}
+			return nil
+		})
+		// A change adding a failure of its own is still refused.
+		denied(t, tenantB.Create(ctx, timedIngress(nsB, "b-slow", "soon", "")), "haproxy")
+		// Deletes that remove the problem are admitted: tenant C's own,
+		// and the administrator's.
+		if err := tenantC.Delete(ctx, timedIngress(nsC, "c0", "", "")); err != nil {
+			t.Fatalf("tenant C deletes its own Ingress: %v", err)
+		}
+		if err := controlPlane.Client.Delete(ctx, timedIngress(nsC, "c1", "", "")); err != nil {
+			t.Fatalf("the administrator deletes the offending Ingress: %v", err)
+		}
+		// One Ingress of the name is left: the state passes again.
+		eventually(t, "tenant B is admitted without warnings once the state passes", func() error {
+			warningsB.mu.Lock()
+			warningsB.msgs = nil
+			warningsB.mu.Unlock()
+			if err := tenantB.Create(ctx, timedIngress(nsB, "b-"+randSuffix(), "10s", "")); err != nil {
+				return err
+			}
+			warningsB.mu.Lock()
+			defer warningsB.mu.Unlock()
+			if len(warningsB.msgs) > 0 {
+				return fmt.Errorf("warnings %q", warningsB.msgs)
+			}
+			return nil
+		})
 	})
 
 	t.Run("another tenant's failure is not shown", func(t *testing.T) {
