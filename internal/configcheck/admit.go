@@ -19,6 +19,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 )
@@ -491,14 +492,15 @@ func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, faile
 		}
 		return verdict{denial: renderFailure(err), phase: phaseRender}
 	}
-	return m.checkRendering(ctx, out, failedTests)
+	return m.checkRendering(ctx, c.dialect, out, failedTests)
 }
 
-// checkRendering checks a rendering with the check policy and haproxy, and
-// applies the embedded tests' result, stopping at the first that fails.
-func (m *Module) checkRendering(ctx context.Context, out render.Output, failedTests string) verdict {
+// checkRendering checks a rendering with the check policy and haproxy, as
+// its config's dialect has it checked (asChecked), and applies the
+// embedded tests' result, stopping at the first that fails.
+func (m *Module) checkRendering(ctx context.Context, dialect suite.Dialect, out render.Output, failedTests string) verdict {
 	start := time.Now()
-	checked, err := m.checker.Check(ctx, out)
+	checked, err := m.checker.Check(ctx, asChecked(out, dialect))
 	observePhase(phaseHAProxy, time.Since(start))
 	if err != nil {
 		if errors.Is(err, haproxy.ErrBusy) || ctx.Err() != nil {

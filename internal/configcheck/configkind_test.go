@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 )
 
 var hapticRequestKind = metav1.GroupVersionKind{Group: "haproxy-haptic.org", Version: "v1alpha1", Kind: "HAProxyTemplateConfig"}
@@ -196,5 +198,22 @@ func TestKeysLogAsBefore(t *testing.T) {
 	b, _ := json.Marshal(configKey{kind: hapticKind, NamespacedName: nn}.MarshalLog())
 	if string(b) != `{"name":"edge","namespace":"lb","group":"haproxy-haptic.org"}` {
 		t.Errorf("haptic's kind logs as %s", b)
+	}
+}
+
+// TestHapticRenderingsAreCheckedAsHapticChecksThem: every check of a
+// haptic config's rendering (an admission's, not only its tests') reads
+// haptic's base directory as the check's, as haptic's validator does.
+// Before, only the tests did: in a cluster, every rendering of haptic's
+// chart config failed the check policy at its default-path line, and
+// every change was admitted as "failing already".
+func TestHapticRenderingsAreCheckedAsHapticChecksThem(t *testing.T) {
+	m := &Module{checker: testChecker(t, nil)}
+	out := render.Output{HAProxyConfig: "global\n  default-path origin /etc/haproxy\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n"}
+	if v := m.checkRendering(t.Context(), suite.DialectHaptic, out, ""); v.denial != "" || v.undecided != "" {
+		t.Fatalf("haptic's rendering: %+v", v)
+	}
+	if v := m.checkRendering(t.Context(), suite.DialectGatehouse, out, ""); !strings.Contains(v.denial, "default-path") {
+		t.Fatalf("Gatehouse's kind keeps the policy's refusal: %+v", v)
 	}
 }

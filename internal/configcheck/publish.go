@@ -188,7 +188,7 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		p.failing(ctx, st, stores, status, verdict{denial: renderFailure(err), phase: phaseRender})
 		return 0, nil
 	}
-	v, err := m.checker.Check(ctx, out)
+	v, err := m.checker.Check(ctx, asChecked(out, st.compiled.dialect))
 	if err != nil {
 		return publishRetry, err
 	}

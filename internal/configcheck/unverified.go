@@ -62,7 +62,7 @@ func (m *Module) checkWithoutState(ctx context.Context, key configKey, c *compil
 		if test, ok := c.tests[name]; !ok || negativeTest(test) {
 			continue
 		}
-		v := m.checkRendering(ctx, rendered[name], "")
+		v := m.checkRendering(ctx, c.dialect, rendered[name], "")
 		switch {
 		case v.undecided != "":
 			return currentState{undecided: fmt.Sprintf("%s (checking the rendering of test %q's fixtures)", v.undecided, name)}
