@@ -209,7 +209,8 @@ func TestKeysLogAsBefore(t *testing.T) {
 // every change was admitted as "failing already".
 func TestHapticRenderingsAreCheckedAsHapticChecksThem(t *testing.T) {
 	m := &Module{checker: testChecker(t, nil)}
-	out := render.Output{HAProxyConfig: "global\n  default-path origin /etc/haproxy\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n"}
+	out := render.Output{HAProxyConfig: "global\n  default-path origin /etc/haproxy\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n" +
+		"frontend f\n  bind 127.0.0.1:8080\n  default_backend b\nbackend b\n  server s 127.0.0.1:80\n"}
 	if v := m.checkRendering(t.Context(), suite.DialectHaptic, out, ""); v.denial != "" || v.undecided != "" {
 		t.Fatalf("haptic's rendering: %+v", v)
 	}
