@@ -80,3 +80,23 @@ func TestHapticConfigsAreCountedByValidity(t *testing.T) {
 		t.Errorf("%d series without configs, want one per validity", got)
 	}
 }
+
+// TestHapticConfigsAreReported: an invalid haptic config is a finding of
+// the PolicyReport, named by its kind and reason only (the state's text
+// may quote what the namespace's report readers may not read).
+func TestHapticConfigsAreReported(t *testing.T) {
+	key := configKey{kind: hapticKind, NamespacedName: types.NamespacedName{Namespace: "lb", Name: "edge"}}
+	broken := &configState{key: key, uid: "u1", invalid: "spec.haproxyConfig: secret-word"}
+	got := hapticFindings(broken)
+	if len(got) != 1 || got[0].Subject.APIVersion != "haproxy-haptic.org/v1alpha1" || got[0].Subject.Name != "edge" || got[0].Rule != ValidRule ||
+		!strings.Contains(got[0].Message, "spec-invalid") || strings.Contains(got[0].Message, "secret-word") {
+		t.Fatalf("findings %+v", got)
+	}
+	passing := suite.Report{Total: 1}
+	if got := hapticFindings(&configState{key: key, compiled: &compiled{}, report: &passing}); len(got) != 0 {
+		t.Errorf("a valid config: %+v", got)
+	}
+	if got := hapticFindings(&configState{key: gatehouseKey(key.NamespacedName), invalid: "x"}); len(got) != 0 {
+		t.Errorf("Gatehouse's kind is reported from its status: %+v", got)
+	}
+}

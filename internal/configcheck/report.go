@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
@@ -46,6 +47,9 @@ func (m *Module) audit() module.Audit {
 		var findings []module.Finding
 		for i := range list.Items {
 			findings = append(findings, configFindings(&list.Items[i])...)
+		}
+		for _, st := range m.allStates() {
+			findings = append(findings, hapticFindings(st)...)
 		}
 		return findings, nil
 	}}
@@ -87,4 +91,29 @@ func configFindings(cfg *gatehousev1alpha1.HAProxyTemplateConfig) []module.Findi
 		}
 	}
 	return out
+}
+
+// hapticFindings are a haptic config's findings: it has no status of
+// Gatehouse's, so its validity comes from the state loaded (validityOf).
+// Its rendering of the cluster's state is haptic's controller's to judge
+// and deploy: no RenderRule finding.
+func hapticFindings(st *configState) []module.Finding {
+	if st.key.kind != hapticKind {
+		return nil
+	}
+	validity := validityOf(st)
+	if validity == "valid" {
+		return nil
+	}
+	what := "its watched resources are not validated"
+	if st.compiled != nil {
+		what = "changes to its watched resources are admitted with the failure as a warning"
+	}
+	return []module.Finding{{
+		Subject: corev1.ObjectReference{APIVersion: hapticv1alpha1.GroupVersion.String(), Kind: "HAProxyTemplateConfig",
+			Namespace: st.key.Namespace, Name: st.key.Name, UID: st.uid},
+		Rule: ValidRule, Result: module.ResultFail,
+		Message: fmt.Sprintf("the config is not valid in Gatehouse (%s): %s; Gatehouse's log (\"config loaded\") and `gatehouse configcheck test -f` on it say why",
+			validity, what),
+	}}
 }
