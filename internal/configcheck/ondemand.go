@@ -36,13 +36,18 @@ import (
 // get on the kind (the chart's modules.configcheck.onDemandResources);
 // without it every object is absent, and the log says why once.
 //
-// Freshness: the live reads are documented ones (docs/configcheck.md),
-// bounded by their keys: an object fetched serves renderings for
-// onDemandTTL, then the next rendering that asks for it fetches it again;
-// an object found absent is asked for again at the next rendering that
-// needs it (never cached, so a Secret created a moment ago is never
-// denied for being missing). A denial's confirmation renders from an
-// uncached set: everything fetched anew.
+// Freshness and load: the live reads are documented ones
+// (docs/configcheck.md). What was fetched, found or absent, serves
+// renderings for onDemandTTL; then a decision fetches again the objects
+// held longest (onDemandRefresh of them at most, before rendering), and
+// an absence is forgotten, so that a rendering asking again fetches it.
+// A decision fetches at most onDemandFetchBudget objects in all: the keys
+// come from the templates and from what tenants write (an Ingress names
+// its TLS Secret), and no write may make Gatehouse read the API server
+// without bound. A denial's confirmation renders from an uncached set:
+// everything it needs fetched anew (onDemandConfirmBudget), so a Secret
+// created a moment before the Ingress naming it is found there, and a
+// stale object never stands behind a denial.
 
 // onDemandTTL is how long a fetched object serves renderings.
 const onDemandTTL = 30 * time.Second
@@ -55,6 +60,15 @@ const onDemandRounds = 4
 // onDemandMaxBytes bounds what one config holds fetched (its JSON), the
 // oldest fetched going first.
 const onDemandMaxBytes = 8 << 20
+
+// Fetches of one decision: at most onDemandFetchBudget in all, of which
+// at most onDemandRefresh renew what is held; a confirmation, which holds
+// nothing beforehand, may fetch what all its rounds ask.
+const (
+	onDemandFetchBudget   = render.MaxMissed
+	onDemandRefresh       = onDemandFetchBudget / 4
+	onDemandConfirmBudget = onDemandRounds * render.MaxMissed
+)
 
 // onDemandFetch returns the object of a watched resource, as the store
 // holds it, or nil when it is absent to the config (missing, or not the
@@ -84,6 +98,9 @@ type onDemandKey struct {
 type onDemandEntry struct {
 	fetched time.Time
 	bytes   int
+	// absent: found missing, or not the author's to read; nothing of it
+	// is in the store.
+	absent bool
 }
 
 // newOnDemandSet holds c's on-demand watched resources (nil when it has
@@ -131,33 +148,54 @@ func (s *onDemandSet) addStores(stores map[string]render.IndexedStore) {
 	}
 }
 
-// expire drops what was fetched longer than onDemandTTL ago (everything,
-// for an uncached set): a rendering asking for it fetches it again.
-func (s *onDemandSet) expire() {
+// refresh forgets the absences older than onDemandTTL and fetches again,
+// oldest first, up to onDemandRefresh of the objects held longer; it
+// reports whether a store changed. An uncached set holds nothing.
+func (s *onDemandSet) refresh(ctx context.Context, budget *int, decided map[onDemandKey]bool) (bool, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := s.now()
+	var stale []onDemandKey
 	for key, e := range s.entries {
-		if !s.cached || now.Sub(e.fetched) >= onDemandTTL {
-			s.dropLocked(key)
+		switch {
+		case now.Sub(e.fetched) < onDemandTTL:
+		case e.absent:
+			delete(s.entries, key)
+		default:
+			stale = append(stale, key)
 		}
 	}
+	slices.SortFunc(stale, func(a, b onDemandKey) int { return s.entries[a].fetched.Compare(s.entries[b].fetched) })
+	s.mu.Unlock()
+	changed := false
+	for i, key := range stale {
+		if i == onDemandRefresh || *budget == 0 {
+			break
+		}
+		c, err := s.fetchOne(ctx, key, budget, decided)
+		if err != nil {
+			return changed, err
+		}
+		changed = changed || c
+	}
+	return changed, nil
 }
 
 func (s *onDemandSet) dropLocked(key onDemandKey) {
-	s.stores[key.watched].Delete(key.Namespace, key.Name)
+	if !s.entries[key].absent {
+		s.stores[key.watched].Delete(key.Namespace, key.Name)
+	}
 	s.bytes -= s.entries[key].bytes
 	delete(s.entries, key)
 }
 
-// fetchMissed fetches what a rendering missed and reports whether any
-// store changed; absent keeps the keys found absent in this decision, so
-// that a rendering asking again for them is not a reason to render again.
-func (s *onDemandSet) fetchMissed(ctx context.Context, missed map[string][][]string, absent map[onDemandKey]bool) (bool, error) {
+// fetchMissed fetches what a rendering missed, within budget, and
+// reports whether any store changed. decided holds the keys fetched in
+// this decision: a rendering asking again for one found absent is not a
+// reason to render again.
+func (s *onDemandSet) fetchMissed(ctx context.Context, missed map[string][][]string, budget *int, decided map[onDemandKey]bool) (bool, error) {
 	changed := false
 	for _, watched := range slices.Sorted(maps.Keys(missed)) {
-		w := s.watched[watched]
-		if w == nil {
+		if s.watched[watched] == nil {
 			continue
 		}
 		for _, keys := range missed[watched] {
@@ -165,23 +203,59 @@ func (s *onDemandSet) fetchMissed(ctx context.Context, missed map[string][][]str
 				continue // compile requires indexBy [metadata.namespace, metadata.name]
 			}
 			key := onDemandKey{watched: watched, NamespacedName: types.NamespacedName{Namespace: keys[0], Name: keys[1]}}
-			if absent[key] {
+			if decided[key] || s.knownAbsent(key) {
 				continue
 			}
-			obj, err := s.fetch(ctx, w, key.Namespace, key.Name)
+			if *budget == 0 {
+				return changed, nil
+			}
+			c, err := s.fetchOne(ctx, key, budget, decided)
 			if err != nil {
-				return changed, &onDemandError{watched: watched, key: key.NamespacedName, err: err}
+				return changed, err
 			}
-			if obj == nil {
-				absent[key] = true
-				continue
-			}
-			if s.put(key, obj) {
-				changed = true
-			}
+			changed = changed || c
 		}
 	}
 	return changed, nil
+}
+
+// knownAbsent says whether key was found absent within onDemandTTL.
+func (s *onDemandSet) knownAbsent(key onDemandKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[key]
+	return ok && e.absent
+}
+
+// fetchOne fetches key, taking one of budget, and holds what it found; it
+// reports whether its store changed.
+func (s *onDemandSet) fetchOne(ctx context.Context, key onDemandKey, budget *int, decided map[onDemandKey]bool) (bool, error) {
+	*budget--
+	decided[key] = true
+	obj, err := s.fetch(ctx, s.watched[key.watched], key.Namespace, key.Name)
+	if err != nil {
+		return false, &onDemandError{watched: key.watched, key: key.NamespacedName, err: err}
+	}
+	if obj == nil {
+		return s.markAbsent(key), nil
+	}
+	return s.put(key, obj), nil
+}
+
+// markAbsent records key as absent (dropping what was held of it) and
+// reports whether its store changed.
+func (s *onDemandSet) markAbsent(key onDemandKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := false
+	if e, ok := s.entries[key]; ok {
+		held = !e.absent
+		s.dropLocked(key)
+	}
+	if s.cached {
+		s.entries[key] = onDemandEntry{fetched: s.now(), absent: true}
+	}
+	return held
 }
 
 // put stores obj under key, keeping the set within onDemandMaxBytes (the
@@ -196,11 +270,11 @@ func (s *onDemandSet) put(key onDemandKey, obj map[string]any) bool {
 	if _, held := s.entries[key]; held {
 		s.dropLocked(key)
 	}
-	for s.bytes+len(data) > onDemandMaxBytes && len(s.entries) > 0 {
+	for s.bytes+len(data) > onDemandMaxBytes && s.bytes > 0 {
 		oldest := onDemandKey{}
 		var at time.Time
 		for k, e := range s.entries {
-			if at.IsZero() || e.fetched.Before(at) {
+			if !e.absent && (at.IsZero() || e.fetched.Before(at)) {
 				oldest, at = k, e.fetched
 			}
 		}
@@ -252,19 +326,25 @@ func renderFetching(ctx context.Context, c *compiled, data render.Data) (render.
 	if set == nil {
 		return c.renderer.Render(ctx, data)
 	}
-	set.expire()
+	budget := onDemandFetchBudget
+	if !set.cached {
+		budget = onDemandConfirmBudget
+	}
+	decided := map[onDemandKey]bool{}
+	if _, err := set.refresh(ctx, &budget, decided); err != nil {
+		return render.Output{}, err
+	}
 	data.OnDemand = make(map[string]bool, len(set.watched))
 	for name := range set.watched {
 		data.OnDemand[name] = true
 	}
-	absent := map[onDemandKey]bool{}
 	for round := 1; ; round++ {
 		data.Missed = &render.Missed{}
 		out, err := c.renderer.Render(ctx, data)
 		if round == onDemandRounds || ctx.Err() != nil {
 			return out, err
 		}
-		changed, ferr := set.fetchMissed(ctx, data.Missed.Keys(), absent)
+		changed, ferr := set.fetchMissed(ctx, data.Missed.Keys(), &budget, decided)
 		if ferr != nil {
 			return render.Output{}, ferr
 		}

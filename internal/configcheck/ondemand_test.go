@@ -3,6 +3,8 @@ package configcheck
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -75,10 +77,10 @@ func secret(namespace, name string, data map[string]any) map[string]any {
 // on-demand store for objects it does not hold is rendered again with
 // them fetched, one round per step (the CA named by the certificate's
 // Secret); a later rendering within onDemandTTL fetches nothing, and one
-// after it fetches again. An object the fetch says is absent ends the
-// rounds: the template's own failure stands, and nothing absent is
-// remembered for the next rendering (a Secret created a moment later is
-// found).
+// after it fetches again what is held. An object the fetch says is absent
+// ends the rounds: the template's own failure stands, and the absence is
+// remembered for onDemandTTL, except by a confirmation, which fetches
+// everything anew (a Secret created a moment before is found there).
 func TestOnDemandObjectsAreFetchedAndRenderedAgain(t *testing.T) {
 	c := onDemandConfig(t, onDemandTemplate)
 	f := &fakeFetch{objects: map[string]map[string]any{
@@ -91,12 +93,12 @@ func TestOnDemandObjectsAreFetchedAndRenderedAgain(t *testing.T) {
 	}
 	now := time.Unix(1_000_000, 0)
 	set.now = func() time.Time { return now }
-	render1 := func() (render.Output, error) {
+	renderWith := func(set *onDemandSet) (render.Output, error) {
 		stores := map[string]render.IndexedStore{}
 		set.addStores(stores)
 		return renderFetching(withOnDemand(t.Context(), set), c, dataOf(stores))
 	}
-	out, err := render1()
+	out, err := renderWith(set)
 	if err != nil || !strings.Contains(out.HAProxyConfig, "# cert CERT ca ROOT") {
 		t.Fatalf("rendering %q: %v", out.HAProxyConfig, err)
 	}
@@ -104,29 +106,72 @@ func TestOnDemandObjectsAreFetchedAndRenderedAgain(t *testing.T) {
 		t.Errorf("fetched %q, want the certificate, then its CA", got)
 	}
 	now = now.Add(onDemandTTL / 2)
-	if _, err := render1(); err != nil || len(f.took()) != 0 {
+	if _, err := renderWith(set); err != nil || len(f.took()) != 0 {
 		t.Errorf("within the TTL: %v; fetched again", err)
 	}
 	now = now.Add(onDemandTTL)
-	if _, err := render1(); err != nil || len(f.took()) != 2 {
+	if _, err := renderWith(set); err != nil || len(f.took()) != 2 {
 		t.Errorf("after the TTL: %v; want both fetched again", err)
 	}
 
-	// Absent: the template's failure stands after one fetch.
+	// Gone: refreshed as absent, the template's failure stands, and no
+	// round asks for them again.
 	f.objects = map[string]map[string]any{}
 	now = now.Add(2 * onDemandTTL)
-	_, err = render1()
+	_, err = renderWith(set)
 	var failure *render.FailError
 	if !errors.As(err, &failure) || failure.Message != "TLS Secret not found: team-a/cert" {
 		t.Fatalf("without the Secret: %v", err)
 	}
-	if got := f.took(); len(got) != 1 {
-		t.Errorf("fetched %v for one absent Secret", got)
+	if got := f.took(); len(got) != 2 {
+		t.Errorf("fetched %v; want the two held fetched again, and nothing more", got)
 	}
-	// Created a moment later: found at the next rendering.
+	// Created a moment later: the absence is remembered within the TTL;
+	// a confirmation fetches anew and finds it.
 	f.objects["team-a/cert"] = secret("team-a", "cert", map[string]any{"tls.crt": "NEW"})
-	if out, err := render1(); err != nil || !strings.Contains(out.HAProxyConfig, "# cert NEW ca none") {
-		t.Fatalf("after the Secret was created: %q %v", out.HAProxyConfig, err)
+	if _, err := renderWith(set); !errors.As(err, &failure) || len(f.took()) != 0 {
+		t.Fatalf("within the TTL of the absence: %v", err)
+	}
+	if out, err := renderWith(set.uncached()); err != nil || !strings.Contains(out.HAProxyConfig, "# cert NEW ca none") {
+		t.Fatalf("a confirmation after the Secret was created: %q %v", out.HAProxyConfig, err)
+	}
+	now = now.Add(onDemandTTL)
+	if out, err := renderWith(set); err != nil || !strings.Contains(out.HAProxyConfig, "# cert NEW ca none") {
+		t.Fatalf("after the absence's TTL: %q %v", out.HAProxyConfig, err)
+	}
+}
+
+// TestOnDemandFetchesAreBoundedByDecision, as a tenant whose Ingresses
+// name a hundred Secrets (each a TLS Secret the templates ask for): one
+// decision fetches at most onDemandFetchBudget of them, and what it found
+// absent costs nothing in the next decisions of the TTL.
+func TestOnDemandFetchesAreBoundedByDecision(t *testing.T) {
+	var template strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&template, "{%% var s%d = resources.secrets.GetSingle(\"team-b\", \"tls-%d\") %%}\n", i, i)
+	}
+	template.WriteString("global\n")
+	c := onDemandConfig(t, template.String())
+	f := &fakeFetch{objects: map[string]map[string]any{}}
+	set, err := newOnDemandSet(c, f.fetch, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000_000, 0)
+	set.now = func() time.Time { return now }
+	stores := map[string]render.IndexedStore{}
+	set.addStores(stores)
+	if _, err := renderFetching(withOnDemand(t.Context(), set), c, dataOf(stores)); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(f.took()); got == 0 || got > onDemandFetchBudget {
+		t.Fatalf("one decision fetched %d objects, want 1 to %d", got, onDemandFetchBudget)
+	}
+	if _, err := renderFetching(withOnDemand(t.Context(), set), c, dataOf(stores)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.took(); len(got) > onDemandFetchBudget || slices.Contains(got, "team-b/tls-0") {
+		t.Fatalf("the next decision fetched %d, the known absent among them: %v", len(got), got)
 	}
 }
 

@@ -356,8 +356,9 @@ func TestConfigcheckFollowsHapticsKind(t *testing.T) {
 		waitHapticWebhook(t, author, teamNS)
 
 		denied(t, author.Create(ctx, tlsIngress(teamNS, "site", "site-tls")), fmt.Sprintf("TLS Secret not found: %s/site-tls", teamNS))
-		// Created a moment later: found at once (a Secret found absent is
-		// never remembered as absent).
+		// Created a moment later: found at once (the absence remembered
+		// from the refusal above never stands behind a denial: a denial
+		// is confirmed over objects fetched anew).
 		if err := author.Create(ctx, tlsSecret(teamNS, "site-tls", "site certificate")); err != nil {
 			t.Fatal(err)
 		}
