@@ -133,21 +133,29 @@ var hapticConfigs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "haptic's HAProxyTemplateConfigs (haproxy-haptic.org) this replica follows, by validity: valid (they compile and their tests pass), spec-invalid (they do not compile: their watched resources are not validated), tests-failed (changes are admitted with the failed tests as warnings), tests-not-run.",
 }, []string{"validity"})
 
-// The validities of hapticConfigs.
-var hapticValidities = []string{"valid", "spec-invalid", "tests-failed", "tests-not-run"}
+// A loaded config's validities (validityOf): hapticConfigs' label values,
+// and what setValidity writes into Gatehouse's kind's Valid condition.
+const (
+	validityValid       = "valid"
+	validitySpecInvalid = "spec-invalid"
+	validityTestsFailed = "tests-failed"
+	validityTestsNotRun = "tests-not-run"
+)
 
-// validityOf is a loaded config's validity, as setValidity writes it into
-// Gatehouse's kind's Valid condition.
+var hapticValidities = []string{validityValid, validitySpecInvalid, validityTestsFailed, validityTestsNotRun}
+
+// validityOf is a loaded config's validity: it does not compile, its tests
+// could not run, they fail, or it is valid.
 func validityOf(st *configState) string {
 	switch {
 	case st.compiled == nil:
-		return "spec-invalid"
+		return validitySpecInvalid
 	case st.invalid != "":
-		return "tests-not-run"
+		return validityTestsNotRun
 	case st.failedTests() != "":
-		return "tests-failed"
+		return validityTestsFailed
 	}
-	return "valid"
+	return validityValid
 }
 
 // countHapticConfigs sets hapticConfigs from the states loaded, every

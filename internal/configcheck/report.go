@@ -102,7 +102,7 @@ func hapticFindings(st *configState) []module.Finding {
 		return nil
 	}
 	validity := validityOf(st)
-	if validity == "valid" {
+	if validity == validityValid {
 		return nil
 	}
 	what := "its watched resources are not validated"

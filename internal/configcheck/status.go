@@ -18,16 +18,16 @@ func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *conf
 		status.TestsTotal = ptr.To(int32(st.report.Total))
 		status.TestsPassed = ptr.To(int32(st.report.Total - st.report.Failed))
 	}
-	switch {
-	case st.compiled == nil:
+	switch validityOf(st) {
+	case validitySpecInvalid:
 		status.ValidationStatus = gatehousev1alpha1.ValidationInvalid
 		status.ValidationMessage = bounded(st.invalid, 4000)
 		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "SpecInvalid", bounded(st.invalid, 4000))
-	case st.invalid != "":
+	case validityTestsNotRun:
 		status.ValidationStatus = gatehousev1alpha1.ValidationUnknown
 		status.ValidationMessage = bounded(st.invalid, 4000)
 		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionUnknown, "TestsNotRun", bounded(st.invalid, 4000))
-	case st.failedTests() != "":
+	case validityTestsFailed:
 		status.ValidationStatus = gatehousev1alpha1.ValidationInvalid
 		status.ValidationMessage = bounded(st.failedTests(), 4000)
 		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "TestsFailed", bounded(st.failedTests(), 4000))
