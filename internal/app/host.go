@@ -392,16 +392,7 @@ func (g *Gatehouse) newCache(ctx context.Context, name string, opts cache.Option
 // cacheOptions completes a module's cache options with what every module
 // cache shares.
 func (g *Gatehouse) cacheOptions(opts cache.Options) cache.Options {
-	opts.Scheme = g.Manager.GetScheme()
-	opts.Mapper = g.Manager.GetRESTMapper()
-	opts.HTTPClient = g.Manager.GetHTTPClient()
-	if opts.DefaultTransform == nil {
-		// No decision reads managedFields; dropping them roughly halves
-		// what a cache holds.
-		opts.DefaultTransform = cache.TransformStripManagedFields()
-	}
-	opts.ReaderFailOnMissingInformer = true
-	return opts
+	return module.HostCacheOptions(opts, g.Manager.GetScheme(), g.Manager.GetRESTMapper(), g.Manager.GetHTTPClient())
 }
 
 // ownedCache makes the manager start a cache with its other caches (before

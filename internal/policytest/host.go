@@ -88,12 +88,7 @@ func newEnvironment(scheme *runtime.Scheme, mapper meta.RESTMapper, server *apiS
 
 // cacheOptions completes a module's options as app's host does.
 func (e *environment) cacheOptions(opts cache.Options) cache.Options {
-	opts.Scheme, opts.Mapper, opts.HTTPClient = e.scheme, e.mapper, e.httpClient
-	if opts.DefaultTransform == nil {
-		opts.DefaultTransform = cache.TransformStripManagedFields()
-	}
-	opts.ReaderFailOnMissingInformer = true
-	return opts
+	return module.HostCacheOptions(opts, e.scheme, e.mapper, e.httpClient)
 }
 
 // start starts the caches built during Setup, waits for their sync, then
