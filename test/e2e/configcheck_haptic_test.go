@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -442,33 +442,9 @@ func TestConfigcheckHapticTenantsAreIsolated(t *testing.T) {
 	waitHapticWebhook(t, tenantA, nsA)
 
 	t.Run("concurrent Ingresses are judged together", func(t *testing.T) {
-		const attempts = 3
-		errs := make([]error, attempts)
-		var start, done sync.WaitGroup
-		start.Add(1)
-		for i := range attempts {
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				start.Wait()
-				errs[i] = tenantA.Create(ctx, timedIngress(nsA, fmt.Sprintf("a%d", i), "10s", "shared_name"))
-			}()
-		}
-		start.Done()
-		done.Wait()
-		admitted := 0
-		for i, err := range errs {
-			switch {
-			case err == nil:
-				admitted++
-			case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "has the same name as backend"):
-			default:
-				t.Fatalf("Ingress a%d: %v; want admitted, or refused for the duplicate backend", i, err)
-			}
-		}
-		if admitted != 1 {
-			t.Fatalf("%d of %d Ingresses claiming one backend name were admitted; judged together, exactly one may be", admitted, attempts)
-		}
+		exactlyOneAdmitted(t, atOnce(3, func(i int) error {
+			return tenantA.Create(ctx, timedIngress(nsA, fmt.Sprintf("a%d", i), "10s", "shared_name"))
+		}))
 	})
 
 	t.Run("a failing state blocks nobody", func(t *testing.T) {
@@ -484,16 +460,12 @@ func TestConfigcheckHapticTenantsAreIsolated(t *testing.T) {
 		}
 		labelNamespace(t, nsC, scope)
 		eventually(t, "tenant B is admitted over the failing state, and told", func() error {
-			warningsB.mu.Lock()
-			warningsB.msgs = nil
-			warningsB.mu.Unlock()
-			if err := tenantB.Create(ctx, timedIngress(nsB, "b-"+randSuffix(), "10s", "")); err != nil {
+			warnings, err := warningsB.during(func() error { return tenantB.Create(ctx, timedIngress(nsB, "b-"+randSuffix(), "10s", "")) })
+			if err != nil {
 				return err
 			}
-			warningsB.mu.Lock()
-			defer warningsB.mu.Unlock()
-			if !strings.Contains(strings.Join(warningsB.msgs, "\n"), "fails without this change too") {
-				return fmt.Errorf("warnings %q: the failing state is not loaded yet", warningsB.msgs)
+			if !strings.Contains(strings.Join(warnings, "\n"), "fails without this change too") {
+				return fmt.Errorf("warnings %q: the failing state is not loaded yet", warnings)
 			}
 			return nil
 		})
@@ -509,16 +481,12 @@ func TestConfigcheckHapticTenantsAreIsolated(t *testing.T) {
 		}
 		// One Ingress of the name is left: the state passes again.
 		eventually(t, "tenant B is admitted without warnings once the state passes", func() error {
-			warningsB.mu.Lock()
-			warningsB.msgs = nil
-			warningsB.mu.Unlock()
-			if err := tenantB.Create(ctx, timedIngress(nsB, "b-"+randSuffix(), "10s", "")); err != nil {
+			warnings, err := warningsB.during(func() error { return tenantB.Create(ctx, timedIngress(nsB, "b-"+randSuffix(), "10s", "")) })
+			if err != nil {
 				return err
 			}
-			warningsB.mu.Lock()
-			defer warningsB.mu.Unlock()
-			if len(warningsB.msgs) > 0 {
-				return fmt.Errorf("warnings %q", warningsB.msgs)
+			if len(warnings) > 0 {
+				return fmt.Errorf("warnings %q", warnings)
 			}
 			return nil
 		})
@@ -538,16 +506,11 @@ func TestConfigcheckHapticTenantsAreIsolated(t *testing.T) {
 		labelNamespace(t, hidden, scope)
 		var warnings string
 		eventually(t, "tenant B's Ingress is admitted over the failing state, which it is told of", func() error {
-			warningsB.mu.Lock()
-			warningsB.msgs = nil
-			warningsB.mu.Unlock()
-			name := "web-" + randSuffix()
-			if err := tenantB.Create(ctx, timedIngress(nsB, name, "10s", "")); err != nil {
+			got, err := warningsB.during(func() error { return tenantB.Create(ctx, timedIngress(nsB, "web-"+randSuffix(), "10s", "")) })
+			if err != nil {
 				return err
 			}
-			warningsB.mu.Lock()
-			warnings = strings.Join(warningsB.msgs, "\n")
-			warningsB.mu.Unlock()
+			warnings = strings.Join(got, "\n")
 			if !strings.Contains(warnings, "fails without this change too") {
 				return fmt.Errorf("warnings %q do not name the failing state", warnings)
 			}
@@ -562,4 +525,16 @@ func TestConfigcheckHapticTenantsAreIsolated(t *testing.T) {
 			}
 		}
 	})
+}
+
+// during runs create and returns the warnings the API server relayed for
+// it alone.
+func (w *warningRecorder) during(create func() error) ([]string, error) {
+	w.mu.Lock()
+	w.msgs = nil
+	w.mu.Unlock()
+	err := create()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.msgs), err
 }

@@ -104,33 +104,9 @@ func TestConfigcheckConcurrentAdmissionsAreJudgedTogether(t *testing.T) {
 	}
 	e.waitCondition("Published", metav1.ConditionTrue, "Published")
 
-	const attempts = 3
-	errs := make([]error, attempts)
-	var start, done sync.WaitGroup
-	start.Add(1)
-	for i := range attempts {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			start.Wait()
-			errs[i] = tenantA.Create(ctx, tenantIngressToPort(nsA, fmt.Sprintf("a%d", i), fmt.Sprintf("a%d.example", i), longBackendName, int32(80+i)))
-		}()
-	}
-	start.Done()
-	done.Wait()
-	admitted := 0
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			admitted++
-		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "has the same name as backend"):
-		default:
-			t.Fatalf("Ingress a%d: %v; want admitted, or refused for the duplicate backend", i, err)
-		}
-	}
-	if admitted != 1 {
-		t.Fatalf("%d of %d Ingresses claiming one backend name were admitted; judged together, exactly one may be", admitted, attempts)
-	}
+	exactlyOneAdmitted(t, atOnce(3, func(i int) error {
+		return tenantA.Create(ctx, tenantIngressToPort(nsA, fmt.Sprintf("a%d", i), fmt.Sprintf("a%d.example", i), longBackendName, int32(80+i)))
+	}))
 
 	// The config's rendering still passes: tenant B's next Ingress is
 	// published.
@@ -329,5 +305,44 @@ func TestConfigcheckRenderFailureOfAnotherTenantIsNotShown(t *testing.T) {
 		if strings.Contains(warnings, secret) {
 			t.Fatalf("tenant B's warnings quote %q of another tenant's Ingress: %q", secret, warnings)
 		}
+	}
+}
+
+// atOnce runs n creates released at the same moment, and returns their
+// errors by index.
+func atOnce(n int, create func(i int) error) []error {
+	errs := make([]error, n)
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			start.Wait()
+			errs[i] = create(i)
+		}()
+	}
+	start.Done()
+	done.Wait()
+	return errs
+}
+
+// exactlyOneAdmitted asserts that of creates claiming one backend name at
+// once, judged together, exactly one was admitted, the others refused for
+// the duplicate backend.
+func exactlyOneAdmitted(t *testing.T, errs []error) {
+	t.Helper()
+	admitted := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			admitted++
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "has the same name as backend"):
+		default:
+			t.Fatalf("create %d: %v; want admitted, or refused for the duplicate backend", i, err)
+		}
+	}
+	if admitted != 1 {
+		t.Fatalf("%d of %d objects claiming one backend name were admitted; judged together, exactly one may be", admitted, len(errs))
 	}
 }
