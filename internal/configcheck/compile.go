@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/redact"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,8 +37,8 @@ const (
 type compiled struct {
 	// words are the config's own (every string of its spec): the
 	// author's, kept in what a tenant is shown of a render failure
-	// (redactData).
-	words        callerWords
+	// (redact.RenderFailure).
+	words        redact.Words
 	renderer     render.Renderer
 	watched      map[string]*watchedSpec
 	tests        map[string]suite.Test
@@ -422,11 +424,11 @@ func convertTests(path *field.Path, in map[string]gatehousev1alpha1.ValidationTe
 }
 
 // specWords are the words of every string of the spec (compiled.words).
-func specWords(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) callerWords {
-	w := callerWords{}
+func specWords(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) redact.Words {
+	w := redact.Words{}
 	var tree map[string]any
 	if raw, err := json.Marshal(spec); err == nil && json.Unmarshal(raw, &tree) == nil {
-		w.addWordsOf(tree)
+		w.AddWordsOf(tree)
 	}
 	return w
 }

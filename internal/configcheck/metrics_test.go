@@ -8,9 +8,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func withConditions(conditions ...metav1.Condition) gatehousev1alpha1.HAProxyTemplateConfig {

@@ -1,40 +1,27 @@
-package configcheck
+package redact
 
 import (
 	"regexp"
 	"strings"
 
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
-	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
-
-// A watched object's denial quotes haproxy: its alerts name proxies,
-// backends and servers ('be_team-b_api_80'), and the configuration lines
-// they point at. The rendering holds every tenant's objects, so quoted as
-// is, a tenant posting an Ingress would learn the names of other tenants'
-// backends and hosts: whether another namespace's Service is routed. The
-// caller is a tenant of the config, not its author, and Gatehouse cannot
-// ask of each name whether they may read the object it came from. So the
-// denial keeps the names made of what the caller sent (their object's
-// values, their namespace) and replaces the others; the config's readers
-// find the whole failure in its status (Failing, Published).
 
 // redactedName replaces a name the caller did not send.
 const redactedName = "…"
 
-// callerWords are the words of what the caller sent: every string, key and
+// Words are the words of what the caller sent: every string, key and
 // number of the request's object and old object (the namespace and name
 // among them), split as names are joined ("be_%s_%s_%v").
-type callerWords map[string]bool
+type Words map[string]bool
 
 // nameSeparators split a name into the words it was joined from.
 var nameSeparators = regexp.MustCompile(`[^A-Za-z0-9-]+`)
 
-func wordsOf(req admission.Request, objs ...map[string]any) callerWords {
-	w := callerWords{}
+func WordsOf(req admission.Request, objs ...map[string]any) Words {
+	w := Words{}
 	w.add(req.Namespace)
 	w.add(req.Name)
 	for _, o := range objs {
@@ -43,7 +30,7 @@ func wordsOf(req admission.Request, objs ...map[string]any) callerWords {
 	return w
 }
 
-func (w callerWords) add(s string) {
+func (w Words) add(s string) {
 	if s == "" || len(s) > 1024 {
 		return
 	}
@@ -55,20 +42,20 @@ func (w callerWords) add(s string) {
 	}
 }
 
-// addWordsOf adds the words of every string in v, of any length and depth
-// (dataWords, specWords: what a rendering read, bounded by the stores'
+// AddWordsOf adds the words of every string in v, of any length and depth
+// (DataWords, and configcheck's words of a spec: what a rendering read, bounded by the stores'
 // bounds, or the config's spec), as a render failure's text is split
 // (dataWord).
-func (w callerWords) addWordsOf(v any) {
+func (w Words) AddWordsOf(v any) {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {
-			w.addWordsOf(k)
-			w.addWordsOf(e)
+			w.AddWordsOf(k)
+			w.AddWordsOf(e)
 		}
 	case []any:
 		for _, e := range t {
-			w.addWordsOf(e)
+			w.AddWordsOf(e)
 		}
 	case string:
 		for _, word := range dataWord.FindAllString(t, -1) {
@@ -80,7 +67,7 @@ func (w callerWords) addWordsOf(v any) {
 // walk adds v's strings, at most 32 levels down (an admitted object is
 // bounded by the API server; this bounds the walk of one posted to the
 // port, already decoded).
-func (w callerWords) walk(v any, depth int) {
+func (w Words) walk(v any, depth int) {
 	if depth > 32 {
 		return
 	}
@@ -103,7 +90,7 @@ func (w callerWords) walk(v any, depth int) {
 
 // mine says whether name is made of the caller's words: it is one, or
 // each of its parts is one, a number, or too short to name anything.
-func (w callerWords) mine(name string) bool {
+func (w Words) mine(name string) bool {
 	if name == "" || w[name] {
 		return true
 	}
@@ -148,7 +135,7 @@ var quotedLine = regexp.MustCompile(`^(\s*line \d+: )(.*)$`)
 // keywords and operators.
 var configWords = map[string]bool{"if": true, "unless": true, "or": true, "||": true, "!": true, "{": true, "}": true}
 
-// redactFor keeps in text (a haproxy or policy denial) the lines whose
+// Quoted keeps in text (a haproxy or policy denial) the lines whose
 // names are all made of the caller's words, and in every other line
 // replaces each name (quoted names in alerts; in quoted configuration lines
 // every word but the keyword that opens the line) that names anything.
@@ -158,7 +145,7 @@ var configWords = map[string]bool{"if": true, "unless": true, "or": true, "||": 
 // could put guesses in its request (an annotation is enough) and read,
 // name by name, which of them another tenant's failure holds. Whole lines
 // leave only a guess of every name of a line at once.
-func redactFor(text string, w callerWords) string {
+func Quoted(text string, w Words) string {
 	lines := strings.Split(text, "\n")
 	for i, line := range lines {
 		if m := quotedLine.FindStringSubmatch(line); m != nil {
@@ -195,7 +182,7 @@ func redactFor(text string, w callerWords) string {
 
 // linesNames says whether every name of a line that could be hidden is
 // the caller's.
-func linesNames(names []string, hideable func(int, string) bool, w callerWords) bool {
+func linesNames(names []string, hideable func(int, string) bool, w Words) bool {
 	for j, n := range names {
 		if hideable(j, n) && !w.mine(n) {
 			return false
@@ -214,32 +201,32 @@ func linesNames(names []string, hideable func(int, string) bool, w callerWords) 
 // not of the data (the template's and the engine's own, "not found") and
 // the data's words the caller sent; the data's other words are replaced.
 
-// renderWords are the words of what a rendering read (the judged
+// RenderWords are the words of what a rendering read (the judged
 // objects: the stores, with the changes admitted before overlaid), less the
 // config's own, which are its author's (compiled.words: a fail text's
 // "Service" is an object's kind too).
-type renderWords struct {
+type RenderWords struct {
 	// objects are the words of every judged object.
-	objects callerWords
+	objects Words
 	// others are the words the caller may not read: those of objects of
 	// namespaces other than the caller's, less the words of the caller's
 	// namespace's objects (taken as the caller's to read: a tenant who may
 	// change objects of a namespace reads that namespace's Ingresses and
 	// Services). A cluster-scoped request (namespace "") reads none.
-	others callerWords
+	others Words
 	// author are the config's words, shown to all.
-	author callerWords
+	author Words
 }
 
-func dataWords(stores map[string]render.IndexedStore, author callerWords, namespace string) renderWords {
-	objects, others, readable := callerWords{}, callerWords{}, callerWords{}
+func DataWords(stores map[string]render.IndexedStore, author Words, namespace string) RenderWords {
+	objects, others, readable := Words{}, Words{}, Words{}
 	for _, s := range stores {
 		for _, obj := range s.List() {
-			objects.addWordsOf(obj)
+			objects.AddWordsOf(obj)
 			if namespace != "" && namespaceOf(obj) == namespace {
-				readable.addWordsOf(obj)
+				readable.AddWordsOf(obj)
 			} else {
-				others.addWordsOf(obj)
+				others.AddWordsOf(obj)
 			}
 		}
 	}
@@ -253,7 +240,7 @@ func dataWords(stores map[string]render.IndexedStore, author callerWords, namesp
 			delete(others, word)
 		}
 	}
-	return renderWords{objects: objects, others: others, author: author}
+	return RenderWords{objects: objects, others: others, author: author}
 }
 
 // namespaceOf is obj's metadata.namespace ("" when cluster-scoped).
@@ -266,14 +253,14 @@ func namespaceOf(obj map[string]any) string {
 // dataWord is a word of a render failure's text, as names are joined.
 var dataWord = regexp.MustCompile(`[A-Za-z0-9-]+`)
 
-// redactData keeps the lines of text (a render failure) that quote nothing
+// RenderFailure keeps the lines of text (a render failure) that quote nothing
 // the caller may not read (each word of data.others in the line is one the
 // caller sent), and in every other line replaces each word of the judged
 // objects or of the request, the caller's own included, that names
-// anything. As in redactFor, a line goes whole: were the caller's words
+// anything. As in Quoted, a line goes whole: were the caller's words
 // kept beside hidden ones, a tenant would learn, word by word, which of the
 // guesses its request carries another tenant's failure holds.
-func redactData(text string, caller callerWords, data renderWords) string {
+func RenderFailure(text string, caller Words, data RenderWords) string {
 	lines := strings.Split(text, "\n")
 	for i, line := range lines {
 		foreign := false
@@ -296,57 +283,8 @@ func redactData(text string, caller callerWords, data renderWords) string {
 	return strings.Join(lines, "\n")
 }
 
-// forCaller redacts what a watched object's answer quotes of what the
-// rendering read: a denial, and the warnings of a change admitted over a
-// failing state. haproxy's and the check policy's text keeps only the
-// names made of the caller's words (redactFor); a render failure loses the
-// words of judged's objects the caller did not send (redactData). judged
-// are the stores the answer was judged with (nil: none was read).
-func forCaller(resp admission.Response, req admission.Request, c *compiled, judged map[string]render.IndexedStore) admission.Response {
-	phase := ""
-	if resp.AuditAnnotations != nil {
-		phase = resp.AuditAnnotations[module.ReasonAnnotation]
-	}
-	deniedQuotingHAProxy := !resp.Allowed && (phase == phaseHAProxy || phase == phasePolicy)
-	deniedRendering := !resp.Allowed && phase == phaseRender
-	if !deniedQuotingHAProxy && !deniedRendering && len(resp.Warnings) == 0 {
-		return resp
-	}
-	var obj, old map[string]any
-	_ = utiljson.Unmarshal(req.Object.Raw, &obj)
-	_ = utiljson.Unmarshal(req.OldObject.Raw, &old)
-	w := wordsOf(req, obj, old)
-	var data *renderWords
-	renderText := func(text string) string {
-		if data == nil {
-			var author callerWords
-			if c != nil {
-				author = c.words
-			}
-			words := dataWords(judged, author, req.Namespace)
-			data = &words
-		}
-		return redactData(text, w, *data)
-	}
-	switch {
-	case deniedQuotingHAProxy:
-		resp.Result.Message = redactFor(resp.Result.Message, w)
-	case deniedRendering:
-		resp.Result.Message = renderText(resp.Result.Message)
-	}
-	for i, warning := range resp.Warnings {
-		switch {
-		case quotesHAProxy(warning):
-			resp.Warnings[i] = redactFor(warning, w)
-		case strings.HasPrefix(warning, failureWarningPrefix):
-			resp.Warnings[i] = renderText(warning)
-		}
-	}
-	return resp
-}
-
-// quotesHAProxy says whether a warning quotes haproxy's alerts or the
+// QuotesHAProxy says whether a warning quotes haproxy's alerts or the
 // check policy's violations; a render failure is the template's own text.
-func quotesHAProxy(warning string) bool {
+func QuotesHAProxy(warning string) bool {
 	return strings.Contains(warning, "[ALERT]") || strings.Contains(warning, " (rule ")
 }
