@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
@@ -194,7 +196,7 @@ type watchedAccess struct {
 	perNamespace bool
 	namespaces   map[string]bool
 	leftOut      map[string]string
-	// named says whether the selector names a namespace (namedBy).
+	// named says whether the selector names a namespace (spec.NamedBy).
 	sel labels.Selector
 	// over is set when the selector selects more namespaces than are
 	// asked about.
@@ -330,7 +332,7 @@ func (a *configAccess) leftOutMessage() string {
 		case w.perNamespace:
 			var named []string
 			for ns, why := range w.leftOut {
-				if namedBy(w.sel, ns) {
+				if spec.NamedBy(w.sel, ns) {
 					named = append(named, fmt.Sprintf("%s (%s may not %s there)", ns, a.author, why))
 				}
 			}
@@ -362,7 +364,7 @@ func (a *configAccess) complete() bool {
 			return false
 		}
 		for ns := range w.leftOut {
-			if namedBy(w.sel, ns) {
+			if spec.NamedBy(w.sel, ns) {
 				return false
 			}
 		}
@@ -401,11 +403,11 @@ func newAccessController(m *Module) (*accessController, error) {
 }
 
 // trigger asks for key's access to be checked.
-func (a *accessController) trigger(key configKey) {
+func (a *accessController) trigger(key spec.Key) {
 	if a == nil {
 		return
 	}
-	a.triggers.Add(key.request())
+	a.triggers.Add(key.Request())
 }
 
 // namespaceChanged checks again every config whose selection may change.
@@ -422,7 +424,7 @@ const accessDeadline = 30 * time.Second
 
 func (a *accessController) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	m := a.m
-	st := m.state(configKeyOf(req))
+	st := m.state(spec.KeyOfRequest(req))
 	if st == nil || st.compiled == nil {
 		return reconcile.Result{}, nil
 	}

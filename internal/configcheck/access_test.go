@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -28,7 +30,7 @@ func everywhere(watched ...string) *configAccess {
 // futureSpec is the attack of a namespace that joins later: Secrets in the
 // namespaces named team-a and future, and Services in those labelled
 // team=a (a label anyone with the right may give a namespace).
-func futureSpec(t *testing.T) *compiled {
+func futureSpec(t *testing.T) *spec.Compiled {
 	return authzSpec(t, map[string]gatehousev1alpha1.WatchedResource{
 		"secrets": {APIVersion: "v1", Resources: "secrets", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"cert": "true"}},
 			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -143,11 +145,11 @@ func TestNamedBy(t *testing.T) {
 		{"name=a", "a", false},
 		{"kubernetes.io/metadata.name in (a,b)", "c", false},
 	} {
-		if got := namedBy(sel(tc.sel), tc.ns); got != tc.want {
+		if got := spec.NamedBy(sel(tc.sel), tc.ns); got != tc.want {
 			t.Errorf("namedBy(%q, %q) = %v, want %v", tc.sel, tc.ns, got, tc.want)
 		}
 	}
-	if namedBy(nil, "a") {
+	if spec.NamedBy(nil, "a") {
 		t.Error("no selector names a namespace")
 	}
 }

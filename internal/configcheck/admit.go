@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -79,7 +81,7 @@ var watchedDenialReasons = []string{phaseStructure, phaseBounds, phaseRender, ph
 // nothing is denied from a stale cache (a Service created a moment ago may
 // not be in the store yet), so the server has a denial made again over the
 // API server's own lists, within the config's timeout.
-func (m *Module) watchedConfirmation(key configKey, watched string, timeoutSeconds int32) *module.Confirmation {
+func (m *Module) watchedConfirmation(key spec.Key, watched string, timeoutSeconds int32) *module.Confirmation {
 	return &module.Confirmation{
 		Decide: m.confirmWatched(key, watched),
 		// The admission's own deadline (admitWatched); 0 (a margin as
@@ -89,14 +91,14 @@ func (m *Module) watchedConfirmation(key configKey, watched string, timeoutSecon
 }
 
 // admitWatched returns the Admit function of one config's watched resource.
-func (m *Module) admitWatched(key configKey, watched string) module.AdmitFunc {
+func (m *Module) admitWatched(key spec.Key, watched string) module.AdmitFunc {
 	return func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
 		st, w, resp := m.watchedOf(key, watched)
 		if w == nil {
 			return resp
 		}
-		ctx, cancel := context.WithDeadline(ctx, start.Add(time.Duration(st.compiled.timeout)*time.Second-m.opts.Margin))
+		ctx, cancel := context.WithDeadline(ctx, start.Add(time.Duration(st.compiled.Timeout)*time.Second-m.opts.Margin))
 		defer cancel()
 		// Its renderings take render workers in the config's turn
 		// (fair).
@@ -114,7 +116,7 @@ func (m *Module) admitWatched(key configKey, watched string) module.AdmitFunc {
 
 // watchedOf finds the config's state and its watched resource, or answers
 // the request when there is none to judge it by.
-func (m *Module) watchedOf(key configKey, watched string) (*configState, *watchedSpec, admission.Response) {
+func (m *Module) watchedOf(key spec.Key, watched string) (*configState, *spec.Watched, admission.Response) {
 	st := m.state(key)
 	if st == nil {
 		return nil, nil, admission.Allowed("HAProxyTemplateConfig " + key.String() + " is gone")
@@ -123,15 +125,15 @@ func (m *Module) watchedOf(key configKey, watched string) (*configState, *watche
 		return nil, nil, admission.Allowed("").WithWarnings(bounded(fmt.Sprintf(
 			"HAProxyTemplateConfig %s is invalid, so this change was not validated against it: %s", key, st.invalid), 250))
 	}
-	w, ok := st.compiled.watched[watched]
-	if !ok || !w.webhook {
+	w, ok := st.compiled.Watched[watched]
+	if !ok || !w.Webhook {
 		return nil, nil, admission.Allowed("not validated by " + key.String())
 	}
 	return st, w, admission.Response{}
 }
 
 // decide judges the change over the caches.
-func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, req admission.Request) (admission.Response, map[string]render.IndexedStore) {
+func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, req admission.Request) (admission.Response, map[string]render.IndexedStore) {
 	if errs := m.checkBounds(st, w, req); len(errs) > 0 {
 		// Refused first, before the object is copied for the stores,
 		// before the config's turn and any rendering: an object this
@@ -179,7 +181,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	if err != nil {
 		return module.Deny(phaseStructure, err.Error()), nil
 	}
-	data, err := overlaid(stores, w.name, op, obj)
+	data, err := overlaid(stores, w.Name, op, obj)
 	if err != nil {
 		return module.Deny(phaseStructure, err.Error()), nil
 	}
@@ -194,7 +196,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 	}
 	if v.denial == "" {
 		if recorded(ctx, req) {
-			adm.record(w.name, op, obj)
+			adm.record(w.Name, op, obj)
 		}
 		return admission.Allowed(""), nil
 	}
@@ -207,12 +209,12 @@ func (m *Module) decide(ctx context.Context, st *configState, w *watchedSpec, re
 // past them is decoded, to tell whether w selects it (an object w does not
 // select is not its business), and whether the object it replaces was
 // already as large (it may stay so). DELETE is never refused.
-func (m *Module) checkBounds(st *configState, w *watchedSpec, req admission.Request) field.ErrorList {
+func (m *Module) checkBounds(st *configState, w *spec.Watched, req admission.Request) field.ErrorList {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return nil
 	}
 	size := measureRaw(req.Object.Raw)
-	if !w.bounds.exceeds(size) {
+	if !exceeds(w.Bounds, size) {
 		return nil
 	}
 	selected := func(raw []byte) bool {
@@ -220,14 +222,14 @@ func (m *Module) checkBounds(st *configState, w *watchedSpec, req admission.Requ
 		// and they are what makes such an object large.
 		var obj map[string]any
 		return utiljson.Unmarshal(withoutListItems(raw), &obj) == nil && obj != nil &&
-			w.selectsIn(obj, req.Namespace, st.scoped[w.name], m.namespaceLabels)
+			w.SelectsIn(obj, req.Namespace, st.scoped[w.Name], m.namespaceLabels)
 	}
 	if !selected(req.Object.Raw) {
 		return nil
 	}
 	var old *objectSize
 	if req.Operation == admissionv1.Update {
-		if before := measureRaw(req.OldObject.Raw); w.bounds.exceeds(before) && selected(req.OldObject.Raw) {
+		if before := measureRaw(req.OldObject.Raw); exceeds(w.Bounds, before) && selected(req.OldObject.Raw) {
 			old = &before
 		}
 	}
@@ -246,12 +248,12 @@ const needsPending = "this change needs a change admitted a moment ago that is n
 // of other objects, when there are any: an admitted change may never be
 // stored, and nothing admitted may need it. The turn is held.
 func (m *Module) judgeAlone(ctx context.Context, st *configState, adm *admissions, stores map[string]render.IndexedStore,
-	w *watchedSpec, op render.Operation, obj map[string]any) verdict {
+	w *spec.Watched, op render.Operation, obj map[string]any) verdict {
 	namespace, name := identityOf(obj)
-	if !adm.othersPending(w.name, namespace, name) {
+	if !adm.othersPending(w.Name, namespace, name) {
 		return verdict{}
 	}
-	data, err := overlaid(stores, w.name, op, obj)
+	data, err := overlaid(stores, w.Name, op, obj)
 	if err != nil {
 		return verdict{denial: err.Error(), phase: phaseStructure}
 	}
@@ -274,7 +276,7 @@ func dryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRu
 // confirmWatched returns the confirmation of one config's watched resource:
 // the change judged again over the API server's lists, and, when it fails
 // there too, the live state without it, whose same failure admits it.
-func (m *Module) confirmWatched(key configKey, watched string) module.ConfirmFunc {
+func (m *Module) confirmWatched(key spec.Key, watched string) module.ConfirmFunc {
 	return func(ctx context.Context, req admission.Request, denial admission.Response) module.Confirmed {
 		// The server's deadline is the admission's: its start is the
 		// decision's, as admission_seconds measures it.
@@ -285,7 +287,7 @@ func (m *Module) confirmWatched(key configKey, watched string) module.ConfirmFun
 			return module.LiveDecision(resp)
 		}
 		if deadline, ok := ctx.Deadline(); ok {
-			start = deadline.Add(-(time.Duration(st.compiled.timeout)*time.Second - m.opts.Margin))
+			start = deadline.Add(-(time.Duration(st.compiled.Timeout)*time.Second - m.opts.Margin))
 		}
 		c, judged := m.confirm(fair.WithShare(ctx, configParty(key), classOf(ctx, req)), st, w, req, denial)
 		c.Response = forCaller(c.Response, req, st.compiled, judged)
@@ -294,12 +296,12 @@ func (m *Module) confirmWatched(key configKey, watched string) module.ConfirmFun
 	}
 }
 
-func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, req admission.Request, denial admission.Response) (module.Confirmed, map[string]render.IndexedStore) {
+func (m *Module) confirm(ctx context.Context, st *configState, w *spec.Watched, req admission.Request, denial admission.Response) (module.Confirmed, map[string]render.IndexedStore) {
 	if r := denial.AuditAnnotations[module.ReasonAnnotation]; r == phaseStructure || r == phaseBounds {
 		// The request's own shape: no state to read again.
 		return module.Upheld(denial), nil
 	}
-	log := logf.FromContext(ctx).WithValues("config", st.key, "watched", w.name)
+	log := logf.FromContext(ctx).WithValues("config", st.key, "watched", w.Name)
 	op, obj, _, err := m.proposal(st, w, req)
 	if err != nil || op == "" {
 		return module.Upheld(denial), nil
@@ -324,7 +326,7 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 	if err != nil {
 		return module.Upheld(module.Deny(phaseStructure, err.Error())), nil
 	}
-	liveData, err := overlaid(withPending, w.name, op, obj)
+	liveData, err := overlaid(withPending, w.Name, op, obj)
 	if err != nil {
 		return module.Upheld(module.Deny(phaseStructure, err.Error())), nil
 	}
@@ -340,18 +342,18 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 		return module.LiveDecision(module.Undecided(confirmed.undecided)), nil
 	case confirmed.denial == "":
 		if recorded(ctx, req) {
-			adm.record(w.name, op, obj)
+			adm.record(w.Name, op, obj)
 		}
 		return module.Overturned(admission.Allowed("")), nil
 	}
 	// A change refused for needing a pending change is not judged against
 	// a failing state: it passed there.
 	if !alone {
-		if way, ok := m.wayOut(ctx, st, withPending, w.name, op, obj, confirmed); ok {
+		if way, ok := m.wayOut(ctx, st, withPending, w.Name, op, obj, confirmed); ok {
 			countPhase(confirmed.phase, "pre-existing")
 			log.Info("admitted: the cluster's state fails without this change, and it adds no failure", "phase", confirmed.phase, "failure", bounded(confirmed.denial, 500), "delete", op == render.OperationDelete)
 			if recorded(ctx, req) {
-				adm.record(w.name, op, obj)
+				adm.record(w.Name, op, obj)
 			}
 			// Live state upholds the failure; its standing without the
 			// change admits it: counted as confirmed, not as a cache
@@ -366,7 +368,7 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *watchedSpec, r
 // proposal reads the request as a change to w's store: the operation to
 // overlay and the object, or no operation (and why) when the store would not
 // change because w's selectors exclude the object before and after.
-func (m *Module) proposal(st *configState, w *watchedSpec, req admission.Request) (render.Operation, map[string]any, string, error) {
+func (m *Module) proposal(st *configState, w *spec.Watched, req admission.Request) (render.Operation, map[string]any, string, error) {
 	var obj, old map[string]any
 	if len(req.Object.Raw) > 0 {
 		if err := utiljson.Unmarshal(req.Object.Raw, &obj); err != nil {
@@ -382,19 +384,19 @@ func (m *Module) proposal(st *configState, w *watchedSpec, req admission.Request
 		// A namespace the author may not have read (or not checked yet)
 		// is not the config's to judge (access.go).
 		ns := req.Namespace
-		if st.scoped[w.name] {
+		if st.scoped[w.Name] {
 			ns = ""
 		}
-		return o != nil && st.permits(w.name, ns) && w.selectsIn(o, req.Namespace, st.scoped[w.name], m.namespaceLabels)
+		return o != nil && st.permits(w.Name, ns) && w.SelectsIn(o, req.Namespace, st.scoped[w.Name], m.namespaceLabels)
 	}
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:
 		if err := checkStructure(obj); err != nil {
 			return "", nil, "", err
 		}
-		obj = w.stored(obj)
+		obj = w.Stored(obj)
 		if old != nil {
-			old = w.stored(old)
+			old = w.Stored(old)
 		}
 		if obj["metadata"].(map[string]any)["name"] == nil {
 			// A generated name is not known yet; judge the object under
@@ -410,15 +412,15 @@ func (m *Module) proposal(st *configState, w *watchedSpec, req admission.Request
 			// The object leaves the store: judge its removal.
 			return render.OperationDelete, old, "", nil
 		}
-		return "", nil, fmt.Sprintf("not selected by %s's watched resource %s", st.key, w.name), nil
+		return "", nil, fmt.Sprintf("not selected by %s's watched resource %s", st.key, w.Name), nil
 	case admissionv1.Delete:
 		if old == nil {
 			return "", nil, "", errors.New("a DELETE request without oldObject cannot be validated")
 		}
 		if selected(old) {
-			return render.OperationDelete, w.stored(old), "", nil
+			return render.OperationDelete, w.Stored(old), "", nil
 		}
-		return "", nil, fmt.Sprintf("not selected by %s's watched resource %s", st.key, w.name), nil
+		return "", nil, fmt.Sprintf("not selected by %s's watched resource %s", st.key, w.Name), nil
 	}
 	return "", nil, "operation " + string(req.Operation) + " is not validated", nil
 }
@@ -474,8 +476,8 @@ const haproxyRejects = "haproxy -c rejects the rendered configuration:"
 
 // judge renders data, checks the rendering with haproxy, and applies the
 // embedded tests' result, stopping at the first phase that fails.
-func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, failedTests string) verdict {
-	data.ExtraContext = c.extraContext
+func (m *Module) judge(ctx context.Context, c *spec.Compiled, data render.Data, failedTests string) verdict {
+	data.ExtraContext = c.ExtraContext
 	start := time.Now()
 	out, err := renderFetching(ctx, c, data)
 	observePhase(phaseRender, time.Since(start))
@@ -492,7 +494,7 @@ func (m *Module) judge(ctx context.Context, c *compiled, data render.Data, faile
 		}
 		return verdict{denial: renderFailure(err), phase: phaseRender}
 	}
-	return m.checkRendering(ctx, c.dialect, out, failedTests)
+	return m.checkRendering(ctx, c.Dialect, out, failedTests)
 }
 
 // checkRendering checks a rendering with the check policy and haproxy, as
@@ -545,7 +547,7 @@ const (
 // watched resources and of its tests' fixtures do (unverified.go).
 func (m *Module) admitConfig(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
-	cfg, err := decodeRequestConfig(req)
+	cfg, err := spec.DecodeRequest(req)
 	if err != nil {
 		return module.Deny(reasonInvalidConfig, err.Error())
 	}
@@ -564,8 +566,8 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	if !verified {
 		party, class = unverifiedShare(req.Namespace)
 	}
-	c, errs := cfg.compileWith(m.compiler(fair.WithShare(ctx, party, class)))
-	if err := notCompiled(errs); err != nil {
+	c, errs := cfg.CompileWith(m.compiler(fair.WithShare(ctx, party, class)))
+	if err := spec.NotCompiled(errs); err != nil {
 		return module.Undecided(err.Error())
 	}
 	if len(errs) > 0 {
@@ -580,7 +582,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return module.Deny(reasonInvalidConfig, err.Error())
 	}
-	key := configKey{kind: cfg.kind(), NamespacedName: types.NamespacedName{Namespace: req.Namespace, Name: cfg.GetName()}}
+	key := spec.Key{Kind: cfg.ConfigKind(), NamespacedName: types.NamespacedName{Namespace: req.Namespace, Name: cfg.GetName()}}
 	if key.Name == "" {
 		key.Name = req.Name
 	}
@@ -595,7 +597,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	// asked about by the access controller, which fills its stores only
 	// from what the author may read (access.go).
 	if changed && verified {
-		refusal, err := m.authorizeAuthor(ctx, req.UserInfo, key, c, cfg.publishesSecrets())
+		refusal, err := m.authorizeAuthor(ctx, req.UserInfo, key, c, cfg.PublishesSecrets())
 		if err != nil {
 			return module.Undecided("configcheck: the author's permissions could not be checked in time: " + err.Error())
 		}
@@ -672,9 +674,9 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		}
 		return module.Deny(reasonInvalidConfig, refusal)
 	}
-	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
-		if _, _, err := m.resolve(c.watched[name].gvr); err != nil {
-			warnings = append(warnings, bounded(fmt.Sprintf("watched resource %s: %s is not served by this cluster (yet); its store stays empty until it is", name, c.watched[name].gvr), 250))
+	for _, name := range slices.Sorted(maps.Keys(c.Watched)) {
+		if _, _, err := m.resolve(c.Watched[name].GVR); err != nil {
+			warnings = append(warnings, bounded(fmt.Sprintf("watched resource %s: %s is not served by this cluster (yet); its store stays empty until it is", name, c.Watched[name].GVR), 250))
 		}
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
@@ -688,15 +690,15 @@ const unverifiedWarning = "Gatehouse cannot tell this request came from the API 
 
 // specChanged says whether req writes cfg's spec: a CREATE does, an UPDATE
 // when the spec differs from the stored one.
-func specChanged(req admission.Request, cfg configObject) (bool, error) {
+func specChanged(req admission.Request, cfg spec.Object) (bool, error) {
 	if req.Operation != admissionv1.Update {
 		return true, nil
 	}
-	old, err := decodeOldConfig(req)
+	old, err := spec.DecodeOld(req)
 	if err != nil {
 		return false, err
 	}
-	return !old.sameSpec(cfg), nil
+	return !old.SameSpec(cfg), nil
 }
 
 // bounded cuts s to n bytes, saying so.

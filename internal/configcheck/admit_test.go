@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -85,11 +87,11 @@ func proposalSpec() *gatehousev1alpha1.HAProxyTemplateConfigSpec {
 }
 
 func TestProposal(t *testing.T) {
-	c, errs := compileConfig(proposalSpec(), inProcess)
+	c, errs := spec.Compile(proposalSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	key := gatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "edge"})
+	key := spec.GatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "edge"})
 	// A Module without a host or namespace cache: namespaceLabels would
 	// panic, and must not be called for these watched resources.
 	m := &Module{}
@@ -168,7 +170,7 @@ func TestProposal(t *testing.T) {
 			if tc.old != "" {
 				req.OldObject = runtime.RawExtension{Raw: []byte(tc.old)}
 			}
-			op, obj, reason, err := m.proposal(st, c.watched[tc.watched], req)
+			op, obj, reason, err := m.proposal(st, c.Watched[tc.watched], req)
 			if tc.wantErr != "" {
 				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one starting with %q", err, tc.wantErr)
@@ -257,9 +259,9 @@ func (hangingRunner) Run(ctx context.Context, _ render.Output) (haproxy.RunResul
 	return haproxy.RunResult{}, ctx.Err()
 }
 
-func judgeData(t *testing.T, c *compiled, objs ...map[string]any) render.Data {
+func judgeData(t *testing.T, c *spec.Compiled, objs ...map[string]any) render.Data {
 	t.Helper()
-	store, err := render.NewMemoryStore(c.watched["ingresses"].indexer, objs...)
+	store, err := render.NewMemoryStore(c.Watched["ingresses"].Indexer, objs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +269,7 @@ func judgeData(t *testing.T, c *compiled, objs ...map[string]any) render.Data {
 }
 
 func TestJudge(t *testing.T) {
-	c, errs := compileConfig(judgeSpec(), inProcess)
+	c, errs := spec.Compile(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -340,7 +342,7 @@ func TestJudge(t *testing.T) {
 }
 
 func TestJudgeSecondVerdictIsCached(t *testing.T) {
-	c, errs := compileConfig(judgeSpec(), inProcess)
+	c, errs := spec.Compile(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -377,7 +379,7 @@ func TestJudgeSecondVerdictIsCached(t *testing.T) {
 }
 
 func TestJudgeSlowHAProxyIsUndecidedAtTheDeadline(t *testing.T) {
-	c, errs := compileConfig(judgeSpec(), inProcess)
+	c, errs := spec.Compile(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -469,7 +471,7 @@ func TestSpecChanged(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := specChanged(tc.req, gatehouseConfig{cfg("global\n", nil)})
+			got, err := specChanged(tc.req, spec.GatehouseConfig{HAProxyTemplateConfig: cfg("global\n", nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -478,7 +480,7 @@ func TestSpecChanged(t *testing.T) {
 			}
 		})
 	}
-	if _, err := specChanged(admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update}}, gatehouseConfig{cfg("global\n", nil)}); err == nil {
+	if _, err := specChanged(admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update}}, spec.GatehouseConfig{HAProxyTemplateConfig: cfg("global\n", nil)}); err == nil {
 		t.Fatal("an UPDATE without its old object was read as unchanged")
 	}
 }

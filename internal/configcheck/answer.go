@@ -3,6 +3,8 @@ package configcheck
 import (
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/redact"
 
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -18,7 +20,7 @@ import (
 // names made of the caller's words (redact.Quoted); a render failure loses the
 // words of judged's objects the caller did not send (redact.RenderFailure). judged
 // are the stores the answer was judged with (nil: none was read).
-func forCaller(resp admission.Response, req admission.Request, c *compiled, judged map[string]render.IndexedStore) admission.Response {
+func forCaller(resp admission.Response, req admission.Request, c *spec.Compiled, judged map[string]render.IndexedStore) admission.Response {
 	phase := ""
 	if resp.AuditAnnotations != nil {
 		phase = resp.AuditAnnotations[module.ReasonAnnotation]
@@ -37,7 +39,7 @@ func forCaller(resp admission.Response, req admission.Request, c *compiled, judg
 		if data == nil {
 			var author redact.Words
 			if c != nil {
-				author = c.words
+				author = c.Words
 			}
 			words := redact.DataWords(judged, author, req.Namespace)
 			data = &words

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -171,7 +173,7 @@ type attribution struct {
 
 // attribute puts back each suspect (up to maxAttributed) and keeps those
 // that are part of current's failure.
-func (m *Module) attribute(ctx context.Context, c *compiled, stores map[string]render.IndexedStore, current verdict, suspects []suspect) attribution {
+func (m *Module) attribute(ctx context.Context, c *spec.Compiled, stores map[string]render.IndexedStore, current verdict, suspects []suspect) attribution {
 	a := attribution{suspects: len(suspects)}
 	for _, s := range suspects[:min(len(suspects), maxAttributed)] {
 		back, err := putBack(stores, s)

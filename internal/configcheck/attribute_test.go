@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -14,23 +16,23 @@ import (
 // one backend are named, the unrelated new one and the unchanged one are
 // not.
 func TestAttributeNamesWhatFails(t *testing.T) {
-	c, errs := compileConfig(judgeSpec(), inProcess)
+	c, errs := spec.Compile(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	w := c.watched["ingresses"]
+	w := c.Watched["ingresses"]
 	store := func(objs ...map[string]any) map[string]render.IndexedStore {
-		s, err := render.NewMemoryStore(w.indexer, objs...)
+		s, err := render.NewMemoryStore(w.Indexer, objs...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return map[string]render.IndexedStore{"ingresses": s}
 	}
-	fine := w.stored(ingressWithLine("fine", "http-request set-header X-fine v"))
+	fine := w.Stored(ingressWithLine("fine", "http-request set-header X-fine v"))
 	good := snapshotOf(store(fine))
 	now := store(fine,
-		w.stored(ingressWithLine("dup-1", "backend dup")), w.stored(ingressWithLine("dup-2", "backend dup")),
-		w.stored(ingressWithLine("dup-3", "backend dup")), w.stored(ingressWithLine("unrelated", "http-request set-header X-u v")))
+		w.Stored(ingressWithLine("dup-1", "backend dup")), w.Stored(ingressWithLine("dup-2", "backend dup")),
+		w.Stored(ingressWithLine("dup-3", "backend dup")), w.Stored(ingressWithLine("unrelated", "http-request set-header X-u v")))
 
 	m := &Module{checker: testChecker(t, nil)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -57,8 +59,8 @@ func TestAttributeNamesWhatFails(t *testing.T) {
 	}
 
 	t.Run("a deleted object a render needs is named", func(t *testing.T) {
-		before := store(fine, w.stored(ingressWithLine("gone", "http-request set-header X-g v")))
-		after := store(fine, w.stored(ingressWithLine("refused", "")))
+		before := store(fine, w.Stored(ingressWithLine("gone", "http-request set-header X-g v")))
+		after := store(fine, w.Stored(ingressWithLine("refused", "")))
 		suspects := changedSince(snapshotOf(before), after)
 		if len(suspects) != 2 || suspects[0].String() != "ingresses app/gone (deleted)" || suspects[1].String() != "ingresses app/refused (new)" {
 			t.Fatalf("suspects %v", suspects)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -90,8 +92,8 @@ const ClaimAnnotation = "configcheck.gatehouse.dev/claim-author"
 // kind's config of the same namespace and name. Gatehouse's kind keeps the
 // purpose it had before haptic's kind was followed, so that its stored
 // records still verify.
-func authorPurpose(kind configKind) string {
-	if kind == gatehouseKind {
+func authorPurpose(kind spec.Kind) string {
+	if kind == spec.GatehouseKind {
 		return "configcheck.gatehouse.dev/author/v1"
 	}
 	return "configcheck.gatehouse.dev/author/v1/" + string(kind)
@@ -141,7 +143,7 @@ func (r authorRecord) claims(namespace, name string) []byte {
 }
 
 // signAuthor signs r for the config of kind namespace/name and encodes it.
-func signAuthor(rs module.Records, kind configKind, namespace, name string, r authorRecord) (string, error) {
+func signAuthor(rs module.Records, kind spec.Kind, namespace, name string, r authorRecord) (string, error) {
 	r.Sig = rs.Sign(authorPurpose(kind), r.claims(namespace, name))
 	if r.Sig == "" {
 		return "", errors.New("no key to sign the author record with")
@@ -164,7 +166,7 @@ func excludedNamespace(namespace, own string) string {
 
 // verifiedAuthor reads cfg's author record as stored: the author, whether
 // it was signed with the current key, or why it is not honoured.
-func verifiedAuthor(rs module.Records, own string, cfg configObject) (user authenticationv1.UserInfo, current bool, refusal string) {
+func verifiedAuthor(rs module.Records, own string, cfg spec.Object) (user authenticationv1.UserInfo, current bool, refusal string) {
 	if why := excludedNamespace(cfg.GetNamespace(), own); why != "" {
 		return user, false, why
 	}
@@ -176,7 +178,7 @@ func verifiedAuthor(rs module.Records, own string, cfg configObject) (user authe
 	if err := json.Unmarshal([]byte(raw), &r); err != nil || r.Sig == "" || (r.User.Username == "" && len(r.User.Groups) == 0) {
 		return user, false, "the config's author record (" + AuthorAnnotation + ") is not one this install signed (records written before Gatehouse signed them are not honoured)"
 	}
-	ok, current = rs.Verify(authorPurpose(cfg.kind()), r.claims(cfg.GetNamespace(), cfg.GetName()), r.Sig)
+	ok, current = rs.Verify(authorPurpose(cfg.ConfigKind()), r.claims(cfg.GetNamespace(), cfg.GetName()), r.Sig)
 	switch {
 	case !ok:
 		return user, false, "the config's author record (" + AuthorAnnotation + ") is not one this install signed for this config"
@@ -243,7 +245,7 @@ func (m *Module) authorWebhook() module.Webhook {
 // admitAuthor sets the author record (wantedAuthor) and removes
 // ClaimAnnotation.
 func (m *Module) admitAuthor(_ context.Context, req admission.Request) admission.Response {
-	cfg, err := decodeRequestConfig(req)
+	cfg, err := spec.DecodeRequest(req)
 	if err != nil {
 		return module.Deny(reasonInvalidConfig, err.Error())
 	}
@@ -303,8 +305,8 @@ func withAuthorRecord(raw []byte, record string) ([]byte, error) {
 // CREATE, a spec change or a claim; else the stored one, signed again
 // when it verifies ("" when none was stored, the stored value when it
 // does not verify: it is honoured nowhere).
-func (m *Module) wantedAuthor(req admission.Request, cfg configObject) (string, error) {
-	rs, kind := m.host.Records(), cfg.kind()
+func (m *Module) wantedAuthor(req admission.Request, cfg spec.Object) (string, error) {
+	rs, kind := m.host.Records(), cfg.ConfigKind()
 	if req.Operation != admissionv1.Update {
 		return signAuthor(rs, kind, cfg.GetNamespace(), cfg.GetName(), authorRecord{User: req.UserInfo, Generation: 1, SignedAt: time.Now().Unix()})
 	}
@@ -330,8 +332,8 @@ func (m *Module) wantedAuthor(req admission.Request, cfg configObject) (string, 
 
 // storedAndBumped reads an UPDATE's stored object and says whether the
 // write gives it a new generation (generationBumped).
-func storedAndBumped(req admission.Request) (configObject, bool, error) {
-	old, err := decodeOldConfig(req)
+func storedAndBumped(req admission.Request) (spec.Object, bool, error) {
+	old, err := spec.DecodeOld(req)
 	if err != nil {
 		return nil, false, err
 	}
@@ -361,7 +363,7 @@ func generationBumped(req admission.Request) (bool, error) {
 // object as it will be stored: "" when it verifies and names whom the
 // author webhook records (the writer when the spec changes; on another
 // UPDATE the stored author or a claiming writer, or an unchanged record).
-func (m *Module) checkAuthorRecord(req admission.Request, cfg configObject) (string, error) {
+func (m *Module) checkAuthorRecord(req admission.Request, cfg spec.Object) (string, error) {
 	if excludedNamespace(cfg.GetNamespace(), m.host.Namespace()) != "" {
 		// Never sent by the API server; a config stored there is never
 		// read whatever it carries.
@@ -424,7 +426,7 @@ func (m *Module) keepAuthorRecordCurrent(ctx context.Context, st *configState) s
 	// The author webhook sees an UPDATE that leaves the spec as it is and
 	// signs the stored record again itself; where it does not run, this
 	// record, Gatehouse's own, is what is stored.
-	obj := cfg.object()
+	obj := cfg.Typed()
 	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
 	annotations := obj.GetAnnotations()
 	annotations[AuthorAnnotation] = record
@@ -439,12 +441,12 @@ func (m *Module) keepAuthorRecordCurrent(ctx context.Context, st *configState) s
 // refusal says why it is not honoured; record is the same record signed
 // with the newest key when it verifies with an older one ("" when it
 // needs no renewal).
-func renewedAuthorRecord(rs module.Records, own string, cfg configObject) (record, refusal string) {
+func renewedAuthorRecord(rs module.Records, own string, cfg spec.Object) (record, refusal string) {
 	user, current, refusal := verifiedAuthor(rs, own, cfg)
 	if refusal != "" || current {
 		return "", refusal
 	}
-	record, err := signAuthor(rs, cfg.kind(), cfg.GetNamespace(), cfg.GetName(), authorRecord{User: user, UID: cfg.GetUID(), Generation: cfg.GetGeneration()})
+	record, err := signAuthor(rs, cfg.ConfigKind(), cfg.GetNamespace(), cfg.GetName(), authorRecord{User: user, UID: cfg.GetUID(), Generation: cfg.GetGeneration()})
 	if err != nil {
 		return "", ""
 	}

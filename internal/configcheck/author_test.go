@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -87,7 +89,7 @@ func TestAuthorRecordFollowsTheSpecsWriter(t *testing.T) {
 	cfg.Annotations = map[string]string{AuthorAnnotation: `{"username":"platform-admin","groups":["system:masters"]}`}
 	created := admitStored(t, m, admissionv1.Create, alice, cfg, nil)
 	created.Generation = 1
-	user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), gatehouseConfig{created})
+	user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: created})
 	if refusal != "" || user.Username != "alice" {
 		t.Fatalf("after the create: %q, %v", refusal, user)
 	}
@@ -96,7 +98,7 @@ func TestAuthorRecordFollowsTheSpecsWriter(t *testing.T) {
 	labelled := created.DeepCopy()
 	labelled.Labels = map[string]string{"x": "y"}
 	relabelled := admitStored(t, m, admissionv1.Update, admin, labelled, created)
-	if user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), gatehouseConfig{relabelled}); refusal != "" || user.Username != "alice" {
+	if user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: relabelled}); refusal != "" || user.Username != "alice" {
 		t.Fatalf("after a label change: %q, %v", refusal, user)
 	}
 	if !strings.Contains(relabelled.Annotations[AuthorAnnotation], `"uid":"uid-front"`) {
@@ -108,11 +110,11 @@ func TestAuthorRecordFollowsTheSpecsWriter(t *testing.T) {
 	written := relabelled.DeepCopy()
 	written.Spec.HAProxyConfig.Template = "b"
 	rewritten := admitStored(t, m, admissionv1.Update, admin, written, relabelled)
-	if _, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), gatehouseConfig{rewritten}); !strings.Contains(refusal, "generation 2") {
+	if _, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: rewritten}); !strings.Contains(refusal, "generation 2") {
 		t.Fatalf("a record of generation 2 read on generation 1: %q", refusal)
 	}
 	rewritten.Generation = 2
-	if user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), gatehouseConfig{rewritten}); refusal != "" || user.Username != "platform-admin" {
+	if user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: rewritten}); refusal != "" || user.Username != "platform-admin" {
 		t.Fatalf("after the spec change: %q, %v", refusal, user)
 	}
 
@@ -120,7 +122,7 @@ func TestAuthorRecordFollowsTheSpecsWriter(t *testing.T) {
 	claiming := rewritten.DeepCopy()
 	claiming.Annotations[ClaimAnnotation] = "yes"
 	claimed := admitStored(t, m, admissionv1.Update, alice, claiming, rewritten)
-	if user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), gatehouseConfig{claimed}); refusal != "" || user.Username != "alice" {
+	if user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: claimed}); refusal != "" || user.Username != "alice" {
 		t.Fatalf("after a claim: %q, %v", refusal, user)
 	}
 }
@@ -161,7 +163,7 @@ func TestForgedAuthorRecordsAreNotHonoured(t *testing.T) {
 		{"signed by another install", func() *gatehousev1alpha1.HAProxyTemplateConfig {
 			c := bound.DeepCopy()
 			c.Annotations[AuthorAnnotation] = record(func(r *authorRecord) {
-				r.Sig = otherKey.Sign(authorPurpose(gatehouseKind), r.claims(c.Namespace, c.Name))
+				r.Sig = otherKey.Sign(authorPurpose(spec.GatehouseKind), r.claims(c.Namespace, c.Name))
 			})
 			return c
 		}, "not one this install signed"},
@@ -204,12 +206,12 @@ func TestForgedAuthorRecordsAreNotHonoured(t *testing.T) {
 			return authorConfig("team-a", "front", 1, "a")
 		}, "records no author"},
 	}
-	if _, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), gatehouseConfig{bound}); refusal != "" {
+	if _, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: bound}); refusal != "" {
 		t.Fatalf("the genuine record: %s", refusal)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), gatehouseConfig{tc.cfg()})
+			_, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: tc.cfg()})
 			if !strings.Contains(refusal, tc.reason) {
 				t.Fatalf("refusal %q, want it to say %q", refusal, tc.reason)
 			}
@@ -243,16 +245,16 @@ func TestConfigWebhookChecksTheRecord(t *testing.T) {
 		}
 		return r
 	}
-	if refusal, err := m.checkAuthorRecord(req(admissionv1.Create, alice, created, nil), gatehouseConfig{created}); err != nil || refusal != "" {
+	if refusal, err := m.checkAuthorRecord(req(admissionv1.Create, alice, created, nil), spec.GatehouseConfig{HAProxyTemplateConfig: created}); err != nil || refusal != "" {
 		t.Fatalf("the author webhook's record refused: %q %v", refusal, err)
 	}
-	if refusal, _ := m.checkAuthorRecord(req(admissionv1.Create, admin, created, nil), gatehouseConfig{created}); refusal == "" {
+	if refusal, _ := m.checkAuthorRecord(req(admissionv1.Create, admin, created, nil), spec.GatehouseConfig{HAProxyTemplateConfig: created}); refusal == "" {
 		t.Fatal("a record naming another user than the writer was admitted")
 	}
 	forged := cfg.DeepCopy()
 	forged.Generation = 1
 	forged.Annotations = map[string]string{AuthorAnnotation: `{"username":"alice"}`}
-	if refusal, _ := m.checkAuthorRecord(req(admissionv1.Create, alice, forged, nil), gatehouseConfig{forged}); refusal == "" {
+	if refusal, _ := m.checkAuthorRecord(req(admissionv1.Create, alice, forged, nil), spec.GatehouseConfig{HAProxyTemplateConfig: forged}); refusal == "" {
 		t.Fatal("an unsigned record was admitted")
 	}
 	// A spec change whose record a later webhook kept (generation 1 on
@@ -260,7 +262,7 @@ func TestConfigWebhookChecksTheRecord(t *testing.T) {
 	written := created.DeepCopy()
 	written.Spec.HAProxyConfig.Template = "b"
 	written.Generation = 2
-	if refusal, _ := m.checkAuthorRecord(req(admissionv1.Update, alice, written, created), gatehouseConfig{written}); refusal == "" {
+	if refusal, _ := m.checkAuthorRecord(req(admissionv1.Update, alice, written, created), spec.GatehouseConfig{HAProxyTemplateConfig: written}); refusal == "" {
 		t.Fatal("a stale record was admitted on a spec change")
 	}
 }
@@ -281,7 +283,7 @@ func TestAuthorRecordIsRenewedBeforeItsKeyGoes(t *testing.T) {
 	cfg := authorConfig("team-a", "front", 0, "a")
 	stored := admitStored(t, m, admissionv1.Create, alice, cfg, nil)
 	stored.Generation = 1
-	if record, refusal := renewedAuthorRecord(h.Records(), h.Namespace(), gatehouseConfig{stored}); record != "" || refusal != "" {
+	if record, refusal := renewedAuthorRecord(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: stored}); record != "" || refusal != "" {
 		t.Fatalf("a record signed with the newest key: renewed %q, refused %q", record, refusal)
 	}
 
@@ -292,7 +294,7 @@ func TestAuthorRecordIsRenewedBeforeItsKeyGoes(t *testing.T) {
 	// Rotated: the newest key signs, the one the record was signed with is
 	// still kept for verifying.
 	h.Keys.Ring = records.NewKeyring([]records.Key{newer, first}, time.Now().Add(2*time.Hour), 0)
-	record, refusal := renewedAuthorRecord(h.Records(), h.Namespace(), gatehouseConfig{stored})
+	record, refusal := renewedAuthorRecord(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: stored})
 	if record == "" || refusal != "" {
 		t.Fatalf("a record signed with an older key: renewed %q, refused %q", record, refusal)
 	}
@@ -305,10 +307,10 @@ func TestAuthorRecordIsRenewedBeforeItsKeyGoes(t *testing.T) {
 	// The old key dropped: the old record is refused, the renewed one is
 	// alice's still.
 	h.Keys.Ring = records.NewKeyring([]records.Key{newer}, time.Now().Add(2*time.Hour), 0)
-	if _, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), gatehouseConfig{stored}); refusal == "" {
+	if _, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: stored}); refusal == "" {
 		t.Fatal("a record whose key was dropped is honoured")
 	}
-	if user, current, refusal := verifiedAuthor(h.Records(), h.Namespace(), gatehouseConfig{renewed}); refusal != "" || !current || user.Username != "alice" {
+	if user, current, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: renewed}); refusal != "" || !current || user.Username != "alice" {
 		t.Fatalf("the renewed record: %v current %v refused %q", user, current, refusal)
 	}
 }

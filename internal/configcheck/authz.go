@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -130,11 +132,11 @@ const (
 // then the outputs Gatehouse publishes), the rights the config's author
 // must hold. targets maps each watched name to its resolved resource. It
 // is pure.
-func accessRequirements(key configKey, c *compiled, targets map[string]accessTarget, certs bool) []accessRequirement {
+func accessRequirements(key spec.Key, c *spec.Compiled, targets map[string]accessTarget, certs bool) []accessRequirement {
 	var out []accessRequirement
-	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
-		w := c.watched[name]
-		if w.onDemand {
+	for _, name := range slices.Sorted(maps.Keys(c.Watched)) {
+		w := c.Watched[name]
+		if w.OnDemand {
 			// Nothing is listed or watched: each object is fetched only
 			// once its author may get it (ondemand.go).
 			continue
@@ -147,15 +149,15 @@ func accessRequirements(key configKey, c *compiled, targets map[string]accessTar
 			scope, why, narrowAdvice = scopeCluster, "the cluster does not serve it yet, so its scope is unknown and it is checked cluster-wide", ""
 		case t.clusterScoped:
 			scope, why, narrowAdvice = scopeCluster, "a cluster-scoped resource", ""
-		case w.nsSel == nil:
+		case w.Namespaces == nil:
 			scope, why, narrowAdvice = scopeCluster, "it has no namespaceSelector", "add a namespaceSelector naming namespaces you may use"
-		case !narrows(w.nsSel):
+		case !spec.Narrows(w.Namespaces):
 			scope, why, narrowAdvice = scopeCluster,
 				"its namespaceSelector has no positive requirement (=, in, exists), so it selects every namespace, including those created later",
 				"give namespaceSelector a positive requirement naming namespaces you may use"
 		}
 		verbs := []string{"list", "watch"}
-		if w.webhook {
+		if w.Webhook {
 			verbs = append(verbs, "create", "update", "delete")
 		}
 		for _, verb := range verbs {
@@ -164,7 +166,7 @@ func accessRequirements(key configKey, c *compiled, targets map[string]accessTar
 				scope: scope, source: source, why: why, watched: name,
 			}
 			if scope == scopeSelected {
-				r.sel = w.nsSel
+				r.sel = w.Namespaces
 			}
 			purpose, remedy := readAdvice, narrowAdvice
 			if verb != "list" && verb != "watch" {
@@ -179,7 +181,7 @@ func accessRequirements(key configKey, c *compiled, targets map[string]accessTar
 	var outputs []output
 	// Gatehouse publishes its own kind's renderings, never haptic's
 	// (haptic's controller deploys them, with its own rights).
-	if key.kind == gatehouseKind {
+	if key.Kind == spec.GatehouseKind {
 		outputs = append(outputs, output{"configmaps", "ConfigMap", RenderedConfigMapName(key.Name)})
 		if certs {
 			outputs = append(outputs, output{"secrets", "Secret", RenderedSecretName(key.Name)})
@@ -210,7 +212,7 @@ func joinAdvice(a, b string) string {
 // refusal is the denial for r's question q.
 func (r accessRequirement) refusal(user string, q accessQuestion) string {
 	where := "in namespace " + fmt.Sprintf("%q", q.namespace)
-	if r.scope == scopeSelected && q.namespace != "" && !namedBy(r.sel, q.namespace) {
+	if r.scope == scopeSelected && q.namespace != "" && !spec.NamedBy(r.sel, q.namespace) {
 		// Selected by its labels: the author may not know it exists, and
 		// a refusal must not tell them (nor anyone posting a made-up
 		// userInfo to the port) which namespaces carry a label.
@@ -429,11 +431,11 @@ func accessReview(user authenticationv1.UserInfo, q accessQuestion) *authorizati
 // accessTargets resolves the watched resources through discovery, so that
 // the authorizer is asked about the resource's own plural (a config may
 // write "Secret"; RBAC rules name "secrets") and its scope.
-func (m *Module) accessTargets(c *compiled) map[string]accessTarget {
-	out := make(map[string]accessTarget, len(c.watched))
-	for name, w := range c.watched {
-		t := accessTarget{group: w.gvr.Group, resource: strings.ToLower(w.gvr.Resource)}
-		if gvk, scoped, err := m.resolve(w.gvr); err == nil {
+func (m *Module) accessTargets(c *spec.Compiled) map[string]accessTarget {
+	out := make(map[string]accessTarget, len(c.Watched))
+	for name, w := range c.Watched {
+		t := accessTarget{group: w.GVR.Group, resource: strings.ToLower(w.GVR.Resource)}
+		if gvk, scoped, err := m.resolve(w.GVR); err == nil {
 			if mapping, err := m.host.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
 				t = accessTarget{group: mapping.Resource.Group, resource: mapping.Resource.Resource, clusterScoped: scoped, known: true}
 			}
@@ -461,7 +463,7 @@ func (m *Module) selectedNamespaces(ctx context.Context, sel labels.Selector) ([
 // authorizeAuthor checks that the request's user holds the rights config
 // key (compiled as c) exercises; see the top of this file. It returns the
 // refusal, or an error when the question could not be answered in time.
-func (m *Module) authorizeAuthor(ctx context.Context, user authenticationv1.UserInfo, key configKey, c *compiled, certs bool) (string, error) {
+func (m *Module) authorizeAuthor(ctx context.Context, user authenticationv1.UserInfo, key spec.Key, c *spec.Compiled, certs bool) (string, error) {
 	if user.Username == "" && len(user.Groups) == 0 {
 		// The API server always names the requester; a review without one
 		// was posted to the port by someone else, whose rights are unknown.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,16 +100,16 @@ func (n *namespaceLister) list(_ context.Context, sel labels.Selector) ([]string
 	return out, nil
 }
 
-var authzKey = gatehouseKey(types.NamespacedName{Namespace: "team-a", Name: "edge"})
+var authzKey = spec.GatehouseKey(types.NamespacedName{Namespace: "team-a", Name: "edge"})
 
 func byName(name string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": name}}
 }
 
 // authzSpec is a config of the given watched resources.
-func authzSpec(t *testing.T, watched map[string]gatehousev1alpha1.WatchedResource) *compiled {
+func authzSpec(t *testing.T, watched map[string]gatehousev1alpha1.WatchedResource) *spec.Compiled {
 	t.Helper()
-	c, errs := compileConfig(&gatehousev1alpha1.HAProxyTemplateConfigSpec{
+	c, errs := spec.Compile(&gatehousev1alpha1.HAProxyTemplateConfigSpec{
 		WatchedResources: watched,
 		HAProxyConfig:    gatehousev1alpha1.Template{Template: "global\n"},
 	}, inProcess)
@@ -120,10 +122,10 @@ func authzSpec(t *testing.T, watched map[string]gatehousev1alpha1.WatchedResourc
 // served are the targets discovery would resolve: secrets, configmaps and
 // services in the core group, ingresses in networking.k8s.io, and
 // ingressclasses (cluster-scoped).
-func served(c *compiled) map[string]accessTarget {
+func served(c *spec.Compiled) map[string]accessTarget {
 	out := map[string]accessTarget{}
-	for name, w := range c.watched {
-		t := accessTarget{group: w.gvr.Group, resource: strings.ToLower(w.gvr.Resource)}
+	for name, w := range c.Watched {
+		t := accessTarget{group: w.GVR.Group, resource: strings.ToLower(w.GVR.Resource)}
 		switch t.resource {
 		case "secrets", "configmaps", "services", "pods", "ingresses":
 			t.known = true
@@ -397,7 +399,7 @@ func TestAuthorizeNamespacesBoundedAndDeterministic(t *testing.T) {
 			grants = append(grants, grant("services", name, readVerbs...)...)
 		}
 	}
-	// Not named: the selector selects by label (namedBy).
+	// Not named: the selector selects by label (spec.NamedBy).
 	const want = `user "alice" may not list services in a namespace that namespaceSelector selects by label (Gatehouse names only the namespaces a selector names) (spec.watchedResources[services]): a config reaches only what its author may read; narrow namespaceSelector, or ask for the permission`
 	for range 10 {
 		auth := &fakeAuthorizer{grants: grants, delay: func() time.Duration { return time.Duration(rand.Intn(300)) * time.Microsecond }}

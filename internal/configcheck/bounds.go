@@ -5,47 +5,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
-)
-
-// Every admission of a config renders all of its objects, so one tenant's
-// large object slows every other tenant's admissions of that config (six
-// Ingresses of 10,000 paths each made a shared config's admissions take
-// 10 s, past their timeout). A watched resource therefore bounds its
-// objects, and an object past the bounds is refused when it is written,
-// naming its own size and the bound, instead of making everyone time out.
-//
-// The defaults fit what a watched kind normally holds: 128 KiB is a
-// hundred times an ordinary Ingress or Service, and holds a Secret with a
-// certificate chain; 1000 is the most endpoints an EndpointSlice may hold.
-// A config whose objects are legitimately larger states its own bounds.
-const (
-	defaultMaxObjectBytes = 128 << 10
-	defaultMaxListLength  = 1000
 )
 
 // phaseBounds is the denial reason (and metrics phase) of an object past
 // its watched resource's bounds: decided from the request alone.
 const phaseBounds = "object-bounds"
-
-// objectBounds are one watched resource's bounds on an object.
-type objectBounds struct {
-	maxBytes int64
-	maxList  int
-}
-
-func compileBounds(spec gatehousev1alpha1.WatchedResource) objectBounds {
-	b := objectBounds{maxBytes: spec.MaxObjectBytes, maxList: int(spec.MaxListLength)}
-	if b.maxBytes <= 0 {
-		b.maxBytes = defaultMaxObjectBytes
-	}
-	if b.maxList <= 0 {
-		b.maxList = defaultMaxListLength
-	}
-	return b
-}
 
 // objectSize is what bounds measure of an object as written: its JSON
 // size without metadata.managedFields (which the API server writes, and no
@@ -57,8 +24,8 @@ type objectSize struct {
 }
 
 // exceeds says whether s passes b.
-func (b objectBounds) exceeds(s objectSize) bool {
-	return s.bytes > b.maxBytes || s.longest > b.maxList
+func exceeds(b spec.Bounds, s objectSize) bool {
+	return s.bytes > b.MaxBytes || s.longest > b.MaxList
 }
 
 // validateBounds checks the object a create or update would store (size)
@@ -67,30 +34,30 @@ func (b objectBounds) exceeds(s objectSize) bool {
 // is, or shrink, so that its owner can always get under the bound step by
 // step; it may not grow. kind and config name the object's kind and the
 // config, for the refusal, which says what the user can do.
-func validateBounds(w *watchedSpec, size objectSize, old *objectSize, kind, config string) field.ErrorList {
-	b := w.bounds
-	if !b.exceeds(size) {
+func validateBounds(w *spec.Watched, size objectSize, old *objectSize, kind, config string) field.ErrorList {
+	b := w.Bounds
+	if !exceeds(b, size) {
 		return nil
 	}
-	if old != nil && b.exceeds(*old) && size.bytes <= old.bytes && size.longest <= old.longest {
+	if old != nil && exceeds(b, *old) && size.bytes <= old.bytes && size.longest <= old.longest {
 		return nil
 	}
-	spec := field.NewPath("spec", "watchedResources").Key(w.name)
+	spec := field.NewPath("spec", "watchedResources").Key(w.Name)
 	var errs field.ErrorList
-	if size.bytes > b.maxBytes {
-		errs = append(errs, field.TooLong(field.NewPath("<object>"), formatSize(size.bytes), int(b.maxBytes)))
+	if size.bytes > b.MaxBytes {
+		errs = append(errs, field.TooLong(field.NewPath("<object>"), formatSize(size.bytes), int(b.MaxBytes)))
 		errs[len(errs)-1].Detail = fmt.Sprintf(
 			"this %s is %s; HAProxyTemplateConfig %s accepts %s objects of watched resource %s up to %s: "+
 				"every admission renders all of the config's objects, so one object this large would slow every tenant's changes. "+
 				"Split it into smaller objects, or ask the config's author to raise %s",
-			kind, formatSize(size.bytes), config, kind, w.name, formatSize(b.maxBytes), spec.Child("maxObjectBytes"))
+			kind, formatSize(size.bytes), config, kind, w.Name, formatSize(b.MaxBytes), spec.Child("maxObjectBytes"))
 	}
-	if size.longest > b.maxList {
-		errs = append(errs, field.TooMany(field.NewPath(size.path), size.longest, b.maxList))
+	if size.longest > b.MaxList {
+		errs = append(errs, field.TooMany(field.NewPath(size.path), size.longest, b.MaxList))
 		errs[len(errs)-1].Detail = fmt.Sprintf(
 			"%s of this %s has %d items; HAProxyTemplateConfig %s accepts lists of at most %d items in watched resource %s: "+
 				"split the object into several, or ask the config's author to raise %s",
-			size.path, kind, size.longest, config, b.maxList, w.name, spec.Child("maxListLength"))
+			size.path, kind, size.longest, config, b.MaxList, w.Name, spec.Child("maxListLength"))
 	}
 	return errs
 }

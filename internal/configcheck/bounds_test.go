@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 )
 
@@ -63,7 +65,7 @@ func TestMeasureRaw(t *testing.T) {
 }
 
 func TestValidateBounds(t *testing.T) {
-	w := &watchedSpec{name: "ingresses", bounds: compileBounds(gatehousev1alpha1.WatchedResource{})}
+	w := &spec.Watched{Name: "ingresses", Bounds: spec.CompileBounds(gatehousev1alpha1.WatchedResource{})}
 	if errs := validateBounds(w, sizeOf(t, ingressWithPaths(100)), nil, "Ingress", "lb/haproxy"); len(errs) > 0 {
 		t.Fatalf("an Ingress of 100 paths is refused by the defaults: %v", errs)
 	}
@@ -88,7 +90,7 @@ func TestValidateBounds(t *testing.T) {
 	}
 
 	// A config stating larger bounds accepts it.
-	roomy := &watchedSpec{name: "ingresses", bounds: compileBounds(gatehousev1alpha1.WatchedResource{MaxObjectBytes: 4 << 20, MaxListLength: 20000})}
+	roomy := &spec.Watched{Name: "ingresses", Bounds: spec.CompileBounds(gatehousev1alpha1.WatchedResource{MaxObjectBytes: 4 << 20, MaxListLength: 20000})}
 	if errs := validateBounds(roomy, big, nil, "Ingress", "lb/haproxy"); len(errs) > 0 {
 		t.Fatalf("refused under bounds stated larger: %v", errs)
 	}

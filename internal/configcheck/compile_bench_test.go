@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -21,22 +23,22 @@ import (
 // closed around it: what a config's first compile costs, confined, on one
 // core at nice 10.
 func BenchmarkHapticCompile(b *testing.B) {
-	spec, extras, errs := fromHaptic(&hapticTestdata(b).Spec)
+	cfgSpec, extras, errs := spec.FromHaptic(&hapticTestdata(b).Spec)
 	if len(errs) > 0 {
 		b.Fatal(errs.ToAggregate())
 	}
-	templates := specTemplates(spec, extras.postProcessing)
+	templates := spec.TemplatesOf(cfgSpec, extras.PostProcessing)
 	var cold, learnedTime, worker time.Duration
 	for b.Loop() {
 		start := time.Now()
-		_, learned, err := render.CompileLearned(hapticDefaultEngine, templates, nil)
+		_, learned, err := render.CompileLearned(spec.HapticDefaultEngine, templates, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		cold += time.Since(start)
 
 		start = time.Now()
-		if _, _, err := render.CompileLearned(hapticDefaultEngine, templates, learned); err != nil {
+		if _, _, err := render.CompileLearned(spec.HapticDefaultEngine, templates, learned); err != nil {
 			b.Fatal(err)
 		}
 		learnedTime += time.Since(start)
@@ -46,7 +48,7 @@ func BenchmarkHapticCompile(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := pool.Compile(b.Context(), templates, hapticDefaultEngine); err != nil {
+		if _, err := pool.Compile(b.Context(), templates, spec.HapticDefaultEngine); err != nil {
 			b.Fatal(err)
 		}
 		_ = pool.Close()

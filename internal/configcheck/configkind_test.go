@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,17 +30,17 @@ var hapticRequestKind = metav1.GroupVersionKind{Group: "haproxy-haptic.org", Ver
 // webhooks the API server calls.
 func TestConfigsOfTwoKindsNeverMeet(t *testing.T) {
 	nn := types.NamespacedName{Namespace: "team-a", Name: "edge"}
-	ours, theirs := gatehouseKey(nn), configKey{kind: hapticKind, NamespacedName: nn}
+	ours, theirs := spec.GatehouseKey(nn), spec.Key{Kind: spec.HapticKind, NamespacedName: nn}
 	if ours == theirs || ours.String() == theirs.String() || configParty(ours) == configParty(theirs) {
 		t.Fatalf("keys %v and %v meet", ours, theirs)
 	}
-	for _, k := range []configKey{ours, theirs} {
-		if got := configKeyOf(k.request()); got != k {
+	for _, k := range []spec.Key{ours, theirs} {
+		if got := spec.KeyOfRequest(k.Request()); got != k {
 			t.Errorf("%v came back from its workqueue item as %v", k, got)
 		}
 	}
-	if ours.request() != (reconcile.Request{NamespacedName: nn}) {
-		t.Errorf("Gatehouse's items changed: %v", ours.request())
+	if ours.Request() != (reconcile.Request{NamespacedName: nn}) {
+		t.Errorf("Gatehouse's items changed: %v", ours.Request())
 	}
 	if webhookName(ours, "ingresses") == webhookName(theirs, "ingresses") || webhookPath("configcheck", ours, "ingresses") == webhookPath("configcheck", theirs, "ingresses") {
 		t.Errorf("one webhook for both: %s %s", webhookName(theirs, "ingresses"), webhookPath("configcheck", theirs, "ingresses"))
@@ -46,7 +48,7 @@ func TestConfigsOfTwoKindsNeverMeet(t *testing.T) {
 	// A Gatehouse config in namespace haproxy-haptic.org cannot exist (a
 	// namespace name has no dots), nor a name with a slash: no item of
 	// one kind reads as the other's.
-	if got := configKeyOf(gatehouseKey(types.NamespacedName{Namespace: "team-a", Name: "haproxy-haptic.org"}).request()); got.kind != gatehouseKind {
+	if got := spec.KeyOfRequest(spec.GatehouseKey(types.NamespacedName{Namespace: "team-a", Name: "haproxy-haptic.org"}).Request()); got.Kind != spec.GatehouseKind {
 		t.Errorf("a Gatehouse config named after haptic's group read as %v", got)
 	}
 }
@@ -70,13 +72,13 @@ func TestAuthorRecordsDoNotCrossKinds(t *testing.T) {
 	m, _ := authorModule()
 	adminsConfig := admitStored(t, m, admissionv1.Create, admin, authorConfig("team-a", "edge", 0, "a"), nil)
 	adminsConfig.Generation = 1
-	if _, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), gatehouseConfig{adminsConfig}); refusal != "" {
+	if _, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: adminsConfig}); refusal != "" {
 		t.Fatalf("the administrator's own record: %s", refusal)
 	}
 	tenants := hapticAuthorConfig("team-a", "edge", 1)
 	tenants.CreationTimestamp = adminsConfig.CreationTimestamp
 	tenants.Annotations = map[string]string{AuthorAnnotation: adminsConfig.Annotations[AuthorAnnotation]}
-	if user, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), hapticConfig{tenants}); refusal == "" {
+	if user, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), spec.HapticConfig{HAProxyTemplateConfig: tenants}); refusal == "" {
 		t.Fatalf("a Gatehouse config's record was honoured on a haptic config: %v", user)
 	}
 
@@ -85,7 +87,7 @@ func TestAuthorRecordsDoNotCrossKinds(t *testing.T) {
 		Namespace: "team-a", Name: "edge", UserInfo: alice, Object: raw(t, hapticAuthorConfig("team-a", "edge", 0))}}
 	stored := hapticAuthorConfig("team-a", "edge", 1)
 	stored.Annotations = applyPatch(t, req.Object.Raw, m.admitAuthor(context.Background(), req)).GetAnnotations()
-	user, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), hapticConfig{stored})
+	user, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), spec.HapticConfig{HAProxyTemplateConfig: stored})
 	if refusal != "" || user.Username != alice.Username {
 		t.Fatalf("haptic config's own record: %v %q", user, refusal)
 	}
@@ -149,7 +151,7 @@ func TestRequestsOfAnUnknownKindAreRefused(t *testing.T) {
 // with, never for the ConfigMap and Secret Gatehouse writes for its own
 // kind.
 func TestHapticAuthorsNeedNoPublishingRights(t *testing.T) {
-	c := &compiled{watched: map[string]*watchedSpec{}}
+	c := &spec.Compiled{Watched: map[string]*spec.Watched{}}
 	nn := types.NamespacedName{Namespace: "team-a", Name: "edge"}
 	published := func(reqs []accessRequirement) (out []string) {
 		for _, r := range reqs {
@@ -159,10 +161,10 @@ func TestHapticAuthorsNeedNoPublishingRights(t *testing.T) {
 		}
 		return out
 	}
-	if got := published(accessRequirements(gatehouseKey(nn), c, nil, true)); len(got) != 4 {
+	if got := published(accessRequirements(spec.GatehouseKey(nn), c, nil, true)); len(got) != 4 {
 		t.Errorf("Gatehouse's kind: %v", got)
 	}
-	if got := published(accessRequirements(configKey{kind: hapticKind, NamespacedName: nn}, c, nil, true)); len(got) != 0 {
+	if got := published(accessRequirements(spec.Key{Kind: spec.HapticKind, NamespacedName: nn}, c, nil, true)); len(got) != 0 {
 		t.Errorf("haptic's kind asks for %v", got)
 	}
 }
@@ -173,7 +175,7 @@ func TestHapticAuthorsNeedNoPublishingRights(t *testing.T) {
 // publishing, which haptic's kind does not have.
 func TestMessagesNameTheKind(t *testing.T) {
 	nn := types.NamespacedName{Namespace: "lb", Name: "edge"}
-	haptic := configKey{kind: hapticKind, NamespacedName: nn}
+	haptic := spec.Key{Kind: spec.HapticKind, NamespacedName: nn}
 	for _, text := range []string{
 		preexistingWarnings(haptic, "rendering failed: x")[0],
 		decideCurrentState(haptic, verdict{denial: "x"}, []string{"ingresses"}, "t", nil).warnings[0],
@@ -183,7 +185,7 @@ func TestMessagesNameTheKind(t *testing.T) {
 			t.Errorf("%q", text)
 		}
 	}
-	if text := preexistingWarnings(gatehouseKey(nn), "rendering failed: x")[0]; !strings.Contains(text, "HAProxyTemplateConfig lb/edge fails") || !strings.Contains(text, "nothing is published") {
+	if text := preexistingWarnings(spec.GatehouseKey(nn), "rendering failed: x")[0]; !strings.Contains(text, "HAProxyTemplateConfig lb/edge fails") || !strings.Contains(text, "nothing is published") {
 		t.Errorf("Gatehouse's kind: %q", text)
 	}
 }
@@ -192,10 +194,10 @@ func TestMessagesNameTheKind(t *testing.T) {
 // kind was followed (log queries keep working); haptic's carry their group.
 func TestKeysLogAsBefore(t *testing.T) {
 	nn := types.NamespacedName{Namespace: "lb", Name: "edge"}
-	if got, want := gatehouseKey(nn).MarshalLog(), nn.MarshalLog(); got != want {
+	if got, want := spec.GatehouseKey(nn).MarshalLog(), nn.MarshalLog(); got != want {
 		t.Errorf("Gatehouse's kind logs as %v, want %v", got, want)
 	}
-	b, _ := json.Marshal(configKey{kind: hapticKind, NamespacedName: nn}.MarshalLog())
+	b, _ := json.Marshal(spec.Key{Kind: spec.HapticKind, NamespacedName: nn}.MarshalLog())
 	if string(b) != `{"name":"edge","namespace":"lb","group":"haproxy-haptic.org"}` {
 		t.Errorf("haptic's kind logs as %s", b)
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -56,7 +58,7 @@ type currentState struct {
 // RenderWorkers-1 workers at once (at least one; configChecks, held by
 // admitConfig), so a burst of config writes or dry runs leaves a render
 // worker to the watched objects' admissions.
-func (m *Module) checkCurrentState(ctx context.Context, key configKey, author authenticationv1.UserInfo, c *compiled, report suite.Report) currentState {
+func (m *Module) checkCurrentState(ctx context.Context, key spec.Key, author authenticationv1.UserInfo, c *spec.Compiled, report suite.Report) currentState {
 	lists := map[watchKey][]unstructured.Unstructured{}
 	stores, empty, err := m.currentStores(ctx, c, lists)
 	if err != nil {
@@ -93,7 +95,7 @@ func (m *Module) checkCurrentState(ctx context.Context, key configKey, author au
 // resources selecting no object, proof a passing test asserting
 // haproxy_valid (""), and failsAlready says whether the stored config fails
 // the same way (asked last: it renders).
-func decideCurrentState(key configKey, v verdict, empty []string, proof string, failsAlready func() bool) currentState {
+func decideCurrentState(key spec.Key, v verdict, empty []string, proof string, failsAlready func() bool) currentState {
 	switch {
 	case v.undecided != "":
 		return currentState{undecided: v.undecided + " (rendering the cluster's current state with this config)"}
@@ -101,7 +103,7 @@ func decideCurrentState(key configKey, v verdict, empty []string, proof string, 
 		return currentState{}
 	case len(empty) > 0 && proof != "":
 		return currentState{warnings: []string{
-			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render the cluster's current state yet, so %s: %s", key, key.untilFixed("it does", true), firstFailureLine(v.denial)), 250),
+			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render the cluster's current state yet, so %s: %s", key, key.UntilFixed("it does", true), firstFailureLine(v.denial)), 250),
 			bounded(fmt.Sprintf("admitted because watched resource %s selects no object yet and test %q renders a configuration haproxy -c accepts from its fixtures", strings.Join(empty, ", "), proof), 250),
 		}}
 	case failsAlready():
@@ -117,18 +119,18 @@ func decideCurrentState(key configKey, v verdict, empty []string, proof string, 
 // firstFailureLine is the first line naming a failure: for haproxy -c and
 // the policy, their first alert or violation.
 func firstFailureLine(denial string) string {
-	w := preexistingWarnings(configKey{}, denial)
+	w := preexistingWarnings(spec.Key{}, denial)
 	return strings.TrimPrefix(w[1], "the failure: ")
 }
 
 // validTest names a passing test of report that asserts haproxy_valid: its
 // fixtures render a configuration haproxy -c accepts. "" when none does.
-func validTest(c *compiled, report suite.Report) string {
+func validTest(c *spec.Compiled, report suite.Report) string {
 	for _, r := range report.Results {
 		if !r.Passed {
 			continue
 		}
-		if slices.ContainsFunc(c.tests[r.Name].Assertions, func(a suite.Assertion) bool { return a.Type == suite.TypeHAProxyValid }) {
+		if slices.ContainsFunc(c.Tests[r.Name].Assertions, func(a suite.Assertion) bool { return a.Type == suite.TypeHAProxyValid }) {
 			return r.Name
 		}
 	}
@@ -144,15 +146,15 @@ func validTest(c *compiled, report suite.Report) string {
 // watched resource's selectors and stripped as its store would keep them.
 // lists keeps what was listed, by kind and label selector, so that two
 // configs built from it see the same objects.
-func (m *Module) currentStores(ctx context.Context, c *compiled, lists map[watchKey][]unstructured.Unstructured) (map[string]render.IndexedStore, []string, error) {
-	stores := make(map[string]render.IndexedStore, len(c.watched))
+func (m *Module) currentStores(ctx context.Context, c *spec.Compiled, lists map[watchKey][]unstructured.Unstructured) (map[string]render.IndexedStore, []string, error) {
+	stores := make(map[string]render.IndexedStore, len(c.Watched))
 	var empty []string
 	nsLabels := m.namespaceLabelsOnce()
-	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
-		w := c.watched[name]
+	for _, name := range slices.Sorted(maps.Keys(c.Watched)) {
+		w := c.Watched[name]
 		var objs []map[string]any
-		if gvk, scoped, err := m.resolve(w.gvr); err == nil && !w.onDemand {
-			lk := watchKey{gvk: gvk, labels: w.labels.String()}
+		if gvk, scoped, err := m.resolve(w.GVR); err == nil && !w.OnDemand {
+			lk := watchKey{gvk: gvk, labels: w.Labels.String()}
 			items, ok := lists[lk]
 			if !ok {
 				items, err = m.listWatched(ctx, gvk, w)
@@ -169,12 +171,12 @@ func (m *Module) currentStores(ctx context.Context, c *compiled, lists map[watch
 			}
 			for i := range items {
 				item := &items[i]
-				if w.selectsIn(item.Object, item.GetNamespace(), scoped, nsLabels) {
-					objs = append(objs, w.stored(item.Object))
+				if w.SelectsIn(item.Object, item.GetNamespace(), scoped, nsLabels) {
+					objs = append(objs, w.Stored(item.Object))
 				}
 			}
 		}
-		store, err := render.NewMemoryStore(w.indexer, objs...)
+		store, err := render.NewMemoryStore(w.Indexer, objs...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("watched resource %s: %w", name, err)
 		}
@@ -188,10 +190,10 @@ func (m *Module) currentStores(ctx context.Context, c *compiled, lists map[watch
 
 // listWatched lists kind gvk under w's label selector: from a synced shared
 // informer when there is one, else from the API server.
-func (m *Module) listWatched(ctx context.Context, gvk schema.GroupVersionKind, w *watchedSpec) ([]unstructured.Unstructured, error) {
+func (m *Module) listWatched(ctx context.Context, gvk schema.GroupVersionKind, w *spec.Watched) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if cached := m.watches.synced(gvk, w.labels); cached != nil {
+	if cached := m.watches.synced(gvk, w.Labels); cached != nil {
 		err := cached.List(ctx, list)
 		// A watch released meanwhile lists nothing: read the API
 		// server then.
@@ -199,7 +201,7 @@ func (m *Module) listWatched(ctx context.Context, gvk schema.GroupVersionKind, w
 			return list.Items, nil
 		}
 	}
-	if err := m.host.APIReader().List(ctx, list, client.MatchingLabelsSelector{Selector: w.labels}); err != nil {
+	if err := m.host.APIReader().List(ctx, list, client.MatchingLabelsSelector{Selector: w.Labels}); err != nil {
 		return nil, err
 	}
 	return list.Items, nil

@@ -4,13 +4,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 )
 
 func TestDecideCurrentState(t *testing.T) {
-	key := gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "edge"})
+	key := spec.GatehouseKey(types.NamespacedName{Namespace: "lb", Name: "edge"})
 	failure := verdict{denial: haproxyRejects + "\n[ALERT] config : parsing [haproxy.cfg:7] : 'timeout server' expects an integer\n  line 7: timeout server abc", phase: phaseHAProxy}
 	for _, tt := range []struct {
 		name  string
@@ -81,7 +83,7 @@ func TestDecideCurrentState(t *testing.T) {
 }
 
 func TestValidTest(t *testing.T) {
-	c := &compiled{tests: map[string]suite.Test{
+	c := &spec.Compiled{Tests: map[string]suite.Test{
 		"negative": {Assertions: []suite.Assertion{{Type: "contains", Target: "rendering_error"}}},
 		"valid":    {Assertions: []suite.Assertion{{Type: "contains"}, {Type: suite.TypeHAProxyValid}}},
 		"failing":  {Assertions: []suite.Assertion{{Type: suite.TypeHAProxyValid}}},

@@ -5,35 +5,37 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 )
 
 // runTests runs c's embedded tests within timeout.
-func (m *Module) runTests(ctx context.Context, c *compiled, timeout time.Duration) (suite.Report, error) {
+func (m *Module) runTests(ctx context.Context, c *spec.Compiled, timeout time.Duration) (suite.Report, error) {
 	return m.runTestsKeeping(ctx, c, timeout, nil)
 }
 
 // runTestsKeeping is runTests handing each test's successful rendering to
 // onRendered (when set), in turn, so that it can be checked further without
 // being rendered again (unverified.go).
-func (m *Module) runTestsKeeping(ctx context.Context, c *compiled, timeout time.Duration, onRendered func(test string, out render.Output)) (suite.Report, error) {
-	if len(c.tests) == 0 {
+func (m *Module) runTestsKeeping(ctx context.Context, c *spec.Compiled, timeout time.Duration, onRendered func(test string, out render.Output)) (suite.Report, error) {
+	if len(c.Tests) == 0 {
 		return suite.Report{}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	runner := m.testRunner(c)
 	runner.OnRendered = onRendered
-	return runner.Run(ctx, c.tests, "")
+	return runner.Run(ctx, c.Tests, "")
 }
 
-func (m *Module) testRunner(c *compiled) *suite.Runner {
-	indexBy := make(map[string][]string, len(c.watched))
-	for name, w := range c.watched {
-		indexBy[name] = w.indexBy
+func (m *Module) testRunner(c *spec.Compiled) *suite.Runner {
+	indexBy := make(map[string][]string, len(c.Watched))
+	for name, w := range c.Watched {
+		indexBy[name] = w.IndexBy
 	}
-	return &suite.Runner{Renderer: c.renderer, IndexBy: indexBy, ExtraContext: c.extraContext, Check: m.checkFunc(c.dialect), Dialect: c.dialect}
+	return &suite.Runner{Renderer: c.Renderer, IndexBy: indexBy, ExtraContext: c.ExtraContext, Check: m.checkFunc(c.Dialect), Dialect: c.Dialect}
 }
 
 func (m *Module) checkFunc(dialect suite.Dialect) suite.CheckFunc {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
@@ -17,7 +19,7 @@ import (
 // accepts a haproxy identifier only, and says so.
 func TestExampleAcceptsOnlyABackendNameAnnotation(t *testing.T) {
 	cfg := loadExample(t)
-	c, errs := compileConfig(&cfg.Spec, inProcess)
+	c, errs := spec.Compile(&cfg.Spec, inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -37,13 +39,13 @@ func TestExampleAcceptsOnlyABackendNameAnnotation(t *testing.T) {
 		}
 		data := render.Data{Resources: map[string]render.Store{}}
 		for name, objs := range objects {
-			store, err := render.NewMemoryStore(c.watched[name].indexer, objs...)
+			store, err := render.NewMemoryStore(c.Watched[name].Indexer, objs...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			data.Resources[name] = store
 		}
-		return c.renderer.Render(context.Background(), data)
+		return c.Renderer.Render(context.Background(), data)
 	}
 
 	for annotation, backend := range map[string]string{"": "be_app_api_80", "be_custom-1.v2": "be_custom-1.v2"} {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
@@ -58,7 +60,7 @@ func fuzzedConfig(data []byte) (*gatehousev1alpha1.HAProxyTemplateConfig, bool) 
 	return nil, false
 }
 
-// FuzzCompileConfig compiles random specs: compileConfig never panics; it
+// FuzzCompileConfig compiles random specs: spec.Compile never panics; it
 // returns a compiled config or errors, never both or neither; every error
 // names a field under spec; and what it compiles is ready to render: a
 // renderer, webhook settings in range, and for each watched resource a
@@ -74,7 +76,7 @@ func FuzzCompileConfig(f *testing.F) {
 		if !ok {
 			return
 		}
-		c, errs := compileConfig(&cfg.Spec, inProcess)
+		c, errs := spec.Compile(&cfg.Spec, inProcess)
 		if (c == nil) == (len(errs) == 0) {
 			t.Fatalf("compiled %v with errors %v", c != nil, errs)
 		}
@@ -87,29 +89,29 @@ func FuzzCompileConfig(f *testing.F) {
 			_ = bounded(errs.ToAggregate().Error(), 4000)
 			return
 		}
-		if c.renderer == nil {
+		if c.Renderer == nil {
 			t.Fatal("compiled without a renderer")
 		}
-		if c.policy != admissionregistrationv1.Fail && c.policy != admissionregistrationv1.Ignore {
-			t.Fatalf("failure policy %q", c.policy)
+		if c.Policy != admissionregistrationv1.Fail && c.Policy != admissionregistrationv1.Ignore {
+			t.Fatalf("failure policy %q", c.Policy)
 		}
-		if c.timeout < 2 || c.timeout > 30 {
-			t.Fatalf("timeout %d", c.timeout)
+		if c.Timeout < 2 || c.Timeout > 30 {
+			t.Fatalf("timeout %d", c.Timeout)
 		}
-		if len(c.watched) == 0 {
+		if len(c.Watched) == 0 {
 			t.Fatal("compiled without a watched resource")
 		}
-		for name, w := range c.watched {
-			if !templateName.MatchString(name) || w.name != name {
-				t.Fatalf("watched resource %q named %q", name, w.name)
+		for name, w := range c.Watched {
+			if !spec.TemplateName.MatchString(name) || w.Name != name {
+				t.Fatalf("watched resource %q named %q", name, w.Name)
 			}
-			if w.gvr.Version == "" || w.indexer == nil || len(w.indexBy) == 0 || !slices.Equal(w.indexer.Expressions(), w.indexBy) {
-				t.Fatalf("watched resource %q: gvr %v, indexBy %q", name, w.gvr, w.indexBy)
+			if w.GVR.Version == "" || w.Indexer == nil || len(w.IndexBy) == 0 || !slices.Equal(w.Indexer.Expressions(), w.IndexBy) {
+				t.Fatalf("watched resource %q: gvr %v, indexBy %q", name, w.GVR, w.IndexBy)
 			}
-			if len(w.ignore) < len(alwaysIgnored) {
-				t.Fatalf("watched resource %q ignores %d fields, fewer than the %d always ignored", name, len(w.ignore), len(alwaysIgnored))
+			if len(w.Ignore) < len(spec.AlwaysIgnored) {
+				t.Fatalf("watched resource %q ignores %d fields, fewer than the %d always ignored", name, len(w.Ignore), len(spec.AlwaysIgnored))
 			}
-			if w.gvr.Group == "" && w.gvr.Resource == "secrets" && w.labels.Empty() {
+			if w.GVR.Group == "" && w.GVR.Resource == "secrets" && w.Labels.Empty() {
 				t.Fatalf("watched resource %q watches every Secret", name)
 			}
 		}
@@ -135,7 +137,7 @@ func FuzzParseFieldSelector(f *testing.F) {
 		f.Add(s.selector, []byte(s.obj))
 	}
 	f.Fuzz(func(t *testing.T, s string, raw []byte) {
-		sel, err := parseFieldSelector(s)
+		sel, err := spec.ParseFieldSelector(s)
 		if err != nil {
 			return
 		}
@@ -150,13 +152,13 @@ func FuzzParseFieldSelector(f *testing.F) {
 		if utiljson.Unmarshal(raw, &obj) != nil {
 			return
 		}
-		_ = sel.matches(obj)
+		_ = sel.Matches(obj)
 		for _, term := range sel {
 			negated := term
-			negated.negated = !term.negated
-			positive, negative := fieldSelector{term}, fieldSelector{negated}
-			if positive.matches(obj) == negative.matches(obj) {
-				t.Fatalf("term %q and its negation agree on %s", term.text, raw)
+			negated.Negated = !term.Negated
+			positive, negative := spec.FieldSelector{term}, spec.FieldSelector{negated}
+			if positive.Matches(obj) == negative.Matches(obj) {
+				t.Fatalf("term %q and its negation agree on %s", term.Text, raw)
 			}
 		}
 	})

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
@@ -33,21 +35,21 @@ func hapticTestdata(t testing.TB) *hapticv1alpha1.HAProxyTemplateConfig {
 // extraContext, haptic's dialect and engine.
 func TestHapticSpecReadsAsGatehouses(t *testing.T) {
 	in := hapticTestdata(t)
-	spec, extras, errs := fromHaptic(&in.Spec)
+	spec, extras, errs := spec.FromHaptic(&in.Spec)
 	if len(errs) > 0 {
 		t.Fatalf("haptic's own config: %v", errs.ToAggregate())
 	}
-	if extras.dialect != suite.DialectHaptic || spec.TemplatingSettings.Engine != "scriggo" {
-		t.Errorf("dialect %v, engine %q", extras.dialect, spec.TemplatingSettings.Engine)
+	if extras.Dialect != suite.DialectHaptic || spec.TemplatingSettings.Engine != "scriggo" {
+		t.Errorf("dialect %v, engine %q", extras.Dialect, spec.TemplatingSettings.Engine)
 	}
 	if len(spec.WatchedResources) != len(in.Spec.WatchedResources) || len(spec.TemplateSnippets) != 114 || len(spec.ValidationTests) != 71 {
 		t.Errorf("watched %d, snippets %d, tests %d", len(spec.WatchedResources), len(spec.TemplateSnippets), len(spec.ValidationTests))
 	}
-	if got := extras.postProcessing["haproxyConfig"]; len(got) != 1 || got[0].Pattern != "^[ ]+" || got[0].Replace != "  " {
+	if got := extras.PostProcessing["haproxyConfig"]; len(got) != 1 || got[0].Pattern != "^[ ]+" || got[0].Replace != "  " {
 		t.Errorf("haproxyConfig's post-processing: %+v", got)
 	}
-	if len(extras.testExtraContext) != 5 {
-		t.Errorf("%d tests with extraContext, want 5", len(extras.testExtraContext))
+	if len(extras.TestExtraContext) != 5 {
+		t.Errorf("%d tests with extraContext, want 5", len(extras.TestExtraContext))
 	}
 	for name, w := range in.Spec.WatchedResources {
 		got := spec.WatchedResources[name]
@@ -71,7 +73,7 @@ func TestHapticSelectorsAndPostProcessingAreChecked(t *testing.T) {
 			{Type: "exec", Params: map[string]string{"pattern": "a"}},
 		}},
 	}
-	spec, _, errs := fromHaptic(in)
+	cfgSpec, _, errs := spec.FromHaptic(in)
 	text := errs.ToAggregate().Error()
 	for _, want := range []string{`spec.watchedResources[services].labelSelector`, `spec.haproxyConfig.postProcessing[1].type: Unsupported value: "exec"`} {
 		if !strings.Contains(text, want) {
@@ -95,7 +97,7 @@ func TestHapticSelectorsAndPostProcessingAreChecked(t *testing.T) {
 		{"!legacy,zone", labels.Set{"zone": "1"}, true},
 		{"!legacy,zone", labels.Set{"zone": "1", "legacy": ""}, false},
 	} {
-		api, err := selectorOf(c.selector)
+		api, err := spec.SelectorOf(c.selector)
 		if err != nil {
 			t.Fatalf("%q: %v", c.selector, err)
 		}
@@ -107,10 +109,10 @@ func TestHapticSelectorsAndPostProcessingAreChecked(t *testing.T) {
 			t.Errorf("%q on %v: %v, want %v", c.selector, c.set, got, c.want)
 		}
 	}
-	if _, err := selectorOf("replicas>2"); err == nil || !strings.Contains(err.Error(), "cannot be watched") {
+	if _, err := spec.SelectorOf("replicas>2"); err == nil || !strings.Contains(err.Error(), "cannot be watched") {
 		t.Errorf("gt: %v", err)
 	}
-	if spec.WatchedResources["ingresses"].LabelSelector == nil || spec.WatchedResources["ingresses"].NamespaceSelector == nil {
+	if cfgSpec.WatchedResources["ingresses"].LabelSelector == nil || cfgSpec.WatchedResources["ingresses"].NamespaceSelector == nil {
 		t.Error("the selectors were not converted")
 	}
 }
@@ -127,22 +129,22 @@ func TestHapticConfigTakesItsEngineAndStore(t *testing.T) {
 		engines = append(engines, engine)
 		return nil, nil
 	}
-	c, errs := compileHapticConfig(&in.Spec, compiler)
+	c, errs := spec.CompileHaptic(&in.Spec, compiler)
 	if len(errs) > 0 {
 		t.Fatalf("compile: %s", errs.ToAggregate())
 	}
 	if len(engines) != 1 || engines[0] != "scriggo" {
 		t.Fatalf("compiled with engines %q, want scriggo", engines)
 	}
-	if !c.watched["secrets"].onDemand || len(c.tests) != 71 {
-		t.Fatalf("secrets on demand %v, %d tests; want the ssl library's on-demand Secrets and 71 tests", c.watched["secrets"].onDemand, len(c.tests))
+	if !c.Watched["secrets"].OnDemand || len(c.Tests) != 71 {
+		t.Fatalf("secrets on demand %v, %d tests; want the ssl library's on-demand Secrets and 71 tests", c.Watched["secrets"].OnDemand, len(c.Tests))
 	}
 	// Only store: on-demand lets Secrets go without a label selector.
 	in.Spec.WatchedResources["secrets"] = func(w hapticv1alpha1.WatchedResource) hapticv1alpha1.WatchedResource {
 		w.Store = "full"
 		return w
 	}(in.Spec.WatchedResources["secrets"])
-	if _, errs := compileHapticConfig(&in.Spec, compiler); !strings.Contains(errs.ToAggregate().Error(), `spec.watchedResources[secrets].labelSelector: Required value`) {
+	if _, errs := spec.CompileHaptic(&in.Spec, compiler); !strings.Contains(errs.ToAggregate().Error(), `spec.watchedResources[secrets].labelSelector: Required value`) {
 		t.Fatalf("every Secret watched in full: %v", errs.ToAggregate())
 	}
 }
@@ -165,13 +167,13 @@ func TestOfflineReadsHapticsKind(t *testing.T) {
 // Gatehouse's kind takes gotemplate, as its CRD's enum says, and a review
 // posted to the port naming scriggo never met that enum.
 func TestGatehousesKindTakesGoTemplateAlone(t *testing.T) {
-	spec := judgeSpec()
-	spec.TemplatingSettings.Engine = "scriggo"
+	cfgSpec := judgeSpec()
+	cfgSpec.TemplatingSettings.Engine = "scriggo"
 	compiler := func(render.Templates, string) (render.Renderer, error) {
 		t.Fatal("compiled")
 		return nil, nil
 	}
-	if _, errs := compileConfig(spec, compiler); !strings.Contains(errs.ToAggregate().Error(), `spec.templatingSettings.engine: Unsupported value: "scriggo": supported values: "gotemplate"`) {
+	if _, errs := spec.Compile(cfgSpec, compiler); !strings.Contains(errs.ToAggregate().Error(), `spec.templatingSettings.engine: Unsupported value: "scriggo": supported values: "gotemplate"`) {
 		t.Fatalf("got %v", errs.ToAggregate())
 	}
 }

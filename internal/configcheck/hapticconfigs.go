@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,7 +29,7 @@ type hapticFollower struct {
 	kind module.Kind
 	// queue hands a key to the reconciler; nil until the reconciler
 	// exists (its initial list covers what came before).
-	queue    func(configKey)
+	queue    func(spec.Key)
 	informer cache.Informer
 	reg      toolscache.ResourceEventHandlerRegistration
 }
@@ -48,7 +50,7 @@ func (m *Module) followHapticConfigs(ctx context.Context) error {
 }
 
 // start queues the kind's events through queue from now on.
-func (h *hapticFollower) start(queue func(configKey)) {
+func (h *hapticFollower) start(queue func(spec.Key)) {
 	h.mu.Lock()
 	h.queue = queue
 	h.mu.Unlock()
@@ -57,15 +59,15 @@ func (h *hapticFollower) start(queue func(configKey)) {
 
 // keys lists the haptic configs the kind holds now (none while it cannot
 // be read).
-func (h *hapticFollower) keys(ctx context.Context) []configKey {
+func (h *hapticFollower) keys(ctx context.Context) []spec.Key {
 	var list hapticv1alpha1.HAProxyTemplateConfigList
 	if err := h.m.hapticConfigs.List(ctx, &list); err != nil {
 		logf.FromContext(ctx).Error(err, "listing haptic's HAProxyTemplateConfigs")
 		return nil
 	}
-	out := make([]configKey, 0, len(list.Items))
+	out := make([]spec.Key, 0, len(list.Items))
 	for i := range list.Items {
-		out = append(out, keyOf(hapticConfig{&list.Items[i]}))
+		out = append(out, spec.KeyOf(spec.HapticConfig{HAProxyTemplateConfig: &list.Items[i]}))
 	}
 	return out
 }
@@ -88,7 +90,7 @@ func (h *hapticFollower) changed() {
 	}
 	if informer == nil {
 		for _, st := range h.m.allStates() {
-			if st.key.kind == hapticKind {
+			if st.key.Kind == spec.HapticKind {
 				h.queue(st.key)
 			}
 		}
@@ -100,7 +102,7 @@ func (h *hapticFollower) changed() {
 			obj = tombstone.Obj
 		}
 		if o, ok := obj.(client.Object); ok {
-			queue(configKey{kind: hapticKind, NamespacedName: client.ObjectKeyFromObject(o)})
+			queue(spec.Key{Kind: spec.HapticKind, NamespacedName: client.ObjectKeyFromObject(o)})
 		}
 	}
 	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"k8s.io/utils/clock"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -37,18 +39,18 @@ type initialLoad struct {
 	clock clock.PassiveClock
 	// settled says whether the config is loaded as far as it can be; gone
 	// whether it was deleted since.
-	settled func(key configKey) (settled, gone bool)
+	settled func(key spec.Key) (settled, gone bool)
 
 	mu       sync.Mutex
-	keys     []configKey // nil until the configs are listed
+	keys     []spec.Key // nil until the configs are listed
 	listedAt time.Time
 	done     bool
 	log      func(pending []string)
 }
 
 // listed records the configs that existed when the replica started.
-func (l *initialLoad) listed(keys []configKey) {
-	keys = append([]configKey{}, keys...) // never nil: nil is "not listed yet"
+func (l *initialLoad) listed(keys []spec.Key) {
+	keys = append([]spec.Key{}, keys...) // never nil: nil is "not listed yet"
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -100,7 +102,7 @@ func (l *initialLoad) check() error {
 // load), its author's access checked, and each watched resource's store is synced, or its kind is known
 // to be unreadable (not served, or forbidden to Gatehouse), which no wait
 // changes. gone: the config is no longer in the cache.
-func (m *Module) settledState(key configKey) (settled, gone bool) {
+func (m *Module) settledState(key spec.Key) (settled, gone bool) {
 	cfg, err := m.storedConfig(context.Background(), key)
 	if err != nil {
 		return false, true

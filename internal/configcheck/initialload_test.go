@@ -5,15 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-func configsNamed(names ...string) []configKey {
-	out := make([]configKey, len(names))
+func configsNamed(names ...string) []spec.Key {
+	out := make([]spec.Key, len(names))
 	for i, n := range names {
 		ns, name, _ := strings.Cut(n, "/")
-		out[i] = gatehouseKey(types.NamespacedName{Namespace: ns, Name: name})
+		out[i] = spec.GatehouseKey(types.NamespacedName{Namespace: ns, Name: name})
 	}
 	return out
 }
@@ -28,7 +30,7 @@ func TestReadyOnceTheConfigsAtStartAreLoaded(t *testing.T) {
 	var logged []string
 	l := &initialLoad{
 		clock: clk,
-		settled: func(key configKey) (bool, bool) {
+		settled: func(key spec.Key) (bool, bool) {
 			return state[key.String()] == "settled", state[key.String()] == "gone"
 		},
 		log: func(pending []string) { logged = pending },
@@ -63,7 +65,7 @@ func TestReadinessWaitsForAConfigThatNeverLoadsOnlySoLong(t *testing.T) {
 	var logged []string
 	l := &initialLoad{
 		clock:   clk,
-		settled: func(configKey) (bool, bool) { return false, false },
+		settled: func(spec.Key) (bool, bool) { return false, false },
 		log:     func(pending []string) { logged = pending },
 	}
 	l.listed(configsNamed("tenant/broken"))
@@ -82,7 +84,7 @@ func TestReadinessWaitsForAConfigThatNeverLoadsOnlySoLong(t *testing.T) {
 
 func TestNoConfigsMeansReadyAtOnce(t *testing.T) {
 	l := &initialLoad{clock: clocktesting.NewFakePassiveClock(time.Now()),
-		settled: func(configKey) (bool, bool) { return false, false }}
+		settled: func(spec.Key) (bool, bool) { return false, false }}
 	l.listed(nil)
 	if err := l.check(); err != nil {
 		t.Fatalf("no configs: %v; want ready", err)

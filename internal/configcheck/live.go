@@ -23,7 +23,7 @@ func (m *Module) liveStores(ctx context.Context, st *configState) (map[string]re
 		gvk := st.gvks[name]
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := reader.List(ctx, list, client.MatchingLabelsSelector{Selector: f.spec.labels}); err != nil {
+		if err := reader.List(ctx, list, client.MatchingLabelsSelector{Selector: f.spec.Labels}); err != nil {
 			return nil, err
 		}
 		objs := make([]map[string]any, 0, len(list.Items))
@@ -34,11 +34,11 @@ func (m *Module) liveStores(ctx context.Context, st *configState) (map[string]re
 			if f.clusterScoped {
 				ns = ""
 			}
-			if st.permits(name, ns) && f.spec.selectsIn(item.Object, item.GetNamespace(), f.clusterScoped, nsLabels) {
-				objs = append(objs, f.spec.stored(item.Object))
+			if st.permits(name, ns) && f.spec.SelectsIn(item.Object, item.GetNamespace(), f.clusterScoped, nsLabels) {
+				objs = append(objs, f.spec.Stored(item.Object))
 			}
 		}
-		store, err := render.NewMemoryStore(f.spec.indexer, objs...)
+		store, err := render.NewMemoryStore(f.spec.Indexer, objs...)
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,7 +166,7 @@ func validityOf(st *configState) string {
 func (m *Module) countHapticConfigs() {
 	counts := make(map[string]int, len(hapticValidities))
 	for _, st := range m.allStates() {
-		if st.key.kind == hapticKind {
+		if st.key.Kind == spec.HapticKind {
 			counts[validityOf(st)]++
 		}
 	}

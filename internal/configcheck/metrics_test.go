@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -54,20 +56,20 @@ func TestConfigsAreCountedByConditionWithBoundedReasons(t *testing.T) {
 // of Gatehouse's, so the gauge counts the states loaded, as Gatehouse's
 // kind's Valid condition would say, and every validity has a series.
 func TestHapticConfigsAreCountedByValidity(t *testing.T) {
-	m := &Module{states: map[configKey]*configState{}}
+	m := &Module{states: map[spec.Key]*configState{}}
 	failing := suite.Report{Total: 2, Failed: 1}
 	passing := suite.Report{Total: 2}
 	for name, st := range map[string]*configState{
 		"broken": {invalid: "does not compile"},
-		"failed": {compiled: &compiled{}, report: &failing},
-		"unrun":  {compiled: &compiled{}, invalid: "the embedded tests could not run"},
-		"fine":   {compiled: &compiled{}, report: &passing},
-		"fine2":  {compiled: &compiled{}, report: &passing},
+		"failed": {compiled: &spec.Compiled{}, report: &failing},
+		"unrun":  {compiled: &spec.Compiled{}, invalid: "the embedded tests could not run"},
+		"fine":   {compiled: &spec.Compiled{}, report: &passing},
+		"fine2":  {compiled: &spec.Compiled{}, report: &passing},
 	} {
-		st.key = configKey{kind: hapticKind, NamespacedName: types.NamespacedName{Namespace: "lb", Name: name}}
+		st.key = spec.Key{Kind: spec.HapticKind, NamespacedName: types.NamespacedName{Namespace: "lb", Name: name}}
 		m.states[st.key] = st
 	}
-	ours := gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "fine"})
+	ours := spec.GatehouseKey(types.NamespacedName{Namespace: "lb", Name: "fine"})
 	m.states[ours] = &configState{key: ours, invalid: "not counted here"}
 	m.countHapticConfigs()
 	for validity, want := range map[string]float64{"valid": 2, "spec-invalid": 1, "tests-failed": 1, "tests-not-run": 1} {
@@ -75,7 +77,7 @@ func TestHapticConfigsAreCountedByValidity(t *testing.T) {
 			t.Errorf("%s: %v, want %v", validity, got, want)
 		}
 	}
-	m.states = map[configKey]*configState{}
+	m.states = map[spec.Key]*configState{}
 	m.countHapticConfigs()
 	if got := testutil.CollectAndCount(hapticConfigs); got != len(hapticValidities) {
 		t.Errorf("%d series without configs, want one per validity", got)
@@ -86,7 +88,7 @@ func TestHapticConfigsAreCountedByValidity(t *testing.T) {
 // the PolicyReport, named by its kind and reason only (the state's text
 // may quote what the namespace's report readers may not read).
 func TestHapticConfigsAreReported(t *testing.T) {
-	key := configKey{kind: hapticKind, NamespacedName: types.NamespacedName{Namespace: "lb", Name: "edge"}}
+	key := spec.Key{Kind: spec.HapticKind, NamespacedName: types.NamespacedName{Namespace: "lb", Name: "edge"}}
 	broken := &configState{key: key, uid: "u1", invalid: "spec.haproxyConfig: secret-word"}
 	got := hapticFindings(broken)
 	if len(got) != 1 || got[0].Subject.APIVersion != "haproxy-haptic.org/v1alpha1" || got[0].Subject.Name != "edge" || got[0].Rule != ValidRule ||
@@ -94,10 +96,10 @@ func TestHapticConfigsAreReported(t *testing.T) {
 		t.Fatalf("findings %+v", got)
 	}
 	passing := suite.Report{Total: 1}
-	if got := hapticFindings(&configState{key: key, compiled: &compiled{}, report: &passing}); len(got) != 0 {
+	if got := hapticFindings(&configState{key: key, compiled: &spec.Compiled{}, report: &passing}); len(got) != 0 {
 		t.Errorf("a valid config: %+v", got)
 	}
-	if got := hapticFindings(&configState{key: gatehouseKey(key.NamespacedName), invalid: "x"}); len(got) != 0 {
+	if got := hapticFindings(&configState{key: spec.GatehouseKey(key.NamespacedName), invalid: "x"}); len(got) != 0 {
 		t.Errorf("Gatehouse's kind is reported from its status: %+v", got)
 	}
 }

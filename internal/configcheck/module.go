@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -193,9 +195,9 @@ type Module struct {
 	initialLoad *initialLoad
 
 	mu     sync.RWMutex
-	states map[configKey]*configState
+	states map[spec.Key]*configState
 	// admitted holds each config's turn and pending changes (pending.go).
-	admitted map[configKey]*admissions
+	admitted map[spec.Key]*admissions
 	// failOpenLogged is set once "no config asks for validation" was logged.
 	failOpenLogged bool
 	// onDemandForbidden logs once that Gatehouse may not get an on-demand
@@ -210,7 +212,7 @@ func New(opts Options) *Module {
 	if err != nil {
 		panic(fmt.Sprintf("configcheck: RenderWorkers %d: %v", opts.RenderWorkers, err))
 	}
-	return &Module{opts: opts, states: map[configKey]*configState{}, configChecks: checks}
+	return &Module{opts: opts, states: map[spec.Key]*configState{}, configChecks: checks}
 }
 
 // maxAuthorWaiting bounds the config admissions of one namespace waiting
@@ -469,23 +471,23 @@ func newRenderPool(opts Options) (*renderproc.Pool, error) {
 }
 
 // storedConfig reads key's config from its kind's cache.
-func (m *Module) storedConfig(ctx context.Context, key configKey) (configObject, error) {
-	cfg, err := newConfigObject(key.kind)
+func (m *Module) storedConfig(ctx context.Context, key spec.Key) (spec.Object, error) {
+	cfg, err := spec.NewObject(key.Kind)
 	if err != nil {
 		return nil, err
 	}
 	var reader client.Reader = m.configs
-	if key.kind == hapticKind {
+	if key.Kind == spec.HapticKind {
 		reader = m.hapticConfigs
 	}
-	if err := reader.Get(ctx, key.NamespacedName, cfg.object()); err != nil {
+	if err := reader.Get(ctx, key.NamespacedName, cfg.Typed()); err != nil {
 		return nil, err
 	}
 	return cfg, nil
 }
 
 // compiler is the worker pool's Compile in ctx.
-func (m *Module) compiler(ctx context.Context) templateCompiler {
+func (m *Module) compiler(ctx context.Context) spec.TemplateCompiler {
 	return func(templates render.Templates, engine string) (render.Renderer, error) {
 		return m.renders.Compile(ctx, templates, engine)
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
@@ -71,20 +73,22 @@ func RunOffline(ctx context.Context, configYAML []byte, opts OfflineOptions) (su
 	if err := yaml.Unmarshal(configYAML, &kind); err != nil {
 		return suite.Report{}, fmt.Errorf("reading the config: %w", err)
 	}
-	var compileIt func(m *Module) (*compiled, field.ErrorList)
+	var compileIt func(m *Module) (*spec.Compiled, field.ErrorList)
 	switch kind.APIVersion {
 	case hapticv1alpha1.GroupVersion.String():
 		cfg := &hapticv1alpha1.HAProxyTemplateConfig{}
 		if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
 			return suite.Report{}, fmt.Errorf("reading the haptic config: %w", err)
 		}
-		compileIt = func(m *Module) (*compiled, field.ErrorList) { return compileHapticConfig(&cfg.Spec, m.compiler(ctx)) }
+		compileIt = func(m *Module) (*spec.Compiled, field.ErrorList) {
+			return spec.CompileHaptic(&cfg.Spec, m.compiler(ctx))
+		}
 	default:
 		cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
 		if err := yaml.UnmarshalStrict(configYAML, cfg); err != nil {
 			return suite.Report{}, fmt.Errorf("reading the config: %w", err)
 		}
-		compileIt = func(m *Module) (*compiled, field.ErrorList) { return compileConfig(&cfg.Spec, m.compiler(ctx)) }
+		compileIt = func(m *Module) (*spec.Compiled, field.ErrorList) { return spec.Compile(&cfg.Spec, m.compiler(ctx)) }
 	}
 	renders, err := newRenderPool(Options{}.withDefaults())
 	if err != nil {
@@ -116,7 +120,7 @@ func RunOffline(ctx context.Context, configYAML []byte, opts OfflineOptions) (su
 			}
 		}
 	}
-	return runner.Run(ctx, c.tests, opts.Test)
+	return runner.Run(ctx, c.Tests, opts.Test)
 }
 
 // offlineReport is the report --output json prints: lowerCamelCase names,

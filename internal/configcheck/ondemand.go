@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -73,11 +75,11 @@ const (
 // onDemandFetch returns the object of a watched resource, as the store
 // holds it, or nil when it is absent to the config (missing, or not the
 // author's to read).
-type onDemandFetch func(ctx context.Context, w *watchedSpec, namespace, name string) (map[string]any, error)
+type onDemandFetch func(ctx context.Context, w *spec.Watched, namespace, name string) (map[string]any, error)
 
 // onDemandSet is one config's on-demand stores.
 type onDemandSet struct {
-	watched map[string]*watchedSpec
+	watched map[string]*spec.Watched
 	fetch   onDemandFetch
 	// cached: objects fetched serve later renderings (onDemandTTL);
 	// without, every rendering fetches what it asks (a confirmation).
@@ -105,14 +107,14 @@ type onDemandEntry struct {
 
 // newOnDemandSet holds c's on-demand watched resources (nil when it has
 // none), fetched with fetch.
-func newOnDemandSet(c *compiled, fetch onDemandFetch, cached bool) (*onDemandSet, error) {
-	set := &onDemandSet{watched: map[string]*watchedSpec{}, fetch: fetch, cached: cached, now: time.Now,
+func newOnDemandSet(c *spec.Compiled, fetch onDemandFetch, cached bool) (*onDemandSet, error) {
+	set := &onDemandSet{watched: map[string]*spec.Watched{}, fetch: fetch, cached: cached, now: time.Now,
 		stores: map[string]*render.MemoryStore{}, entries: map[onDemandKey]onDemandEntry{}}
-	for name, w := range c.watched {
-		if !w.onDemand {
+	for name, w := range c.Watched {
+		if !w.OnDemand {
 			continue
 		}
-		store, err := render.NewMemoryStore(w.indexer)
+		store, err := render.NewMemoryStore(w.Indexer)
 		if err != nil {
 			return nil, err
 		}
@@ -133,7 +135,7 @@ func (s *onDemandSet) uncached() *onDemandSet {
 	out := &onDemandSet{watched: s.watched, fetch: s.fetch, now: s.now,
 		stores: map[string]*render.MemoryStore{}, entries: map[onDemandKey]onDemandEntry{}}
 	for name, w := range s.watched {
-		out.stores[name], _ = render.NewMemoryStore(w.indexer) // the indexer compiled once already
+		out.stores[name], _ = render.NewMemoryStore(w.Indexer) // the indexer compiled once already
 	}
 	return out
 }
@@ -321,10 +323,10 @@ func onDemandFrom(ctx context.Context) *onDemandSet {
 // renderFetching renders data with c, fetching what its on-demand stores missed
 // into ctx's set and rendering again, onDemandRounds at most. data's
 // on-demand stores must be the set's (addStores).
-func renderFetching(ctx context.Context, c *compiled, data render.Data) (render.Output, error) {
+func renderFetching(ctx context.Context, c *spec.Compiled, data render.Data) (render.Output, error) {
 	set := onDemandFrom(ctx)
 	if set == nil {
-		return c.renderer.Render(ctx, data)
+		return c.Renderer.Render(ctx, data)
 	}
 	budget := onDemandFetchBudget
 	if !set.cached {
@@ -340,7 +342,7 @@ func renderFetching(ctx context.Context, c *compiled, data render.Data) (render.
 	}
 	for round := 1; ; round++ {
 		data.Missed = &render.Missed{}
-		out, err := c.renderer.Render(ctx, data)
+		out, err := c.Renderer.Render(ctx, data)
 		if round == onDemandRounds || ctx.Err() != nil {
 			return out, err
 		}
@@ -358,15 +360,15 @@ func renderFetching(ctx context.Context, c *compiled, data render.Data) (render.
 // false: nobody's, so nothing is fetched): after a SubjectAccessReview of
 // the author's get, a live read by Gatehouse.
 func (m *Module) onDemandFetcher(author authenticationv1.UserInfo, hasAuthor bool) onDemandFetch {
-	return func(ctx context.Context, w *watchedSpec, namespace, name string) (map[string]any, error) {
+	return func(ctx context.Context, w *spec.Watched, namespace, name string) (map[string]any, error) {
 		if !hasAuthor || namespace == "" || name == "" {
 			return nil, nil
 		}
-		gvk, _, err := m.resolve(w.gvr)
+		gvk, _, err := m.resolve(w.GVR)
 		if err != nil {
 			return nil, nil // a kind not served holds nothing
 		}
-		may, err := m.access.reviewer(author)(ctx, accessQuestion{verb: "get", group: w.gvr.Group, resource: w.gvr.Resource, namespace: namespace, name: name})
+		may, err := m.access.reviewer(author)(ctx, accessQuestion{verb: "get", group: w.GVR.Group, resource: w.GVR.Resource, namespace: namespace, name: name})
 		if err != nil {
 			return nil, err
 		}
@@ -382,15 +384,15 @@ func (m *Module) onDemandFetcher(author authenticationv1.UserInfo, hasAuthor boo
 		case apierrors.IsForbidden(err):
 			m.onDemandForbidden.Do(func() {
 				logf.FromContext(ctx).Error(err, "configcheck: Gatehouse may not get the objects of an on-demand watched resource, so templates find none; grant get on it (the chart's modules.configcheck.onDemandResources)",
-					"resource", w.gvr.String())
+					"resource", w.GVR.String())
 			})
 			return nil, nil
 		case err != nil:
 			return nil, err
 		}
-		if raw, err := json.Marshal(obj.Object); err != nil || w.bounds.exceeds(measureRaw(raw)) {
+		if raw, err := json.Marshal(obj.Object); err != nil || exceeds(w.Bounds, measureRaw(raw)) {
 			return nil, nil // as a watched store refuses it
 		}
-		return w.stored(obj.Object), nil
+		return w.Stored(obj.Object), nil
 	}
 }

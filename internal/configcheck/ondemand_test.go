@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
@@ -28,15 +30,15 @@ global
   # cert {{ s | dig("data", "tls.crt") | fallback("") | tostring() }} ca {{ ca | dig("data", "tls.crt") | fallback("none") | tostring() }}
 `
 
-func onDemandConfig(t *testing.T, template string) *compiled {
+func onDemandConfig(t *testing.T, template string) *spec.Compiled {
 	t.Helper()
-	spec := &hapticv1alpha1.HAProxyTemplateConfigSpec{
+	cfgSpec := &hapticv1alpha1.HAProxyTemplateConfigSpec{
 		WatchedResources: map[string]hapticv1alpha1.WatchedResource{
 			"secrets": {APIVersion: "v1", Resources: "secrets", IndexBy: []string{"metadata.namespace", "metadata.name"}, Store: "on-demand"},
 		},
 		HAProxyConfig: hapticv1alpha1.Template{Template: template},
 	}
-	c, errs := compileHapticConfig(spec, inProcess)
+	c, errs := spec.CompileHaptic(cfgSpec, inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -51,7 +53,7 @@ type fakeFetch struct {
 	err     error
 }
 
-func (f *fakeFetch) fetch(_ context.Context, _ *watchedSpec, namespace, name string) (map[string]any, error) {
+func (f *fakeFetch) fetch(_ context.Context, _ *spec.Watched, namespace, name string) (map[string]any, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, namespace+"/"+name)
@@ -224,13 +226,13 @@ func TestOnDemandIsBoundedInBytes(t *testing.T) {
 // TestOnDemandWatchesAreIndexedByNameAndHaveNoWebhook: an on-demand store
 // fetches by namespace and name, and holds too little to judge changes by.
 func TestOnDemandWatchesAreIndexedByNameAndHaveNoWebhook(t *testing.T) {
-	spec := &hapticv1alpha1.HAProxyTemplateConfigSpec{
+	cfgSpec := &hapticv1alpha1.HAProxyTemplateConfigSpec{
 		WatchedResources: map[string]hapticv1alpha1.WatchedResource{
 			"secrets": {APIVersion: "v1", Resources: "secrets", IndexBy: []string{"metadata.labels.team"}, Store: "on-demand", EnableValidationWebhook: true},
 		},
 		HAProxyConfig: hapticv1alpha1.Template{Template: "global\n"},
 	}
-	_, errs := compileHapticConfig(spec, inProcess)
+	_, errs := spec.CompileHaptic(cfgSpec, inProcess)
 	text := errs.ToAggregate().Error()
 	for _, want := range []string{"spec.watchedResources[secrets].indexBy", "spec.watchedResources[secrets].enableValidationWebhook"} {
 		if !strings.Contains(text, want) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,23 +34,23 @@ import (
 type partyEnv struct {
 	m     *Module
 	st    *configState
-	w     *watchedSpec
+	w     *spec.Watched
 	store *render.MemoryStore
 }
 
 func newPartyEnv(t *testing.T, runner haproxy.Runner) *partyEnv {
 	t.Helper()
-	c, errs := compileConfig(judgeSpec(), inProcess)
+	c, errs := spec.Compile(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	w := c.watched["ingresses"]
-	store, err := render.NewMemoryStore(w.indexer)
+	w := c.Watched["ingresses"]
+	store, err := render.NewMemoryStore(w.Indexer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := &configState{
-		key: gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "shared"}), compiled: c,
+		key: spec.GatehouseKey(types.NamespacedName{Namespace: "lb", Name: "shared"}), compiled: c,
 		feeds:  map[string]*feed{"ingresses": {spec: w, store: store, reg: syncedRegistration{}}},
 		scoped: map[string]bool{"ingresses": false},
 	}
@@ -256,7 +258,7 @@ func TestForgedReviewsWaitInAPartyOfTheirOwn(t *testing.T) {
 func TestADeletionIsNeverRefusedForLoad(t *testing.T) {
 	h := newHeldRunner()
 	e := newPartyEnv(t, h)
-	if err := e.store.Upsert(e.w.stored(ingressWithLine("old", "# old"))); err != nil {
+	if err := e.store.Upsert(e.w.Stored(ingressWithLine("old", "# old"))); err != nil {
 		t.Fatal(err)
 	}
 	verified := module.WithVerifiedCaller(context.Background())

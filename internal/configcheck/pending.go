@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -154,7 +156,7 @@ func partyOf(ctx context.Context, req admission.Request) string {
 	return fmt.Sprintf("%s as user %q", party, bounded(req.UserInfo.Username, 256))
 }
 
-func configParty(key configKey) string { return "HAProxyTemplateConfig " + key.String() }
+func configParty(key spec.Key) string { return "HAProxyTemplateConfig " + key.String() }
 
 func authorParty(namespace string) string {
 	return "the HAProxyTemplateConfigs of namespace " + namespace
@@ -278,11 +280,11 @@ func (a *admissions) record(watched string, op render.Operation, obj map[string]
 }
 
 // admissionsOf returns the admissions of the config key, made on first use.
-func (m *Module) admissionsOf(key configKey) *admissions {
+func (m *Module) admissionsOf(key spec.Key) *admissions {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.admitted == nil {
-		m.admitted = map[configKey]*admissions{}
+		m.admitted = map[spec.Key]*admissions{}
 	}
 	a, ok := m.admitted[key]
 	if !ok {
@@ -293,7 +295,7 @@ func (m *Module) admissionsOf(key configKey) *admissions {
 }
 
 // forgetAdmissions drops a deleted config's admissions.
-func (m *Module) forgetAdmissions(key configKey) {
+func (m *Module) forgetAdmissions(key spec.Key) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.admitted, key)

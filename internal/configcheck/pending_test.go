@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -43,12 +45,12 @@ func sameNames(a, b []string) bool {
 }
 
 func TestPendingOverlay(t *testing.T) {
-	c, errs := compileConfig(judgeSpec(), inProcess)
+	c, errs := spec.Compile(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	w := c.watched["ingresses"]
-	cache, err := render.NewMemoryStore(w.indexer, w.stored(ingressWithLine("old", "x")), w.stored(ingressWithLine("kept", "x")))
+	w := c.Watched["ingresses"]
+	cache, err := render.NewMemoryStore(w.Indexer, w.Stored(ingressWithLine("old", "x")), w.Stored(ingressWithLine("kept", "x")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,13 +69,13 @@ func TestPendingOverlay(t *testing.T) {
 	if got := view(); !sameNames(got, []string{"app/kept", "app/old"}) {
 		t.Fatalf("nothing pending: %v", got)
 	}
-	adm.record("ingresses", render.OperationCreate, w.stored(ingressWithLine("new", "a")))
-	adm.record("ingresses", render.OperationDelete, w.stored(ingressWithLine("old", "x")))
+	adm.record("ingresses", render.OperationCreate, w.Stored(ingressWithLine("new", "a")))
+	adm.record("ingresses", render.OperationDelete, w.Stored(ingressWithLine("old", "x")))
 	if got := view(); !sameNames(got, []string{"app/kept", "app/new"}) {
 		t.Fatalf("a create and a delete pending: %v", got)
 	}
 	// A later admitted change of the same object replaces the earlier.
-	adm.record("ingresses", render.OperationUpdate, w.stored(ingressWithLine("new", "b")))
+	adm.record("ingresses", render.OperationUpdate, w.Stored(ingressWithLine("new", "b")))
 	o, err := adm.overlay(stores)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +91,7 @@ func TestPendingOverlay(t *testing.T) {
 		t.Fatal("app/old's deletion is pending beside app/new")
 	}
 	alone := newAdmissions(time.Minute, clock.now)
-	alone.record("ingresses", render.OperationCreate, w.stored(ingressWithLine("new", "a")))
+	alone.record("ingresses", render.OperationCreate, w.Stored(ingressWithLine("new", "a")))
 	if alone.othersPending("ingresses", "app", "new") || !alone.othersPending("ingresses", "app", "other") {
 		t.Fatal("othersPending counts the changes of other objects only")
 	}
@@ -102,14 +104,14 @@ func TestPendingOverlay(t *testing.T) {
 		}
 	})
 	t.Run("dropped once the cache shows them", func(t *testing.T) {
-		if err := cache.Upsert(w.stored(ingressWithLine("new", "a"))); err != nil {
+		if err := cache.Upsert(w.Stored(ingressWithLine("new", "a"))); err != nil {
 			t.Fatal(err)
 		}
 		adm.prune(get)
 		if len(adm.pending) != 2 {
 			t.Fatal("the cache shows an earlier version of app/new, not the pending one: still pending")
 		}
-		if err := cache.Upsert(w.stored(ingressWithLine("new", "b"))); err != nil {
+		if err := cache.Upsert(w.Stored(ingressWithLine("new", "b"))); err != nil {
 			t.Fatal(err)
 		}
 		cache.Delete("app", "old")
@@ -119,7 +121,7 @@ func TestPendingOverlay(t *testing.T) {
 		}
 	})
 	t.Run("dropped after the bound when never stored", func(t *testing.T) {
-		adm.record("ingresses", render.OperationCreate, w.stored(ingressWithLine("never", "a")))
+		adm.record("ingresses", render.OperationCreate, w.Stored(ingressWithLine("never", "a")))
 		clock.t = clock.t.Add(59 * time.Second)
 		adm.prune(get)
 		if len(adm.pending) != 1 {
@@ -138,12 +140,12 @@ func TestPendingOverlay(t *testing.T) {
 // haproxy -c. Judged in turn against the cache plus the changes admitted
 // before it, only the first is admitted.
 func TestPendingJudgedTogether(t *testing.T) {
-	c, errs := compileConfig(judgeSpec(), inProcess)
+	c, errs := spec.Compile(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	w := c.watched["ingresses"]
-	cache, err := render.NewMemoryStore(w.indexer)
+	w := c.Watched["ingresses"]
+	cache, err := render.NewMemoryStore(w.Indexer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +157,7 @@ func TestPendingJudgedTogether(t *testing.T) {
 	line := "backend dup"
 	var admitted []string
 	for _, name := range []string{"one", "two", "three"} {
-		obj := w.stored(ingressWithLine(name, line))
+		obj := w.Stored(ingressWithLine(name, line))
 		withPending, err := adm.overlay(stores)
 		if err != nil {
 			t.Fatal(err)
@@ -186,9 +188,9 @@ func TestPendingJudgedTogether(t *testing.T) {
 
 func TestAdmissionsTakeTurnsPerConfig(t *testing.T) {
 	m := &Module{}
-	a := m.admissionsOf(gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "a"}))
-	b := m.admissionsOf(gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "b"}))
-	if m.admissionsOf(gatehouseKey(types.NamespacedName{Namespace: "lb", Name: "a"})) != a {
+	a := m.admissionsOf(spec.GatehouseKey(types.NamespacedName{Namespace: "lb", Name: "a"}))
+	b := m.admissionsOf(spec.GatehouseKey(types.NamespacedName{Namespace: "lb", Name: "b"}))
+	if m.admissionsOf(spec.GatehouseKey(types.NamespacedName{Namespace: "lb", Name: "a"})) != a {
 		t.Fatal("one config has one turn")
 	}
 	verified := module.WithVerifiedCaller(context.Background())

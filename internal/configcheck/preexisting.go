@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -79,7 +81,7 @@ const failureWarningPrefix = "the failure: "
 
 // preexistingWarnings tell the person whose change was admitted what
 // fails and that their change was checked only up to it.
-func preexistingWarnings(key configKey, denial string) []string {
+func preexistingWarnings(key spec.Key, denial string) []string {
 	// The first line that names the failure: for haproxy -c, its first
 	// alert.
 	first, rest, _ := strings.Cut(denial, "\n")
@@ -88,7 +90,7 @@ func preexistingWarnings(key configKey, denial string) []string {
 	}
 	return []string{
 		bounded(fmt.Sprintf("HAProxyTemplateConfig %s fails without this change too, so the change was admitted, checked only up to that failure; "+
-			"%s", key, key.untilFixed("it is fixed", false)), 250),
+			"%s", key, key.UntilFixed("it is fixed", false)), 250),
 		bounded(failureWarningPrefix+first, 250),
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
@@ -16,7 +18,7 @@ import (
 // with the real haproxy, and asks whether the change fails for no reason
 // of its own.
 func TestAddsNoFailure(t *testing.T) {
-	c, errs := compileConfig(judgeSpec(), inProcess)
+	c, errs := spec.Compile(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -99,7 +101,7 @@ func TestAddsNoFailureNeverMatchesIncompleteAlerts(t *testing.T) {
 }
 
 func TestPreexistingWarnings(t *testing.T) {
-	key := gatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "edge"})
+	key := spec.GatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "edge"})
 	for _, tc := range []struct{ denial, wantFailure string }{
 		{"Service 'api' not found (Ingress app/web, host a.example)", "the failure: Service 'api' not found (Ingress app/web, host a.example)"},
 		{"haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad\n  line 9: bad", "the failure: [ALERT] config : parsing [haproxy.cfg:9] : bad"},
@@ -123,15 +125,15 @@ func TestPreexistingWarnings(t *testing.T) {
 // out although the render then stops at the next failure, and a change
 // adding a failure of its own is not.
 func TestWayOut(t *testing.T) {
-	c, errs := compileConfig(judgeSpec(), inProcess)
+	c, errs := spec.Compile(judgeSpec(), inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	w := c.watched["ingresses"]
+	w := c.Watched["ingresses"]
 	st := &configState{compiled: c}
 	m := &Module{checker: testChecker(t, nil)}
 	stores := func(objs ...map[string]any) map[string]render.IndexedStore {
-		s, err := render.NewMemoryStore(w.indexer, objs...)
+		s, err := render.NewMemoryStore(w.Indexer, objs...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +170,7 @@ func TestWayOut(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			current := stores(tc.current...)
-			data, err := overlaid(current, "ingresses", tc.op, w.stored(tc.obj))
+			data, err := overlaid(current, "ingresses", tc.op, w.Stored(tc.obj))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +178,7 @@ func TestWayOut(t *testing.T) {
 			if proposed.denial == "" {
 				t.Fatalf("the case must have a refused change")
 			}
-			if _, got := m.wayOut(ctx, st, current, "ingresses", tc.op, w.stored(tc.obj), proposed); got != tc.want {
+			if _, got := m.wayOut(ctx, st, current, "ingresses", tc.op, w.Stored(tc.obj), proposed); got != tc.want {
 				t.Fatalf("let out = %v, want %v (the change: %s)", got, tc.want, proposed.denial)
 			}
 		})

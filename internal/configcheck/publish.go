@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,8 +41,8 @@ type publisher struct {
 	mu sync.Mutex
 	// good is each config's state at its last rendering that passed, and
 	// attributions its last failure's attribution (attribute.go).
-	good         map[configKey]goodState
-	attributions map[configKey]attribution
+	good         map[spec.Key]goodState
+	attributions map[spec.Key]attribution
 }
 
 // publishRetry is how soon a config is looked at again after an error (an
@@ -52,7 +54,7 @@ const publishRetry = time.Second
 // when it starts, one for every config: the previous leader may have left
 // a status or a rendering behind.
 func newPublisher(m *Module) (*publisher, error) {
-	p := &publisher{m: m, good: map[configKey]goodState{}, attributions: map[configKey]attribution{}}
+	p := &publisher{m: m, good: map[spec.Key]goodState{}, attributions: map[spec.Key]attribution{}}
 	c, err := m.host.NewController("HAProxyTemplateConfigPublisher", controller.Options{
 		Reconciler:         p,
 		NeedLeaderElection: ptr.To(true),
@@ -78,18 +80,18 @@ func newPublisher(m *Module) (*publisher, error) {
 // PublishDelay make one rendering. Gatehouse publishes its own kind
 // alone: haptic's controller writes haptic's status and deploys its
 // renderings.
-func (p *publisher) trigger(key configKey) {
-	if key.kind != gatehouseKind {
+func (p *publisher) trigger(key spec.Key) {
+	if key.Kind != spec.GatehouseKind {
 		return
 	}
-	p.triggers.AddAfter(key.request(), p.m.opts.PublishDelay)
+	p.triggers.AddAfter(key.Request(), p.m.opts.PublishDelay)
 }
 
 // Reconcile publishes one config and writes its status.
 func (p *publisher) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	// Publishing what is stored is real work of the config (fair).
-	key := configKeyOf(req)
-	if key.kind != gatehouseKind {
+	key := spec.KeyOfRequest(req)
+	if key.Kind != spec.GatehouseKind {
 		return reconcile.Result{}, nil
 	}
 	ctx = fair.WithShare(ctx, configParty(key), fair.Real)
@@ -121,7 +123,7 @@ func forbiddenMessage(namespace string, err error) string {
 // sync renders, checks and publishes one config and writes its status. It
 // reports when to look again (0: at the next change; stores still loading,
 // an error, output names taken).
-func (p *publisher) sync(ctx context.Context, key configKey) (time.Duration, error) {
+func (p *publisher) sync(ctx context.Context, key spec.Key) (time.Duration, error) {
 	m := p.m
 	st := m.state(key)
 	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
@@ -173,11 +175,11 @@ func (p *publisher) sync(ctx context.Context, key configKey) (time.Duration, err
 func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTemplateConfig, st *configState, status *gatehousev1alpha1.HAProxyTemplateConfigStatus) (time.Duration, error) {
 	m := p.m
 	stores := st.stores()
-	data := render.Data{Resources: map[string]render.Store{}, ExtraContext: st.compiled.extraContext}
+	data := render.Data{Resources: map[string]render.Store{}, ExtraContext: st.compiled.ExtraContext}
 	for name, s := range stores {
 		data.Resources[name] = s
 	}
-	out, err := st.compiled.renderer.Render(ctx, data)
+	out, err := st.compiled.Renderer.Render(ctx, data)
 	if errors.Is(err, fair.ErrFull) {
 		return publishRetry, nil
 	}
@@ -188,7 +190,7 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		p.failing(ctx, st, stores, status, verdict{denial: renderFailure(err), phase: phaseRender})
 		return 0, nil
 	}
-	v, err := m.checker.Check(ctx, asChecked(out, st.compiled.dialect))
+	v, err := m.checker.Check(ctx, asChecked(out, st.compiled.Dialect))
 	if err != nil {
 		return publishRetry, err
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -54,14 +56,14 @@ func newReconciler(m *Module) (*reconciler, error) {
 	r.haptic = trigger.New(func() []reconcile.Request {
 		var out []reconcile.Request
 		for _, key := range m.haptic.keys(context.Background()) {
-			out = append(out, key.request())
+			out = append(out, key.Request())
 		}
 		return out
 	})
 	if err := c.Watch(r.haptic); err != nil {
 		return nil, err
 	}
-	m.haptic.start(func(key configKey) { r.haptic.Add(key.request()) })
+	m.haptic.start(func(key spec.Key) { r.haptic.Add(key.Request()) })
 	r.controller = c
 	return r, nil
 }
@@ -82,9 +84,9 @@ func (r *reconciler) Start(ctx context.Context) error {
 		// replica waits for no config rather than never becoming ready.
 		r.controller.GetLogger().Error(err, "listing the configs at start")
 	}
-	keys := make([]configKey, 0, len(configs.Items))
+	keys := make([]spec.Key, 0, len(configs.Items))
 	for i := range configs.Items {
-		keys = append(keys, keyOf(gatehouseConfig{&configs.Items[i]}))
+		keys = append(keys, spec.KeyOf(spec.GatehouseConfig{HAProxyTemplateConfig: &configs.Items[i]}))
 	}
 	// haptic's kind, followed during Setup, is known (and synced when
 	// served) before the replica is ready; its configs of the moment are
@@ -109,7 +111,7 @@ const resolveRetry = 15 * time.Second
 // Reconcile loads one config's current generation into a new state, or
 // drops the state of a config that is gone.
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	key := configKeyOf(req)
+	key := spec.KeyOfRequest(req)
 	log := logf.FromContext(ctx).WithValues("config", key)
 	ctx = logf.IntoContext(ctx, log)
 	m := r.m
@@ -139,18 +141,18 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // buildState compiles cfg, runs its tests, and starts feeding its stores.
-func (m *Module) buildState(ctx context.Context, cfg configObject) (*configState, error) {
-	key := keyOf(cfg)
+func (m *Module) buildState(ctx context.Context, cfg spec.Object) (*configState, error) {
+	key := spec.KeyOf(cfg)
 	st := &configState{key: key, uid: cfg.GetUID(), generation: cfg.GetGeneration(),
 		feeds: map[string]*feed{}, empty: map[string]*render.MemoryStore{},
 		gvks: map[string]schema.GroupVersionKind{}, scoped: map[string]bool{},
-		certs: cfg.publishesSecrets()}
+		certs: cfg.PublishesSecrets()}
 	st.record = cfg.GetAnnotations()[AuthorAnnotation]
 	st.author, _, st.noAuthor = verifiedAuthor(m.host.Records(), m.host.Namespace(), cfg)
 	st.hasAuthor = st.noAuthor == ""
 	// Compiled in the config's own turn, as its tests run (fair).
-	c, errs := cfg.compileWith(m.compiler(fair.WithShare(ctx, configParty(key), fair.Real)))
-	if err := notCompiled(errs); err != nil {
+	c, errs := cfg.CompileWith(m.compiler(fair.WithShare(ctx, configParty(key), fair.Real)))
+	if err := spec.NotCompiled(errs); err != nil {
 		// Nothing said of the templates (the workers busy, the budget
 		// spent on a loaded machine): tried again, never recorded as
 		// the config's fault.
@@ -176,19 +178,19 @@ func (m *Module) buildState(ctx context.Context, cfg configObject) (*configState
 	} else {
 		st.report = &report
 	}
-	for _, name := range slices.Sorted(maps.Keys(c.watched)) {
-		w := c.watched[name]
-		if w.onDemand {
+	for _, name := range slices.Sorted(maps.Keys(c.Watched)) {
+		w := c.Watched[name]
+		if w.OnDemand {
 			continue // fetched when a rendering asks (st.onDemand)
 		}
-		gvk, scoped, err := m.resolve(w.gvr)
+		gvk, scoped, err := m.resolve(w.GVR)
 		if err != nil {
 			if !meta.IsNoMatchError(err) && !errors.Is(err, errNoKind) {
 				m.releaseFeeds(st)
 				return nil, err
 			}
 			st.unresolved = append(st.unresolved, name)
-			if st.empty[name], err = render.NewMemoryStore(w.indexer); err != nil {
+			if st.empty[name], err = render.NewMemoryStore(w.Indexer); err != nil {
 				return nil, err
 			}
 			continue
@@ -227,7 +229,7 @@ func (m *Module) resolve(gvr schema.GroupVersionResource) (schema.GroupVersionKi
 // replaceState installs st (nil: the config is gone), releases the
 // previous state's feeds after the new ones hold their informers (so a
 // shared informer is not restarted), and re-registers the webhooks.
-func (m *Module) replaceState(ctx context.Context, key configKey, st *configState) {
+func (m *Module) replaceState(ctx context.Context, key spec.Key, st *configState) {
 	m.mu.Lock()
 	old := m.states[key]
 	if st == nil {
@@ -242,7 +244,7 @@ func (m *Module) replaceState(ctx context.Context, key configKey, st *configStat
 	if st == nil {
 		m.forgetAdmissions(key)
 	}
-	if key.kind == hapticKind {
+	if key.Kind == spec.HapticKind {
 		m.countHapticConfigs()
 	}
 	m.registerWebhooks(ctx)

@@ -3,6 +3,8 @@ package configcheck
 import (
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/redact"
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -34,8 +36,8 @@ func TestForCallerRedactsWhatTheRenderingRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	judged := map[string]render.IndexedStore{"ingresses": store}
-	c := &compiled{words: redact.Words{}}
-	c.words.AddWordsOf(`{{ fail (printf "Service '%s' not found (Ingress %s/%s, host %s)" ...) }}`)
+	c := &spec.Compiled{Words: redact.Words{}}
+	c.Words.AddWordsOf(`{{ fail (printf "Service '%s' not found (Ingress %s/%s, host %s)" ...) }}`)
 
 	if got := forCaller(deny(phaseHAProxy, "[ALERT] backend 'be_tenant-b_x' is broken"), req, c, judged).Result.Message; got != "[ALERT] backend '…' is broken" {
 		t.Fatalf("haproxy denial: %q", got)

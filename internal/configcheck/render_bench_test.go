@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"sigs.k8s.io/yaml"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
@@ -26,7 +28,7 @@ func BenchmarkRenderExample1000(b *testing.B) {
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		b.Fatal(err)
 	}
-	c, errs := compileConfig(&cfg.Spec, inProcess)
+	c, errs := spec.Compile(&cfg.Spec, inProcess)
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}
@@ -47,7 +49,7 @@ func BenchmarkRenderExample1000(b *testing.B) {
 	}
 	stores := render.Data{Resources: map[string]render.Store{}}
 	for name, objs := range map[string][]map[string]any{"ingresses": ingresses, "services": services} {
-		s, err := render.NewMemoryStore(c.watched[name].indexer, objs...)
+		s, err := render.NewMemoryStore(c.Watched[name].Indexer, objs...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -55,7 +57,7 @@ func BenchmarkRenderExample1000(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if _, err := c.renderer.Render(context.Background(), stores); err != nil {
+		if _, err := c.Renderer.Render(context.Background(), stores); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,7 +100,7 @@ func configFindings(cfg *gatehousev1alpha1.HAProxyTemplateConfig) []module.Findi
 // Its rendering of the cluster's state is haptic's controller's to judge
 // and deploy: no RenderRule finding.
 func hapticFindings(st *configState) []module.Finding {
-	if st.key.kind != hapticKind {
+	if st.key.Kind != spec.HapticKind {
 		return nil
 	}
 	validity := validityOf(st)

@@ -3,6 +3,8 @@ package configcheck
 import (
 	"fmt"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -39,7 +41,7 @@ import (
 // the next changes are judged over that failing state (preexisting.go).
 
 // shed answers req, undecided for lack of capacity (msg says why).
-func shed(req admission.Request, key configKey, msg string) admission.Response {
+func shed(req admission.Request, key spec.Key, msg string) admission.Response {
 	if req.Operation == admissionv1.Delete {
 		countUndecided("deletion-unchecked")
 		return admission.Allowed("").WithWarnings(bounded(fmt.Sprintf(
@@ -61,7 +63,7 @@ func shedConfirmation(req admission.Request, denial admission.Response, msg stri
 }
 
 // undecidedVerdict answers req, for which v reached no decision.
-func undecidedVerdict(req admission.Request, key configKey, v verdict) admission.Response {
+func undecidedVerdict(req admission.Request, key spec.Key, v verdict) admission.Response {
 	if v.shed {
 		return shed(req, key, v.undecided)
 	}

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,12 +22,12 @@ import (
 // watched resource fed by the shared informers. It is replaced whole when
 // the config changes.
 type configState struct {
-	key        configKey
+	key        spec.Key
 	uid        types.UID
 	generation int64
 
 	// compiled is nil when the config is invalid; invalid says why.
-	compiled *compiled
+	compiled *spec.Compiled
 	invalid  string
 	// report is the embedded tests' result at this generation: the tests
 	// read fixtures only, so they are run once per generation, not once per
@@ -148,13 +150,13 @@ func (st *configState) stores() map[string]render.IndexedStore {
 // already there (a re-apply, or a change to ignored fields only). A DELETE
 // always renders: an object missing from the store may only be late to
 // arrive in it.
-func (st *configState) unchanged(w *watchedSpec, op render.Operation, obj map[string]any, adm *admissions) bool {
-	f := st.feeds[w.name]
+func (st *configState) unchanged(w *spec.Watched, op render.Operation, obj map[string]any, adm *admissions) bool {
+	f := st.feeds[w.Name]
 	if f == nil || !f.synced() || op == render.OperationDelete {
 		return false
 	}
 	namespace, name := identityOf(obj)
-	if p := adm.find(w.name, namespace, name); p != nil {
+	if p := adm.find(w.Name, namespace, name); p != nil {
 		return p.obj != nil && equality.Semantic.DeepEqual(p.obj, obj)
 	}
 	stored, ok := f.store.Get(namespace, name)
@@ -169,7 +171,7 @@ func (st *configState) failedTests() string {
 	return st.report.Message()
 }
 
-func (m *Module) state(key configKey) *configState {
+func (m *Module) state(key spec.Key) *configState {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.states[key]
@@ -180,7 +182,7 @@ func (m *Module) state(key configKey) *configState {
 func (m *Module) allConfigRequests() []reconcile.Request {
 	var out []reconcile.Request
 	for _, st := range m.allStates() {
-		out = append(out, st.key.request())
+		out = append(out, st.key.Request())
 	}
 	return out
 }

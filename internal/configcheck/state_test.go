@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -22,13 +24,13 @@ type syncedRegistration struct {
 func (syncedRegistration) HasSynced() bool { return true }
 
 func TestUnchangedComparesWhatTheTemplatesSee(t *testing.T) {
-	spec := loadExample(t)
-	c, errs := compileConfig(&spec.Spec, inProcess)
+	cfgSpec := loadExample(t)
+	c, errs := spec.Compile(&cfgSpec.Spec, inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	w := c.watched["ingresses"]
-	store, err := render.NewMemoryStore(w.indexer)
+	w := c.Watched["ingresses"]
+	store, err := render.NewMemoryStore(w.Indexer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func TestUnchangedComparesWhatTheTemplatesSee(t *testing.T) {
 			"annotations": map[string]any{"owner": "x"}, "resourceVersion": "1"},
 		"spec": map[string]any{"ingressClassName": "haproxy"},
 	}
-	if err := store.Upsert(w.stored(stored)); err != nil {
+	if err := store.Upsert(w.Stored(stored)); err != nil {
 		t.Fatal(err)
 	}
 	f := &feed{spec: w, store: store, reg: syncedRegistration{}}
@@ -46,7 +48,7 @@ func TestUnchangedComparesWhatTheTemplatesSee(t *testing.T) {
 	with := func(edit func(meta map[string]any)) map[string]any {
 		obj := render.NormalizeObject(stored)
 		edit(obj["metadata"].(map[string]any))
-		return w.stored(obj)
+		return w.Stored(obj)
 	}
 	cases := []struct {
 		name string
@@ -88,7 +90,7 @@ func TestUnchangedComparesWhatTheTemplatesSee(t *testing.T) {
 }
 
 func TestWebhookNameIsValidAndDistinct(t *testing.T) {
-	key := gatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "Edge_Config"})
+	key := spec.GatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "Edge_Config"})
 	if got, want := webhookName(key, "ingresses"), "ingresses.edge-config.lb-system.configcheck.gatehouse.dev"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}

@@ -39,8 +39,8 @@ func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *conf
 	}
 	hooks := 0
 	if st.compiled != nil {
-		for _, w := range st.compiled.watched {
-			if w.webhook {
+		for _, w := range st.compiled.Watched {
+			if w.Webhook {
 				hooks++
 			}
 		}
@@ -52,7 +52,7 @@ func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *conf
 		setCondition(status, st, gatehousev1alpha1.ConditionWebhookActive, metav1.ConditionFalse, "NoWebhookResources", "no watched resource has enableValidationWebhook")
 	default:
 		setCondition(status, st, gatehousev1alpha1.ConditionWebhookActive, metav1.ConditionTrue, "Registered",
-			fmt.Sprintf("%d watched resources are validated at admission (failurePolicy %s, timeout %ds)", hooks, st.compiled.policy, st.compiled.timeout))
+			fmt.Sprintf("%d watched resources are validated at admission (failurePolicy %s, timeout %ds)", hooks, st.compiled.Policy, st.compiled.Timeout))
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
@@ -56,13 +58,13 @@ func (k keptRenderings) keep(test string, out render.Output) { k[test] = out }
 // Bounds: the renderings and checks are those of the tests (already
 // rendered) and one more rendering, within the config webhook's deadline,
 // under the share admitConfig set (unverifiedShare).
-func (m *Module) checkWithoutState(ctx context.Context, key configKey, c *compiled, rendered keptRenderings) currentState {
+func (m *Module) checkWithoutState(ctx context.Context, key spec.Key, c *spec.Compiled, rendered keptRenderings) currentState {
 	proof := ""
 	for _, name := range slices.Sorted(maps.Keys(rendered)) {
-		if test, ok := c.tests[name]; !ok || negativeTest(test) {
+		if test, ok := c.Tests[name]; !ok || negativeTest(test) {
 			continue
 		}
-		v := m.checkRendering(ctx, c.dialect, rendered[name], "")
+		v := m.checkRendering(ctx, c.Dialect, rendered[name], "")
 		switch {
 		case v.undecided != "":
 			return currentState{undecided: fmt.Sprintf("%s (checking the rendering of test %q's fixtures)", v.undecided, name)}
@@ -89,7 +91,7 @@ const withoutStatePrefix = "Gatehouse cannot verify that this request came from 
 // decideWithoutState turns the verdict v on config key's rendering of
 // empty watched resources into the admission's outcome; proof names a test
 // whose fixtures render a configuration haproxy accepts ("" when none).
-func decideWithoutState(key configKey, v verdict, proof string) currentState {
+func decideWithoutState(key spec.Key, v verdict, proof string) currentState {
 	switch {
 	case v.undecided != "":
 		return currentState{undecided: v.undecided + " (rendering this config over empty watched resources)"}
@@ -97,7 +99,7 @@ func decideWithoutState(key configKey, v verdict, proof string) currentState {
 		return currentState{}
 	case proof != "":
 		return currentState{warnings: []string{
-			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render without watched objects, so %s: %s", key, key.untilFixed("the cluster holds what it needs", true), firstFailureLine(v.denial)), 250),
+			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render without watched objects, so %s: %s", key, key.UntilFixed("the cluster holds what it needs", true), firstFailureLine(v.denial)), 250),
 			bounded(fmt.Sprintf("admitted because test %q renders a configuration haproxy -c accepts from its fixtures", proof), 250),
 		}}
 	}
@@ -106,10 +108,10 @@ func decideWithoutState(key configKey, v verdict, proof string) currentState {
 }
 
 // emptyStores are c's watched resources holding no object.
-func emptyStores(c *compiled) (map[string]render.IndexedStore, error) {
-	stores := make(map[string]render.IndexedStore, len(c.watched))
-	for name, w := range c.watched {
-		store, err := render.NewMemoryStore(w.indexer)
+func emptyStores(c *spec.Compiled) (map[string]render.IndexedStore, error) {
+	stores := make(map[string]render.IndexedStore, len(c.Watched))
+	for name, w := range c.Watched {
+		store, err := render.NewMemoryStore(w.Indexer)
 		if err != nil {
 			return nil, fmt.Errorf("watched resource %s: %w", name, err)
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -25,7 +27,7 @@ func ingressFixture(name, line string) apiextensionsv1.JSON {
 // resources and its tests' fixtures, as admitConfig does (its tests run,
 // their renderings kept, then checkWithoutState), with the real haproxy.
 func TestCheckWithoutState(t *testing.T) {
-	key := gatehouseKey(types.NamespacedName{Namespace: "team", Name: "edge"})
+	key := spec.GatehouseKey(types.NamespacedName{Namespace: "team", Name: "edge"})
 	// needsAnIngress fails without an Ingress, as a config routing to
 	// the first one would.
 	const needsAnIngress = `{{ if not .resources.ingresses.List }}{{ fail "no Ingress yet" }}{{ end }}`
@@ -66,9 +68,9 @@ func TestCheckWithoutState(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := judgeSpec()
-			tt.change(spec)
-			c, errs := compileConfig(spec, inProcess)
+			cfgSpec := judgeSpec()
+			tt.change(cfgSpec)
+			c, errs := spec.Compile(cfgSpec, inProcess)
 			if len(errs) > 0 {
 				t.Fatal(errs.ToAggregate())
 			}
@@ -110,7 +112,7 @@ func TestCheckWithoutState(t *testing.T) {
 }
 
 func TestDecideWithoutStateUndecided(t *testing.T) {
-	got := decideWithoutState(gatehouseKey(types.NamespacedName{Namespace: "a", Name: "b"}), verdict{undecided: "configcheck: rendering did not finish"}, "proof")
+	got := decideWithoutState(spec.GatehouseKey(types.NamespacedName{Namespace: "a", Name: "b"}), verdict{undecided: "configcheck: rendering did not finish"}, "proof")
 	if !strings.Contains(got.undecided, "rendering did not finish") || got.denial != "" || len(got.warnings) > 0 {
 		t.Fatalf("got %+v, want undecided", got)
 	}
@@ -134,7 +136,7 @@ func TestUnverifiedShareIsNeverTheAPIServers(t *testing.T) {
 // from a caller Gatehouse cannot verify.
 func TestExampleConfigIsAdmittedWithoutState(t *testing.T) {
 	cfg := loadExample(t)
-	c, errs := compileConfig(&cfg.Spec, inProcess)
+	c, errs := spec.Compile(&cfg.Spec, inProcess)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -149,7 +151,7 @@ func TestExampleConfigIsAdmittedWithoutState(t *testing.T) {
 	if len(kept) == 0 {
 		t.Fatal("no test rendering was kept: nothing checked over fixtures")
 	}
-	got := m.checkWithoutState(ctx, gatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "edge"}), c, kept)
+	got := m.checkWithoutState(ctx, spec.GatehouseKey(types.NamespacedName{Namespace: "lb-system", Name: "edge"}), c, kept)
 	if got.denial != "" || got.undecided != "" {
 		t.Fatalf("the example is refused: %+v", got)
 	}

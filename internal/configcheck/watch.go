@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,7 +48,7 @@ func newWatchSet(ctx context.Context, host module.Host) *watchSet {
 type feed struct {
 	set           *watchSet
 	key           watchKey
-	spec          *watchedSpec
+	spec          *spec.Watched
 	store         *render.MemoryStore
 	clusterScoped bool
 	nsLabels      func(namespace string) labels.Set
@@ -65,17 +67,17 @@ type feed struct {
 }
 
 // acquire returns a feed of spec's objects (kind gvk) into a new store.
-func (s *watchSet) acquire(spec *watchedSpec, gvk schema.GroupVersionKind, clusterScoped bool,
+func (s *watchSet) acquire(spec *spec.Watched, gvk schema.GroupVersionKind, clusterScoped bool,
 	nsLabels func(string) labels.Set, permit func(string) bool, onChange func()) (*feed, error) {
-	store, err := render.NewMemoryStore(spec.indexer)
+	store, err := render.NewMemoryStore(spec.Indexer)
 	if err != nil {
 		return nil, err
 	}
-	f := &feed{set: s, key: watchKey{gvk: gvk, labels: spec.labels.String()}, spec: spec, store: store,
+	f := &feed{set: s, key: watchKey{gvk: gvk, labels: spec.Labels.String()}, spec: spec, store: store,
 		clusterScoped: clusterScoped, nsLabels: nsLabels, permit: permit, onChange: onChange}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
-	kind, err := s.host.FollowKind(u, module.Scope{Labels: spec.labels}, f.kindChanged)
+	kind, err := s.host.FollowKind(u, module.Scope{Labels: spec.Labels}, f.kindChanged)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +162,7 @@ func (f *feed) attach(informer cache.Informer) {
 		DeleteFunc: f.remove,
 	})
 	if err != nil {
-		logf.FromContext(f.set.ctx).Error(err, "event handler of a watched resource", "watched", f.spec.name)
+		logf.FromContext(f.set.ctx).Error(err, "event handler of a watched resource", "watched", f.spec.Name)
 		return
 	}
 	f.reg, f.informer = reg, informer
@@ -190,8 +192,8 @@ func (f *feed) upsert(obj any) {
 		return
 	}
 	if f.selects(u) {
-		if err := f.store.Upsert(f.spec.stored(u.Object)); err != nil {
-			logf.FromContext(f.set.ctx).Error(err, "store of a watched resource", "watched", f.spec.name,
+		if err := f.store.Upsert(f.spec.Stored(u.Object)); err != nil {
+			logf.FromContext(f.set.ctx).Error(err, "store of a watched resource", "watched", f.spec.Name,
 				"namespace", u.GetNamespace(), "name", u.GetName())
 		}
 	} else {
@@ -219,7 +221,7 @@ func (f *feed) selects(u *unstructured.Unstructured) bool {
 	if f.clusterScoped {
 		ns = ""
 	}
-	return f.permit(ns) && f.spec.selectsIn(u.Object, u.GetNamespace(), f.clusterScoped, f.nsLabels)
+	return f.permit(ns) && f.spec.SelectsIn(u.Object, u.GetNamespace(), f.clusterScoped, f.nsLabels)
 }
 
 // resync judges every object of the informer again, after the namespaces
@@ -231,7 +233,7 @@ func (f *feed) resync(ctx context.Context) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(f.key.gvk.GroupVersion().WithKind(f.key.gvk.Kind + "List"))
 	if err := f.kind.List(ctx, list); err != nil {
-		logf.FromContext(ctx).Error(err, "re-judging a watched resource's objects", "watched", f.spec.name)
+		logf.FromContext(ctx).Error(err, "re-judging a watched resource's objects", "watched", f.spec.Name)
 		return
 	}
 	// upsert removes what is no longer selected.
@@ -243,7 +245,7 @@ func (f *feed) resync(ctx context.Context) {
 // namespaceChanged re-judges the objects of a namespace whose labels
 // changed, when the watched resource selects namespaces by label.
 func (f *feed) namespaceChanged(ctx context.Context, namespace string) {
-	if f.spec.nsSel == nil || f.clusterScoped || !f.synced() {
+	if f.spec.Namespaces == nil || f.clusterScoped || !f.synced() {
 		return
 	}
 	list := &unstructured.UnstructuredList{}

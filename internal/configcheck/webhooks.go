@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/utils/ptr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -26,9 +28,9 @@ func (st *configState) webhooks(m *Module) []module.Webhook {
 		return nil
 	}
 	var out []module.Webhook
-	for _, name := range slices.Sorted(maps.Keys(st.compiled.watched)) {
-		w := st.compiled.watched[name]
-		if !w.webhook {
+	for _, name := range slices.Sorted(maps.Keys(st.compiled.Watched)) {
+		w := st.compiled.Watched[name]
+		if !w.Webhook {
 			continue
 		}
 		scope := admissionregistrationv1.NamespacedScope
@@ -42,18 +44,18 @@ func (st *configState) webhooks(m *Module) []module.Webhook {
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
 				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{w.gvr.Group}, APIVersions: []string{w.gvr.Version},
-					Resources: []string{w.gvr.Resource}, Scope: ptr.To(scope),
+					APIGroups: []string{w.GVR.Group}, APIVersions: []string{w.GVR.Version},
+					Resources: []string{w.GVR.Resource}, Scope: ptr.To(scope),
 				},
 			}},
 			MatchPolicy:       admissionregistrationv1.Equivalent,
-			FailurePolicy:     st.compiled.policy,
+			FailurePolicy:     st.compiled.Policy,
 			SideEffects:       admissionregistrationv1.SideEffectClassNone,
-			TimeoutSeconds:    st.compiled.timeout,
-			NamespaceSelector: w.nsSelAPI,
-			ObjectSelector:    w.labelSel,
+			TimeoutSeconds:    st.compiled.Timeout,
+			NamespaceSelector: w.NamespaceSelector,
+			ObjectSelector:    w.LabelSelector,
 			Admit:             m.admitWatched(st.key, name),
-			Confirm:           m.watchedConfirmation(st.key, name, st.compiled.timeout),
+			Confirm:           m.watchedConfirmation(st.key, name, st.compiled.Timeout),
 			DenialReasons:     watchedDenialReasons,
 			Cost:              m.watchedCost(),
 		})
@@ -67,10 +69,10 @@ var unqualified = regexp.MustCompile(`[^a-z0-9-]+`)
 // "<namespace>/<config>/<watched>" under the module's run-time path, and
 // for haptic's kind under "haproxy-haptic.org/" (one segment more: the
 // paths of the two kinds never meet).
-func webhookPath(moduleName string, key configKey, watched string) string {
+func webhookPath(moduleName string, key spec.Key, watched string) string {
 	path := module.RuntimePath(moduleName)
-	if key.kind == hapticKind {
-		path += string(hapticKind) + "/"
+	if key.Kind == spec.HapticKind {
+		path += string(spec.HapticKind) + "/"
 	}
 	return path + url.PathEscape(key.Namespace) + "/" + url.PathEscape(key.Name) + "/" + url.PathEscape(watched)
 }
@@ -81,7 +83,7 @@ func webhookPath(moduleName string, key configKey, watched string) string {
 // each part lowercased to DNS label characters. A part longer than 40
 // characters is cut and ends with a hash of the whole part, so that two long
 // names sharing a prefix never collide.
-func webhookName(key configKey, watched string) string {
+func webhookName(key spec.Key, watched string) string {
 	label := func(s string) string {
 		out := strings.Trim(unqualified.ReplaceAllString(strings.ToLower(s), "-"), "-")
 		if len(out) > 40 {
@@ -94,7 +96,7 @@ func webhookName(key configKey, watched string) string {
 		return out
 	}
 	suffix := ".configcheck.gatehouse.dev"
-	if key.kind == hapticKind {
+	if key.Kind == spec.HapticKind {
 		suffix = ".haptic" + suffix
 	}
 	return label(watched) + "." + label(key.Name) + "." + label(key.Namespace) + suffix

@@ -1,7 +1,6 @@
-package configcheck
+package spec
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -11,16 +10,6 @@ import (
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 )
-
-// object decodes a JSON object for a test case.
-func object(t *testing.T, s string) map[string]any {
-	t.Helper()
-	var obj map[string]any
-	if err := json.Unmarshal([]byte(s), &obj); err != nil {
-		t.Fatalf("bad test object %s: %v", s, err)
-	}
-	return obj
-}
 
 func TestParseFieldSelectorErrors(t *testing.T) {
 	cases := []struct{ selector, wantText string }{
@@ -34,7 +23,7 @@ func TestParseFieldSelectorErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.selector, func(t *testing.T) {
-			sel, err := parseFieldSelector(tc.selector)
+			sel, err := ParseFieldSelector(tc.selector)
 			if err == nil {
 				t.Fatalf("accepted as %d terms", len(sel))
 			}
@@ -99,14 +88,14 @@ func TestFieldSelectorMatches(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.selector+" on "+tc.obj, func(t *testing.T) {
-			sel, err := parseFieldSelector(tc.selector)
+			sel, err := ParseFieldSelector(tc.selector)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(sel) != tc.terms {
 				t.Fatalf("%d terms, want %d", len(sel), tc.terms)
 			}
-			if got := sel.matches(object(t, tc.obj)); got != tc.want {
+			if got := sel.Matches(object(t, tc.obj)); got != tc.want {
 				t.Fatalf("matches = %v, want %v", got, tc.want)
 			}
 		})
@@ -114,9 +103,9 @@ func TestFieldSelectorMatches(t *testing.T) {
 }
 
 // watched compiles one watched resource.
-func watched(t *testing.T, spec gatehousev1alpha1.WatchedResource) *watchedSpec {
+func watched(t *testing.T, spec gatehousev1alpha1.WatchedResource) *Watched {
 	t.Helper()
-	w, errs := compileWatchedResource(field.NewPath("spec", "watchedResources").Key("w"), "w", spec, false)
+	w, errs := CompileWatched(field.NewPath("spec", "watchedResources").Key("w"), "w", spec, false)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -224,7 +213,7 @@ func TestNarrows(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := narrows(tc.sel); got != tc.want {
+			if got := Narrows(tc.sel); got != tc.want {
 				t.Fatalf("narrows(%v) = %v, want %v", tc.sel, got, tc.want)
 			}
 		})

@@ -1,4 +1,4 @@
-package configcheck
+package spec
 
 import (
 	"fmt"
@@ -15,22 +15,22 @@ import (
 // hold. Kubernetes' own field selectors cover a few fields per kind
 // (spec.ingressClassName is not one of them), so it is evaluated here, over
 // any field, for the store and for admitted objects alike.
-type fieldSelector []fieldTerm
+type FieldSelector []fieldTerm
 
 type fieldTerm struct {
 	path    *render.Indexer
 	value   string
-	negated bool
-	text    string
+	Negated bool
+	Text    string
 }
 
-// parseFieldSelector reads "path=value,path!=value"; "==" is accepted for
+// ParseFieldSelector reads "path=value,path!=value"; "==" is accepted for
 // "=". Paths are written as indexBy expressions.
-func parseFieldSelector(s string) (fieldSelector, error) {
+func ParseFieldSelector(s string) (FieldSelector, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	var out fieldSelector
+	var out FieldSelector
 	for _, term := range strings.Split(s, ",") {
 		term = strings.TrimSpace(term)
 		path, value, negated := "", "", false
@@ -53,23 +53,23 @@ func parseFieldSelector(s string) (fieldSelector, error) {
 		if err != nil {
 			return nil, fmt.Errorf("term %q: %w", term, err)
 		}
-		out = append(out, fieldTerm{path: indexer, value: strings.TrimSpace(value), negated: negated, text: term})
+		out = append(out, fieldTerm{path: indexer, value: strings.TrimSpace(value), Negated: negated, Text: term})
 	}
 	return out, nil
 }
 
 // matches says whether obj satisfies every term; a missing field is "".
-func (s fieldSelector) matches(obj map[string]any) bool {
+func (s FieldSelector) Matches(obj map[string]any) bool {
 	for _, t := range s {
 		keys, err := t.path.IndexKeys(obj)
 		if err != nil {
 			// A map or a list equals no value.
-			if !t.negated {
+			if !t.Negated {
 				return false
 			}
 			continue
 		}
-		if (keys[0] == t.value) == t.negated {
+		if (keys[0] == t.value) == t.Negated {
 			return false
 		}
 	}
@@ -78,21 +78,21 @@ func (s fieldSelector) matches(obj map[string]any) bool {
 
 // selects says whether the store of w would hold obj, given the labels of
 // obj's namespace (nil when unknown or cluster-scoped).
-func (w *watchedSpec) selects(obj map[string]any, namespaceLabels labels.Set, clusterScoped bool) bool {
-	if !w.labels.Empty() && !w.labels.Matches(objectLabels(obj)) {
+func (w *Watched) selects(obj map[string]any, namespaceLabels labels.Set, clusterScoped bool) bool {
+	if !w.Labels.Empty() && !w.Labels.Matches(objectLabels(obj)) {
 		return false
 	}
-	if w.nsSel != nil && !clusterScoped && !w.nsSel.Matches(namespaceLabels) {
+	if w.Namespaces != nil && !clusterScoped && !w.Namespaces.Matches(namespaceLabels) {
 		return false
 	}
-	return w.fields.matches(obj)
+	return w.fields.Matches(obj)
 }
 
 // selectsIn is selects for an object of namespace, looking the namespace's
 // labels up only when the watched resource selects namespaces.
-func (w *watchedSpec) selectsIn(obj map[string]any, namespace string, clusterScoped bool, namespaceLabels func(string) labels.Set) bool {
+func (w *Watched) SelectsIn(obj map[string]any, namespace string, clusterScoped bool, namespaceLabels func(string) labels.Set) bool {
 	var nsLabels labels.Set
-	if w.nsSel != nil && !clusterScoped {
+	if w.Namespaces != nil && !clusterScoped {
 		nsLabels = namespaceLabels(namespace)
 	}
 	return w.selects(obj, nsLabels, clusterScoped)
@@ -111,13 +111,13 @@ func objectLabels(obj map[string]any) labels.Set {
 	return out
 }
 
-// narrows says whether a label selector leaves out objects without some
+// Narrows says whether a label selector leaves out objects without some
 // label: only a positive requirement (=, ==, in, exists) does. NotIn, != and
 // DoesNotExist alone are met by an object with no labels at all, so they
 // narrow nothing: every object a label selector is meant to keep out, and
 // every one created later, matches them. labels.Nothing() (which selects
 // nothing) narrows; nil is no selector.
-func narrows(sel labels.Selector) bool {
+func Narrows(sel labels.Selector) bool {
 	if sel == nil {
 		return false
 	}
@@ -134,10 +134,10 @@ func narrows(sel labels.Selector) bool {
 	return false
 }
 
-// namedBy says whether sel names namespace by its name label (the
+// NamedBy says whether sel names namespace by its name label (the
 // kubernetes.io/metadata.name label the API server sets): an author who
 // wrote the name knows it, and may read it back in a refusal or the status.
-func namedBy(sel labels.Selector, namespace string) bool {
+func NamedBy(sel labels.Selector, namespace string) bool {
 	if sel == nil {
 		return false
 	}

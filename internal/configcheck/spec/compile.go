@@ -1,4 +1,4 @@
-package configcheck
+package spec
 
 import (
 	"encoding/json"
@@ -34,30 +34,30 @@ const (
 // compiled is an HAProxyTemplateConfig made ready to render: everything
 // that can be derived from its spec alone, without the cluster. It is
 // immutable once built.
-type compiled struct {
+type Compiled struct {
 	// words are the config's own (every string of its spec): the
 	// author's, kept in what a tenant is shown of a render failure
 	// (redact.RenderFailure).
-	words        redact.Words
-	renderer     render.Renderer
-	watched      map[string]*watchedSpec
-	tests        map[string]suite.Test
-	extraContext map[string]any
-	policy       admissionregistrationv1.FailurePolicyType
-	timeout      int32
+	Words        redact.Words
+	Renderer     render.Renderer
+	Watched      map[string]*Watched
+	Tests        map[string]suite.Test
+	ExtraContext map[string]any
+	Policy       admissionregistrationv1.FailurePolicyType
+	Timeout      int32
 	// dialect is whose test semantics the config's tests follow (haptic's
 	// for haptic's kind).
-	dialect suite.Dialect
+	Dialect suite.Dialect
 }
 
-// specExtras are what a config of another kind (haptic's) carries that
+// Extras are what a config of another kind (haptic's) carries that
 // Gatehouse's spec has no field for.
-type specExtras struct {
-	dialect suite.Dialect
+type Extras struct {
+	Dialect suite.Dialect
 	// postProcessing is render.Templates.PostProcessing.
-	postProcessing map[string][]render.PostProcessor
+	PostProcessing map[string][]render.PostProcessor
 	// testExtraContext is each test's extraContext, by test name.
-	testExtraContext map[string]map[string]any
+	TestExtraContext map[string]map[string]any
 	// testCurrentConfig and testHTTPResources are each test's
 	// currentConfig and httpResources (URL to content), by test name.
 	testCurrentConfig map[string]string
@@ -71,95 +71,95 @@ type specExtras struct {
 	onDemand map[string]bool
 }
 
-// watchedSpec is one watched resource as the config declares it.
-type watchedSpec struct {
-	name     string
-	gvr      schema.GroupVersionResource
-	indexBy  []string
-	indexer  *render.Indexer
-	labels   labels.Selector
-	labelSel *metav1.LabelSelector
-	fields   fieldSelector
-	nsSel    labels.Selector // nil: every namespace
-	nsSelAPI *metav1.LabelSelector
-	webhook  bool
-	// onDemand: haptic's store: on-demand (specExtras.onDemand).
-	onDemand bool
+// Watched is one watched resource as the config declares it.
+type Watched struct {
+	Name              string
+	GVR               schema.GroupVersionResource
+	IndexBy           []string
+	Indexer           *render.Indexer
+	Labels            labels.Selector
+	LabelSelector     *metav1.LabelSelector
+	fields            FieldSelector
+	Namespaces        labels.Selector // nil: every namespace
+	NamespaceSelector *metav1.LabelSelector
+	Webhook           bool
+	// onDemand: haptic's store: on-demand (Extras.onDemand).
+	OnDemand bool
 	// ignore are the fields removed from every object before it is stored
 	// or overlaid (watchedResourcesIgnoreFields and the fields that change
 	// on every write).
-	ignore []render.FieldPath
+	Ignore []render.FieldPath
 	// bounds bound each object (bounds.go).
-	bounds objectBounds
+	Bounds Bounds
 }
 
-// alwaysIgnored change on every write (resourceVersion) or are large and
+// AlwaysIgnored change on every write (resourceVersion) or are large and
 // never templated (managedFields): no template sees them, so a change to
 // them alone never alters a rendering.
-var alwaysIgnored = []string{"metadata.managedFields", "metadata.resourceVersion"}
+var AlwaysIgnored = []string{"metadata.managedFields", "metadata.resourceVersion"}
 
 // stored is obj as the store holds it: normalized (a copy) and without the
 // ignored fields.
-func (w *watchedSpec) stored(obj map[string]any) map[string]any {
+func (w *Watched) Stored(obj map[string]any) map[string]any {
 	out := render.NormalizeObject(obj)
-	for _, p := range w.ignore {
+	for _, p := range w.Ignore {
 		p.Delete(out)
 	}
 	return out
 }
 
-// templateCompiler turns a config's templates into a Renderer; its error is
+// TemplateCompiler turns a config's templates into a Renderer; its error is
 // a *render.CompileError. Gatehouse's is its render worker pool's
 // (renderproc.Pool.Compile): a template is a program its config's author
 // wrote, so it runs only in a confined worker with a memory budget, never
 // in the server.
-type templateCompiler func(templates render.Templates, engine string) (render.Renderer, error)
+type TemplateCompiler func(templates render.Templates, engine string) (render.Renderer, error)
 
-// compileConfig validates spec and compiles it with compile. It is pure:
+// Compile validates spec and compiles it with compile. It is pure:
 // the webhook for configs, the reconciler and the offline CLI all call it.
-func compileConfig(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, compile templateCompiler) (*compiled, field.ErrorList) {
+func Compile(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, compile TemplateCompiler) (*Compiled, field.ErrorList) {
 	// Gatehouse's kind takes gotemplate alone, as its CRD says; checked
 	// here too, since a review posted to the port never met the CRD.
 	// Scriggo is haptic's kind's engine (haptic.go).
 	if engine := spec.TemplatingSettings.Engine; engine != "" && engine != render.EngineGoTemplate {
 		return nil, field.ErrorList{field.NotSupported(field.NewPath("spec", "templatingSettings", "engine"), engine, []string{render.EngineGoTemplate})}
 	}
-	return compileSpec(spec, specExtras{}, compile)
+	return compileSpec(spec, Extras{}, compile)
 }
 
-// compileSpec is compileConfig with what another kind adds (haptic.go).
-func compileSpec(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, extras specExtras, compile templateCompiler) (*compiled, field.ErrorList) {
+// compileSpec is Compile with what another kind adds (haptic.go).
+func compileSpec(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, extras Extras, compile TemplateCompiler) (*Compiled, field.ErrorList) {
 	root := field.NewPath("spec")
-	c := &compiled{policy: defaultFailurePolicy, timeout: defaultTimeoutSeconds, dialect: extras.dialect}
+	c := &Compiled{Policy: defaultFailurePolicy, Timeout: defaultTimeoutSeconds, Dialect: extras.Dialect}
 	var errs field.ErrorList
 	watched, werrs := compileWatched(root.Child("watchedResources"), spec.WatchedResources, extras.onDemand)
 	errs = append(errs, werrs...)
 	ignore, ierrs := compileIgnoreFields(root.Child("watchedResourcesIgnoreFields"), spec.WatchedResourcesIgnoreFields)
 	errs = append(errs, ierrs...)
 	for _, w := range watched {
-		w.ignore = ignore
+		w.Ignore = ignore
 	}
-	c.watched = watched
+	c.Watched = watched
 	errs = append(errs, validateOutputNames(root, spec)...)
 	errs = append(errs, validateWebhookSettings(root.Child("validationWebhook"), spec.ValidationWebhook)...)
 	if p := spec.ValidationWebhook.FailurePolicy; p != "" {
-		c.policy = p
+		c.Policy = p
 	}
 	if t := spec.ValidationWebhook.TimeoutSeconds; t != 0 {
-		c.timeout = t
+		c.Timeout = t
 	}
 	extra, err := decodeExtraContext(spec.TemplatingSettings.ExtraContext)
 	if err != nil {
 		errs = append(errs, field.Invalid(root.Child("templatingSettings", "extraContext"), "", err.Error()))
 	}
-	c.extraContext = extra
-	renderer, rerr := compileTemplates(root, spec, extras.postProcessing, compile)
+	c.ExtraContext = extra
+	renderer, rerr := compileTemplates(root, spec, extras.PostProcessing, compile)
 	errs = append(errs, rerr...)
-	c.renderer = renderer
+	c.Renderer = renderer
 	tests, terrs := convertTests(root.Child("validationTests"), spec.ValidationTests)
 	errs = append(errs, terrs...)
 	for name, test := range tests {
-		test.ExtraContext = extras.testExtraContext[name]
+		test.ExtraContext = extras.TestExtraContext[name]
 		test.CurrentConfig = extras.testCurrentConfig[name]
 		test.HTTPResources = extras.testHTTPResources[name]
 		tests[name] = test
@@ -167,26 +167,26 @@ func compileSpec(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, extras specE
 	if len(werrs) == 0 {
 		indexBy := make(map[string][]string, len(watched))
 		for name, w := range watched {
-			indexBy[name] = w.indexBy
+			indexBy[name] = w.IndexBy
 		}
-		errs = append(errs, suite.ValidateDialect(tests, indexBy, extras.dialect)...)
+		errs = append(errs, suite.ValidateDialect(tests, indexBy, extras.Dialect)...)
 	}
-	c.tests = tests
+	c.Tests = tests
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	c.words = specWords(spec)
+	c.Words = specWords(spec)
 	return c, nil
 }
 
-func compileWatched(path *field.Path, specs map[string]gatehousev1alpha1.WatchedResource, onDemand map[string]bool) (map[string]*watchedSpec, field.ErrorList) {
+func compileWatched(path *field.Path, specs map[string]gatehousev1alpha1.WatchedResource, onDemand map[string]bool) (map[string]*Watched, field.ErrorList) {
 	var errs field.ErrorList
 	if len(specs) == 0 {
 		errs = append(errs, field.Required(path, "at least one watched resource"))
 	}
-	out := make(map[string]*watchedSpec, len(specs))
+	out := make(map[string]*Watched, len(specs))
 	for _, name := range slices.Sorted(maps.Keys(specs)) {
-		w, werrs := compileWatchedResource(path.Key(name), name, specs[name], onDemand[name])
+		w, werrs := CompileWatched(path.Key(name), name, specs[name], onDemand[name])
 		errs = append(errs, werrs...)
 		if w != nil {
 			out[name] = w
@@ -198,10 +198,10 @@ func compileWatched(path *field.Path, specs map[string]gatehousev1alpha1.Watched
 func compileIgnoreFields(path *field.Path, fields []string) ([]render.FieldPath, field.ErrorList) {
 	var errs field.ErrorList
 	var out []render.FieldPath
-	for i, f := range append(append([]string(nil), alwaysIgnored...), fields...) {
+	for i, f := range append(append([]string(nil), AlwaysIgnored...), fields...) {
 		p, err := render.ParseFieldPath(f)
 		if err != nil {
-			errs = append(errs, field.Invalid(path.Index(i-len(alwaysIgnored)), f, err.Error()))
+			errs = append(errs, field.Invalid(path.Index(i-len(AlwaysIgnored)), f, err.Error()))
 			continue
 		}
 		out = append(out, p)
@@ -211,41 +211,41 @@ func compileIgnoreFields(path *field.Path, fields []string) ([]render.FieldPath,
 
 // templateName is what a watched resource may be called: templates reach it
 // as .resources.<name>, so it must be a Go template field name.
-var templateName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var TemplateName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func compileWatchedResource(path *field.Path, name string, spec gatehousev1alpha1.WatchedResource, onDemand bool) (*watchedSpec, field.ErrorList) {
+func CompileWatched(path *field.Path, name string, spec gatehousev1alpha1.WatchedResource, onDemand bool) (*Watched, field.ErrorList) {
 	var errs field.ErrorList
-	if !templateName.MatchString(name) {
+	if !TemplateName.MatchString(name) {
 		errs = append(errs, field.Invalid(path, name, "a watched resource's name is used as .resources.<name> in templates: letters, digits and _ only, not starting with a digit"))
 	}
 	gv, err := schema.ParseGroupVersion(spec.APIVersion)
 	if err != nil || gv.Version == "" {
 		errs = append(errs, field.Invalid(path.Child("apiVersion"), spec.APIVersion, "want group/version, or v1 for the core group"))
 	}
-	w := &watchedSpec{name: name, gvr: gv.WithResource(spec.Resources), webhook: spec.EnableValidationWebhook,
-		labelSel: spec.LabelSelector, nsSelAPI: spec.NamespaceSelector, bounds: compileBounds(spec)}
-	w.indexBy = spec.IndexBy
-	if len(w.indexBy) == 0 {
-		w.indexBy = []string{"metadata.namespace", "metadata.name"}
+	w := &Watched{Name: name, GVR: gv.WithResource(spec.Resources), Webhook: spec.EnableValidationWebhook,
+		LabelSelector: spec.LabelSelector, NamespaceSelector: spec.NamespaceSelector, Bounds: CompileBounds(spec)}
+	w.IndexBy = spec.IndexBy
+	if len(w.IndexBy) == 0 {
+		w.IndexBy = []string{"metadata.namespace", "metadata.name"}
 	}
-	if w.indexer, err = render.NewIndexer(w.indexBy); err != nil {
+	if w.Indexer, err = render.NewIndexer(w.IndexBy); err != nil {
 		errs = append(errs, field.Invalid(path.Child("indexBy"), spec.IndexBy, err.Error()))
 	}
-	w.labels = labels.Everything()
+	w.Labels = labels.Everything()
 	if spec.LabelSelector != nil {
-		if w.labels, err = metav1.LabelSelectorAsSelector(spec.LabelSelector); err != nil {
+		if w.Labels, err = metav1.LabelSelectorAsSelector(spec.LabelSelector); err != nil {
 			errs = append(errs, field.Invalid(path.Child("labelSelector"), spec.LabelSelector, err.Error()))
 		}
 	}
 	if spec.NamespaceSelector != nil {
-		if w.nsSel, err = metav1.LabelSelectorAsSelector(spec.NamespaceSelector); err != nil {
+		if w.Namespaces, err = metav1.LabelSelectorAsSelector(spec.NamespaceSelector); err != nil {
 			errs = append(errs, field.Invalid(path.Child("namespaceSelector"), spec.NamespaceSelector, err.Error()))
 		}
 	}
-	if w.fields, err = parseFieldSelector(spec.FieldSelector); err != nil {
+	if w.fields, err = ParseFieldSelector(spec.FieldSelector); err != nil {
 		errs = append(errs, field.Invalid(path.Child("fieldSelector"), spec.FieldSelector, err.Error()))
 	}
-	w.onDemand = onDemand
+	w.OnDemand = onDemand
 	if onDemand {
 		errs = append(errs, validateOnDemand(path, w)...)
 	} else {
@@ -261,12 +261,12 @@ func compileWatchedResource(path *field.Path, name string, spec gatehousev1alpha
 // (ondemand.go): its objects are fetched one at a time, by the namespace
 // and name a template asks for, so it is indexed by exactly those, and it
 // has no webhook (Gatehouse does not hold its objects to judge them by).
-func validateOnDemand(path *field.Path, w *watchedSpec) field.ErrorList {
+func validateOnDemand(path *field.Path, w *Watched) field.ErrorList {
 	var errs field.ErrorList
-	if !slices.Equal(w.indexBy, []string{"metadata.namespace", "metadata.name"}) {
-		errs = append(errs, field.Invalid(path.Child("indexBy"), w.indexBy, "store: on-demand fetches one object by namespace and name: indexBy must be [metadata.namespace, metadata.name]"))
+	if !slices.Equal(w.IndexBy, []string{"metadata.namespace", "metadata.name"}) {
+		errs = append(errs, field.Invalid(path.Child("indexBy"), w.IndexBy, "store: on-demand fetches one object by namespace and name: indexBy must be [metadata.namespace, metadata.name]"))
 	}
-	if w.webhook {
+	if w.Webhook {
 		errs = append(errs, field.Invalid(path.Child("enableValidationWebhook"), true, "store: on-demand holds only the objects templates asked for, so its changes cannot be judged: set enableValidationWebhook to false"))
 	}
 	return errs
@@ -277,15 +277,15 @@ func validateOnDemand(path *field.Path, w *watchedSpec) field.ErrorList {
 // requirement, which scopes its cache in the API server. A namespaceSelector
 // is not enough: it filters objects after they are cached. A selector of
 // NotIn, != or DoesNotExist alone is met by every unlabelled Secret, so it
-// is no narrowing (see narrows).
-func validateSecretsSelected(path *field.Path, w *watchedSpec) field.ErrorList {
-	if w.gvr.Group != "" || !isSecrets(w.gvr.Resource) {
+// is no narrowing (see Narrows).
+func validateSecretsSelected(path *field.Path, w *Watched) field.ErrorList {
+	if w.GVR.Group != "" || !isSecrets(w.GVR.Resource) {
 		return nil
 	}
-	if w.labels == nil {
+	if w.Labels == nil {
 		return nil // the labelSelector does not parse, which is reported
 	}
-	if !narrows(w.labels) {
+	if !Narrows(w.Labels) {
 		return field.ErrorList{field.Required(path.Child("labelSelector"),
 			"watching Secrets needs a labelSelector with a positive requirement (matchLabels, or an In or Exists expression; NotIn and DoesNotExist alone match every unlabelled Secret): Gatehouse never caches every Secret of a cluster (a namespaceSelector filters only after caching)")}
 	}
@@ -333,14 +333,14 @@ func validateWebhookSettings(path *field.Path, w gatehousev1alpha1.ValidationWeb
 	return errs
 }
 
-func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, postProcessing map[string][]render.PostProcessor, compile templateCompiler) (render.Renderer, field.ErrorList) {
+func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, postProcessing map[string][]render.PostProcessor, compile TemplateCompiler) (render.Renderer, field.ErrorList) {
 	if _, err := render.NewEngine(spec.TemplatingSettings.Engine); err != nil {
 		return nil, field.ErrorList{field.NotSupported(root.Child("templatingSettings", "engine"), spec.TemplatingSettings.Engine, render.Engines())}
 	}
 	if strings.TrimSpace(spec.HAProxyConfig.Template) == "" {
 		return nil, field.ErrorList{field.Required(root.Child("haproxyConfig", "template"), "the haproxy.cfg template")}
 	}
-	renderer, err := compile(specTemplates(spec, postProcessing), spec.TemplatingSettings.Engine)
+	renderer, err := compile(TemplatesOf(spec, postProcessing), spec.TemplatingSettings.Engine)
 	var notCompiled *renderproc.NotCompiledError
 	switch {
 	case errors.As(err, &notCompiled):
@@ -352,9 +352,9 @@ func compileTemplates(root *field.Path, spec *gatehousev1alpha1.HAProxyTemplateC
 	return renderer, nil
 }
 
-// notCompiled is the error of a compile that did not run to its end for a
+// NotCompiled is the error of a compile that did not run to its end for a
 // reason other than the templates (field.InternalError), or nil.
-func notCompiled(errs field.ErrorList) error {
+func NotCompiled(errs field.ErrorList) error {
 	for _, e := range errs {
 		if e.Type == field.ErrorTypeInternal {
 			return e
@@ -363,8 +363,8 @@ func notCompiled(errs field.ErrorList) error {
 	return nil
 }
 
-// specTemplates are spec's template sources with their post-processing.
-func specTemplates(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, postProcessing map[string][]render.PostProcessor) render.Templates {
+// TemplatesOf are spec's template sources with their post-processing.
+func TemplatesOf(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec, postProcessing map[string][]render.PostProcessor) render.Templates {
 	return render.Templates{
 		Snippets:        templateTexts(spec.TemplateSnippets),
 		HAProxyConfig:   spec.HAProxyConfig.Template,
@@ -423,7 +423,7 @@ func convertTests(path *field.Path, in map[string]gatehousev1alpha1.ValidationTe
 	return out, errs
 }
 
-// specWords are the words of every string of the spec (compiled.words).
+// specWords are the words of every string of the spec (Compiled.Words).
 func specWords(spec *gatehousev1alpha1.HAProxyTemplateConfigSpec) redact.Words {
 	w := redact.Words{}
 	var tree map[string]any

@@ -1,8 +1,7 @@
-package configcheck
+package spec
 
 import (
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -11,77 +10,42 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 )
 
-const exampleConfig = "../../examples/configcheck/config.yaml"
-
-// exampleYAML is the example config's text.
-func exampleYAML(t *testing.T) []byte {
-	t.Helper()
-	data, err := os.ReadFile(exampleConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
-// loadExample decodes the example config strictly, as the offline CLI does.
-func loadExample(t *testing.T) *gatehousev1alpha1.HAProxyTemplateConfig {
-	t.Helper()
-	cfg := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := yaml.UnmarshalStrict(exampleYAML(t), cfg); err != nil {
-		t.Fatalf("the example config does not decode strictly: %v", err)
-	}
-	return cfg
-}
-
-func rawJSON(s string) *apiextensionsv1.JSON { return &apiextensionsv1.JSON{Raw: []byte(s)} }
-
 func TestCompileExampleConfig(t *testing.T) {
 	cfg := loadExample(t)
-	c, errs := compileConfig(&cfg.Spec, inProcess)
+	c, errs := Compile(&cfg.Spec, inProcess)
 	if len(errs) > 0 {
 		t.Fatalf("the example config does not compile: %v", errs.ToAggregate())
 	}
-	if c.policy != admissionregistrationv1.Fail || c.timeout != 10 {
-		t.Errorf("defaults: policy %q timeout %d, want Fail and 10", c.policy, c.timeout)
+	if c.Policy != admissionregistrationv1.Fail || c.Timeout != 10 {
+		t.Errorf("defaults: policy %q timeout %d, want Fail and 10", c.Policy, c.Timeout)
 	}
-	if c.renderer == nil {
+	if c.Renderer == nil {
 		t.Errorf("no renderer")
 	}
-	ing, svc := c.watched["ingresses"], c.watched["services"]
-	if ing == nil || svc == nil || len(c.watched) != 2 {
-		t.Fatalf("watched %v, want ingresses and services", slices.Sorted(maps.Keys(c.watched)))
+	ing, svc := c.Watched["ingresses"], c.Watched["services"]
+	if ing == nil || svc == nil || len(c.Watched) != 2 {
+		t.Fatalf("watched %v, want ingresses and services", slices.Sorted(maps.Keys(c.Watched)))
 	}
-	if ing.gvr.Group != "networking.k8s.io" || ing.gvr.Version != "v1" || ing.gvr.Resource != "ingresses" || !ing.webhook {
-		t.Errorf("ingresses: gvr %v webhook %v", ing.gvr, ing.webhook)
+	if ing.GVR.Group != "networking.k8s.io" || ing.GVR.Version != "v1" || ing.GVR.Resource != "ingresses" || !ing.Webhook {
+		t.Errorf("ingresses: gvr %v webhook %v", ing.GVR, ing.Webhook)
 	}
-	if svc.gvr.Group != "" || svc.gvr.Version != "v1" || svc.gvr.Resource != "services" {
-		t.Errorf("services: gvr %v", svc.gvr)
+	if svc.GVR.Group != "" || svc.GVR.Version != "v1" || svc.GVR.Resource != "services" {
+		t.Errorf("services: gvr %v", svc.GVR)
 	}
-	if len(ing.fields) != 1 || ing.nsSel != nil || !ing.labels.Empty() {
-		t.Errorf("ingresses selectors: fields %d nsSel %v labels %q", len(ing.fields), ing.nsSel, ing.labels)
+	if len(ing.fields) != 1 || ing.Namespaces != nil || !ing.Labels.Empty() {
+		t.Errorf("ingresses selectors: fields %d nsSel %v labels %q", len(ing.fields), ing.Namespaces, ing.Labels)
 	}
 	for _, name := range []string{"_global", "ok-single-ingress", "shared-backend-once", "missing-service-is-rejected"} {
-		if _, ok := c.tests[name]; !ok {
-			t.Errorf("test %s is missing (tests: %v)", name, slices.Sorted(maps.Keys(c.tests)))
+		if _, ok := c.Tests[name]; !ok {
+			t.Errorf("test %s is missing (tests: %v)", name, slices.Sorted(maps.Keys(c.Tests)))
 		}
 	}
-	if got := len(c.tests["_global"].Fixtures["services"]); got != 1 {
+	if got := len(c.Tests["_global"].Fixtures["services"]); got != 1 {
 		t.Errorf("_global has %d service fixtures, want 1", got)
-	}
-}
-
-// minimalSpec is a config with one watched resource and a template.
-func minimalSpec() *gatehousev1alpha1.HAProxyTemplateConfigSpec {
-	return &gatehousev1alpha1.HAProxyTemplateConfigSpec{
-		WatchedResources: map[string]gatehousev1alpha1.WatchedResource{
-			"ingresses": {APIVersion: "networking.k8s.io/v1", Resources: "ingresses"},
-		},
-		HAProxyConfig: gatehousev1alpha1.Template{Template: "global\n"},
 	}
 }
 
@@ -101,33 +65,33 @@ func TestCompileDefaultsAndSettings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := minimalSpec()
 			spec.ValidationWebhook = tc.webhook
-			c, errs := compileConfig(spec, inProcess)
+			c, errs := Compile(spec, inProcess)
 			if len(errs) > 0 {
 				t.Fatalf("refused: %v", errs.ToAggregate())
 			}
-			if c.policy != tc.wantPolicy || c.timeout != tc.wantTime {
-				t.Fatalf("policy %q timeout %d, want %q %d", c.policy, c.timeout, tc.wantPolicy, tc.wantTime)
+			if c.Policy != tc.wantPolicy || c.Timeout != tc.wantTime {
+				t.Fatalf("policy %q timeout %d, want %q %d", c.Policy, c.Timeout, tc.wantPolicy, tc.wantTime)
 			}
 		})
 	}
 	t.Run("default indexBy", func(t *testing.T) {
-		c, errs := compileConfig(minimalSpec(), inProcess)
+		c, errs := Compile(minimalSpec(), inProcess)
 		if len(errs) > 0 {
 			t.Fatal(errs.ToAggregate())
 		}
-		if got := strings.Join(c.watched["ingresses"].indexBy, ","); got != "metadata.namespace,metadata.name" {
+		if got := strings.Join(c.Watched["ingresses"].IndexBy, ","); got != "metadata.namespace,metadata.name" {
 			t.Fatalf("indexBy %q", got)
 		}
 	})
 	t.Run("extraContext object", func(t *testing.T) {
 		spec := minimalSpec()
 		spec.TemplatingSettings.ExtraContext = rawJSON(`{"port": 8080, "name": "edge"}`)
-		c, errs := compileConfig(spec, inProcess)
+		c, errs := Compile(spec, inProcess)
 		if len(errs) > 0 {
 			t.Fatal(errs.ToAggregate())
 		}
-		if c.extraContext["name"] != "edge" {
-			t.Fatalf("extraContext %v", c.extraContext)
+		if c.ExtraContext["name"] != "edge" {
+			t.Fatalf("extraContext %v", c.ExtraContext)
 		}
 	})
 }
@@ -324,7 +288,7 @@ func TestCompileRefusesAndAccepts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := loadExample(t)
 			tc.edit(&cfg.Spec)
-			c, errs := compileConfig(&cfg.Spec, inProcess)
+			c, errs := Compile(&cfg.Spec, inProcess)
 			if tc.wantField == "" {
 				if len(errs) > 0 {
 					t.Fatalf("refused: %v", errs.ToAggregate())

@@ -1,4 +1,4 @@
-package configcheck
+package spec
 
 import (
 	"encoding/json"
@@ -18,27 +18,27 @@ import (
 
 // hapticDefaultEngine is the engine a haptic config without
 // templatingSettings.engine uses: haptic renders Scriggo.
-const hapticDefaultEngine = "scriggo"
+const HapticDefaultEngine = "scriggo"
 
-// compileHapticConfig compiles a haptic config as it is: its spec in
-// Gatehouse's terms (fromHaptic), its tests under haptic's dialect.
-func compileHapticConfig(in *hapticv1alpha1.HAProxyTemplateConfigSpec, compile templateCompiler) (*compiled, field.ErrorList) {
-	spec, extras, errs := fromHaptic(in)
+// CompileHaptic compiles a haptic config as it is: its spec in
+// Gatehouse's terms (FromHaptic), its tests under haptic's dialect.
+func CompileHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec, compile TemplateCompiler) (*Compiled, field.ErrorList) {
+	spec, extras, errs := FromHaptic(in)
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return compileSpec(spec, extras, compile)
 }
 
-// fromHaptic reads haptic's spec as Gatehouse's: the same fields where
+// FromHaptic reads haptic's spec as Gatehouse's: the same fields where
 // both have them, selectors parsed from kubectl's syntax, and the rest in
-// specExtras. Its errors name haptic's fields. The controller's own
+// Extras. Its errors name haptic's fields. The controller's own
 // fields (credentialsSecretRef, podSelector, dataplane's deployment
 // settings, controller, logging) are not read.
-func fromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha1.HAProxyTemplateConfigSpec, specExtras, field.ErrorList) {
+func FromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha1.HAProxyTemplateConfigSpec, Extras, field.ErrorList) {
 	root := field.NewPath("spec")
 	var errs field.ErrorList
-	extras := specExtras{dialect: suite.DialectHaptic, postProcessing: map[string][]render.PostProcessor{}, testExtraContext: map[string]map[string]any{}, onDemand: map[string]bool{},
+	extras := Extras{Dialect: suite.DialectHaptic, PostProcessing: map[string][]render.PostProcessor{}, TestExtraContext: map[string]map[string]any{}, onDemand: map[string]bool{},
 		testCurrentConfig: map[string]string{}, testHTTPResources: map[string]map[string]string{}}
 	out := &gatehousev1alpha1.HAProxyTemplateConfigSpec{
 		WatchedResources:             make(map[string]gatehousev1alpha1.WatchedResource, len(in.WatchedResources)),
@@ -49,7 +49,7 @@ func fromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha
 		},
 	}
 	if out.TemplatingSettings.Engine == "" {
-		out.TemplatingSettings.Engine = hapticDefaultEngine
+		out.TemplatingSettings.Engine = HapticDefaultEngine
 	}
 	for name, w := range in.WatchedResources {
 		path := root.Child("watchedResources").Key(name)
@@ -61,10 +61,10 @@ func fromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha
 			EnableValidationWebhook: w.EnableValidationWebhook,
 		}
 		var err error
-		if converted.LabelSelector, err = selectorOf(w.LabelSelector); err != nil {
+		if converted.LabelSelector, err = SelectorOf(w.LabelSelector); err != nil {
 			errs = append(errs, field.Invalid(path.Child("labelSelector"), w.LabelSelector, err.Error()))
 		}
-		if converted.NamespaceSelector, err = selectorOf(w.NamespaceSelector); err != nil {
+		if converted.NamespaceSelector, err = SelectorOf(w.NamespaceSelector); err != nil {
 			errs = append(errs, field.Invalid(path.Child("namespaceSelector"), w.NamespaceSelector, err.Error()))
 		}
 		switch w.Store {
@@ -84,7 +84,7 @@ func fromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha
 		}
 	}
 	out.HAProxyConfig = gatehousev1alpha1.Template{Template: in.HAProxyConfig.Template}
-	errs = append(errs, postProcessingOf(root.Child("haproxyConfig"), "haproxyConfig", "", in.HAProxyConfig, extras.postProcessing)...)
+	errs = append(errs, postProcessingOf(root.Child("haproxyConfig"), "haproxyConfig", "", in.HAProxyConfig, extras.PostProcessing)...)
 	for _, outputs := range []struct {
 		kind string
 		in   map[string]hapticv1alpha1.Template
@@ -96,7 +96,7 @@ func fromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha
 		*outputs.out = make(map[string]gatehousev1alpha1.Template, len(outputs.in))
 		for name, t := range outputs.in {
 			(*outputs.out)[name] = gatehousev1alpha1.Template{Template: t.Template}
-			errs = append(errs, postProcessingOf(root.Child(outputs.kind).Key(name), outputs.kind, name, t, extras.postProcessing)...)
+			errs = append(errs, postProcessingOf(root.Child(outputs.kind).Key(name), outputs.kind, name, t, extras.PostProcessing)...)
 		}
 	}
 
@@ -118,7 +118,7 @@ func fromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha
 			if err != nil {
 				errs = append(errs, field.Invalid(path.Child("extraContext"), "", err.Error()))
 			}
-			extras.testExtraContext[name] = extra
+			extras.TestExtraContext[name] = extra
 		}
 		if t.CurrentConfig != "" {
 			extras.testCurrentConfig[name] = t.CurrentConfig
@@ -137,11 +137,11 @@ func fromHaptic(in *hapticv1alpha1.HAProxyTemplateConfigSpec) (*gatehousev1alpha
 	return out, extras, errs
 }
 
-// selectorOf parses a label selector in kubectl's syntax, as haptic's
+// SelectorOf parses a label selector in kubectl's syntax, as haptic's
 // controller does (labels.Parse), into the API's form ("" selects
 // everything: nil). "!=" is NotIn one value; gt and lt, which the API form
 // cannot say, are refused.
-func selectorOf(s string) (*metav1.LabelSelector, error) {
+func SelectorOf(s string) (*metav1.LabelSelector, error) {
 	if s == "" {
 		return nil, nil
 	}
