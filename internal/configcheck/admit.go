@@ -382,7 +382,7 @@ func (m *Module) proposal(st *configState, w *spec.Watched, req admission.Reques
 	}
 	selected := func(o map[string]any) bool {
 		// A namespace the author may not have read (or not checked yet)
-		// is not the config's to judge (access.go).
+		// is not the config's to judge (authz.Access).
 		ns := req.Namespace
 		if st.scoped[w.Name] {
 			ns = ""
@@ -573,7 +573,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	if len(errs) > 0 {
 		return module.Deny(reasonInvalidConfig, bounded(errs.ToAggregate().Error(), 4000))
 	}
-	// The author must hold the rights the config exercises (authz.go),
+	// The author must hold the rights the config exercises (authz),
 	// asked before the tests run, so a refused config costs no haproxy
 	// run. An UPDATE that leaves the spec as it is (labels, annotations,
 	// finalizers: the garbage collector's and the namespace controller's
@@ -593,9 +593,9 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	// that identity may read. Neither is done; the config is judged on
 	// what it carries (it compiles, its tests pass, and it renders over
 	// empty watched resources and its tests' fixtures: unverified.go), and
-	// once stored, its author, whom the API server named (author.go), is
+	// once stored, its author, whom the API server named (authz's record), is
 	// asked about by the access controller, which fills its stores only
-	// from what the author may read (access.go).
+	// from what the author may read (authz.Access).
 	if changed && verified {
 		refusal, err := m.authorizeAuthor(ctx, req.UserInfo, key, c, cfg.PublishesSecrets())
 		if err != nil {
@@ -667,7 +667,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	// Last, so that every other reason is given first: a write that does
 	// not carry the author record Gatehouse sets (the author webhook did
 	// not run, or a later one changed it) would be read for the wrong
-	// author (author.go).
+	// author (authz.CheckRecord).
 	if refusal, err := m.checkAuthorRecord(req, cfg); err != nil || refusal != "" {
 		if err != nil {
 			refusal = err.Error()

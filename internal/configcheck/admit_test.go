@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -96,7 +98,7 @@ func TestProposal(t *testing.T) {
 	// panic, and must not be called for these watched resources.
 	m := &Module{}
 	st := &configState{key: key, scoped: map[string]bool{"ingresses": false, "classes": true}}
-	st.setAccess(everywhere("ingresses", "classes"))
+	st.setAccess(authz.HeldEverywhere("admin", "ingresses", "classes"))
 
 	ing := func(name, class string) string {
 		return `{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":"` + name +

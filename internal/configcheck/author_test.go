@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -77,7 +79,7 @@ func admitStored(t *testing.T, m *Module, op admissionv1.Operation, user authent
 			t.Fatal(err)
 		}
 	}
-	if want := cfg.Annotations[ClaimAnnotation]; want != "" && out.Annotations[ClaimAnnotation] != "" {
+	if want := cfg.Annotations[authz.ClaimAnnotation]; want != "" && out.Annotations[authz.ClaimAnnotation] != "" {
 		t.Fatalf("the claim annotation was not removed")
 	}
 	return out
@@ -86,10 +88,10 @@ func admitStored(t *testing.T, m *Module, op admissionv1.Operation, user authent
 func TestAuthorRecordFollowsTheSpecsWriter(t *testing.T) {
 	m, h := authorModule()
 	cfg := authorConfig("team-a", "front", 0, "a")
-	cfg.Annotations = map[string]string{AuthorAnnotation: `{"username":"platform-admin","groups":["system:masters"]}`}
+	cfg.Annotations = map[string]string{authz.AuthorAnnotation: `{"username":"platform-admin","groups":["system:masters"]}`}
 	created := admitStored(t, m, admissionv1.Create, alice, cfg, nil)
 	created.Generation = 1
-	user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: created})
+	user, _, refusal := authz.VerifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: created})
 	if refusal != "" || user.Username != "alice" {
 		t.Fatalf("after the create: %q, %v", refusal, user)
 	}
@@ -98,11 +100,11 @@ func TestAuthorRecordFollowsTheSpecsWriter(t *testing.T) {
 	labelled := created.DeepCopy()
 	labelled.Labels = map[string]string{"x": "y"}
 	relabelled := admitStored(t, m, admissionv1.Update, admin, labelled, created)
-	if user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: relabelled}); refusal != "" || user.Username != "alice" {
+	if user, _, refusal := authz.VerifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: relabelled}); refusal != "" || user.Username != "alice" {
 		t.Fatalf("after a label change: %q, %v", refusal, user)
 	}
-	if !strings.Contains(relabelled.Annotations[AuthorAnnotation], `"uid":"uid-front"`) {
-		t.Fatalf("the record is not bound to the uid: %s", relabelled.Annotations[AuthorAnnotation])
+	if !strings.Contains(relabelled.Annotations[authz.AuthorAnnotation], `"uid":"uid-front"`) {
+		t.Fatalf("the record is not bound to the uid: %s", relabelled.Annotations[authz.AuthorAnnotation])
 	}
 
 	// A spec change by the administrator makes them the author, of the
@@ -110,19 +112,19 @@ func TestAuthorRecordFollowsTheSpecsWriter(t *testing.T) {
 	written := relabelled.DeepCopy()
 	written.Spec.HAProxyConfig.Template = "b"
 	rewritten := admitStored(t, m, admissionv1.Update, admin, written, relabelled)
-	if _, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: rewritten}); !strings.Contains(refusal, "generation 2") {
+	if _, _, refusal := authz.VerifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: rewritten}); !strings.Contains(refusal, "generation 2") {
 		t.Fatalf("a record of generation 2 read on generation 1: %q", refusal)
 	}
 	rewritten.Generation = 2
-	if user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: rewritten}); refusal != "" || user.Username != "platform-admin" {
+	if user, _, refusal := authz.VerifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: rewritten}); refusal != "" || user.Username != "platform-admin" {
 		t.Fatalf("after the spec change: %q, %v", refusal, user)
 	}
 
 	// A claim makes the claimer the author without a spec change.
 	claiming := rewritten.DeepCopy()
-	claiming.Annotations[ClaimAnnotation] = "yes"
+	claiming.Annotations[authz.ClaimAnnotation] = "yes"
 	claimed := admitStored(t, m, admissionv1.Update, alice, claiming, rewritten)
-	if user, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: claimed}); refusal != "" || user.Username != "alice" {
+	if user, _, refusal := authz.VerifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: claimed}); refusal != "" || user.Username != "alice" {
 		t.Fatalf("after a claim: %q, %v", refusal, user)
 	}
 }
@@ -135,9 +137,9 @@ func TestForgedAuthorRecordsAreNotHonoured(t *testing.T) {
 	labelled := signed.DeepCopy()
 	labelled.Labels = map[string]string{"x": "y"}
 	bound := admitStored(t, m, admissionv1.Update, alice, labelled, signed)
-	record := func(mutate func(r *authorRecord)) string {
-		var r authorRecord
-		if err := json.Unmarshal([]byte(bound.Annotations[AuthorAnnotation]), &r); err != nil {
+	record := func(mutate func(r *authz.Record)) string {
+		var r authz.Record
+		if err := json.Unmarshal([]byte(bound.Annotations[authz.AuthorAnnotation]), &r); err != nil {
 			t.Fatal(err)
 		}
 		mutate(&r)
@@ -152,18 +154,18 @@ func TestForgedAuthorRecordsAreNotHonoured(t *testing.T) {
 	}{
 		{"unsigned, as older versions wrote", func() *gatehousev1alpha1.HAProxyTemplateConfig {
 			c := bound.DeepCopy()
-			c.Annotations[AuthorAnnotation] = `{"username":"platform-admin","groups":["system:masters"]}`
+			c.Annotations[authz.AuthorAnnotation] = `{"username":"platform-admin","groups":["system:masters"]}`
 			return c
 		}, "not one this install signed"},
 		{"another identity under the signature", func() *gatehousev1alpha1.HAProxyTemplateConfig {
 			c := bound.DeepCopy()
-			c.Annotations[AuthorAnnotation] = record(func(r *authorRecord) { r.User = admin })
+			c.Annotations[authz.AuthorAnnotation] = record(func(r *authz.Record) { r.User = admin })
 			return c
 		}, "not one this install signed"},
 		{"signed by another install", func() *gatehousev1alpha1.HAProxyTemplateConfig {
 			c := bound.DeepCopy()
-			c.Annotations[AuthorAnnotation] = record(func(r *authorRecord) {
-				r.Sig = otherKey.Sign(authorPurpose(spec.GatehouseKind), r.claims(c.Namespace, c.Name))
+			c.Annotations[authz.AuthorAnnotation] = record(func(r *authz.Record) {
+				r.Sig = otherKey.Sign(authz.RecordPurpose(spec.GatehouseKind), r.Claims(c.Namespace, c.Name))
 			})
 			return c
 		}, "not one this install signed"},
@@ -195,7 +197,7 @@ func TestForgedAuthorRecordsAreNotHonoured(t *testing.T) {
 		}, "creation of another object"},
 		{"in kube-node-lease, signed or not", func() *gatehousev1alpha1.HAProxyTemplateConfig {
 			c := authorConfig("kube-node-lease", "front", 1, "a")
-			c.Annotations = map[string]string{AuthorAnnotation: `{"username":"platform-admin","groups":["system:masters"]}`}
+			c.Annotations = map[string]string{authz.AuthorAnnotation: `{"username":"platform-admin","groups":["system:masters"]}`}
 			return c
 		}, "never read"},
 		{"in Gatehouse's namespace", func() *gatehousev1alpha1.HAProxyTemplateConfig {
@@ -206,12 +208,12 @@ func TestForgedAuthorRecordsAreNotHonoured(t *testing.T) {
 			return authorConfig("team-a", "front", 1, "a")
 		}, "records no author"},
 	}
-	if _, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: bound}); refusal != "" {
+	if _, _, refusal := authz.VerifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: bound}); refusal != "" {
 		t.Fatalf("the genuine record: %s", refusal)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: tc.cfg()})
+			_, _, refusal := authz.VerifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: tc.cfg()})
 			if !strings.Contains(refusal, tc.reason) {
 				t.Fatalf("refusal %q, want it to say %q", refusal, tc.reason)
 			}
@@ -253,7 +255,7 @@ func TestConfigWebhookChecksTheRecord(t *testing.T) {
 	}
 	forged := cfg.DeepCopy()
 	forged.Generation = 1
-	forged.Annotations = map[string]string{AuthorAnnotation: `{"username":"alice"}`}
+	forged.Annotations = map[string]string{authz.AuthorAnnotation: `{"username":"alice"}`}
 	if refusal, _ := m.checkAuthorRecord(req(admissionv1.Create, alice, forged, nil), spec.GatehouseConfig{HAProxyTemplateConfig: forged}); refusal == "" {
 		t.Fatal("an unsigned record was admitted")
 	}
@@ -283,7 +285,7 @@ func TestAuthorRecordIsRenewedBeforeItsKeyGoes(t *testing.T) {
 	cfg := authorConfig("team-a", "front", 0, "a")
 	stored := admitStored(t, m, admissionv1.Create, alice, cfg, nil)
 	stored.Generation = 1
-	if record, refusal := renewedAuthorRecord(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: stored}); record != "" || refusal != "" {
+	if record, refusal := authz.RenewedRecord(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: stored}); record != "" || refusal != "" {
 		t.Fatalf("a record signed with the newest key: renewed %q, refused %q", record, refusal)
 	}
 
@@ -294,12 +296,12 @@ func TestAuthorRecordIsRenewedBeforeItsKeyGoes(t *testing.T) {
 	// Rotated: the newest key signs, the one the record was signed with is
 	// still kept for verifying.
 	h.Keys.Ring = records.NewKeyring([]records.Key{newer, first}, time.Now().Add(2*time.Hour), 0)
-	record, refusal := renewedAuthorRecord(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: stored})
+	record, refusal := authz.RenewedRecord(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: stored})
 	if record == "" || refusal != "" {
 		t.Fatalf("a record signed with an older key: renewed %q, refused %q", record, refusal)
 	}
 	renewed := stored.DeepCopy()
-	renewed.Annotations[AuthorAnnotation] = record
+	renewed.Annotations[authz.AuthorAnnotation] = record
 	if !strings.Contains(record, `"uid":"uid-front"`) {
 		t.Fatalf("the renewed record is not bound to the uid: %s", record)
 	}
@@ -307,10 +309,10 @@ func TestAuthorRecordIsRenewedBeforeItsKeyGoes(t *testing.T) {
 	// The old key dropped: the old record is refused, the renewed one is
 	// alice's still.
 	h.Keys.Ring = records.NewKeyring([]records.Key{newer}, time.Now().Add(2*time.Hour), 0)
-	if _, _, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: stored}); refusal == "" {
+	if _, _, refusal := authz.VerifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: stored}); refusal == "" {
 		t.Fatal("a record whose key was dropped is honoured")
 	}
-	if user, current, refusal := verifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: renewed}); refusal != "" || !current || user.Username != "alice" {
+	if user, current, refusal := authz.VerifiedAuthor(h.Records(), h.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: renewed}); refusal != "" || !current || user.Username != "alice" {
 		t.Fatalf("the renewed record: %v current %v refused %q", user, current, refusal)
 	}
 }

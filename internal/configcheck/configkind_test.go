@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -72,13 +74,13 @@ func TestAuthorRecordsDoNotCrossKinds(t *testing.T) {
 	m, _ := authorModule()
 	adminsConfig := admitStored(t, m, admissionv1.Create, admin, authorConfig("team-a", "edge", 0, "a"), nil)
 	adminsConfig.Generation = 1
-	if _, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: adminsConfig}); refusal != "" {
+	if _, _, refusal := authz.VerifiedAuthor(m.host.Records(), m.host.Namespace(), spec.GatehouseConfig{HAProxyTemplateConfig: adminsConfig}); refusal != "" {
 		t.Fatalf("the administrator's own record: %s", refusal)
 	}
 	tenants := hapticAuthorConfig("team-a", "edge", 1)
 	tenants.CreationTimestamp = adminsConfig.CreationTimestamp
-	tenants.Annotations = map[string]string{AuthorAnnotation: adminsConfig.Annotations[AuthorAnnotation]}
-	if user, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), spec.HapticConfig{HAProxyTemplateConfig: tenants}); refusal == "" {
+	tenants.Annotations = map[string]string{authz.AuthorAnnotation: adminsConfig.Annotations[authz.AuthorAnnotation]}
+	if user, _, refusal := authz.VerifiedAuthor(m.host.Records(), m.host.Namespace(), spec.HapticConfig{HAProxyTemplateConfig: tenants}); refusal == "" {
 		t.Fatalf("a Gatehouse config's record was honoured on a haptic config: %v", user)
 	}
 
@@ -87,7 +89,7 @@ func TestAuthorRecordsDoNotCrossKinds(t *testing.T) {
 		Namespace: "team-a", Name: "edge", UserInfo: alice, Object: raw(t, hapticAuthorConfig("team-a", "edge", 0))}}
 	stored := hapticAuthorConfig("team-a", "edge", 1)
 	stored.Annotations = applyPatch(t, req.Object.Raw, m.admitAuthor(context.Background(), req)).GetAnnotations()
-	user, _, refusal := verifiedAuthor(m.host.Records(), m.host.Namespace(), spec.HapticConfig{HAProxyTemplateConfig: stored})
+	user, _, refusal := authz.VerifiedAuthor(m.host.Records(), m.host.Namespace(), spec.HapticConfig{HAProxyTemplateConfig: stored})
 	if refusal != "" || user.Username != alice.Username {
 		t.Fatalf("haptic config's own record: %v %q", user, refusal)
 	}
@@ -153,18 +155,18 @@ func TestRequestsOfAnUnknownKindAreRefused(t *testing.T) {
 func TestHapticAuthorsNeedNoPublishingRights(t *testing.T) {
 	c := &spec.Compiled{Watched: map[string]*spec.Watched{}}
 	nn := types.NamespacedName{Namespace: "team-a", Name: "edge"}
-	published := func(reqs []accessRequirement) (out []string) {
+	published := func(reqs []authz.Requirement) (out []string) {
 		for _, r := range reqs {
-			if r.q.resource == "configmaps" || r.q.resource == "secrets" {
-				out = append(out, r.q.verb+" "+r.q.resource)
+			if r.Question.Resource == "configmaps" || r.Question.Resource == "secrets" {
+				out = append(out, r.Question.Verb+" "+r.Question.Resource)
 			}
 		}
 		return out
 	}
-	if got := published(accessRequirements(spec.GatehouseKey(nn), c, nil, true)); len(got) != 4 {
+	if got := published(authz.Requirements(spec.GatehouseKey(nn), c, nil, true)); len(got) != 4 {
 		t.Errorf("Gatehouse's kind: %v", got)
 	}
-	if got := published(accessRequirements(spec.Key{Kind: spec.HapticKind, NamespacedName: nn}, c, nil, true)); len(got) != 0 {
+	if got := published(authz.Requirements(spec.Key{Kind: spec.HapticKind, NamespacedName: nn}, c, nil, true)); len(got) != 0 {
 		t.Errorf("haptic's kind asks for %v", got)
 	}
 }

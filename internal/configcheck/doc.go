@@ -37,7 +37,7 @@
 // failurePolicy and timeout; no config means no rules (fail-open, logged
 // once per change into that state: FailOpenMessage). A config reaches only what its author may: its own webhook asks
 // the API server whether the author holds the rights it exercises
-// (authz.go). docs/security.md has the threat model.
+// (authz). docs/security.md has the threat model.
 //
 // The leader publishes the accepted rendering of the cluster's state to a
 // ConfigMap (certificates to a Secret) owned by the config, never to one it

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -52,10 +54,10 @@ const (
 // config's Published condition says OutputForbidden (publish.go).
 //
 // SubjectAccessReviews ask, when a config is written, whether its author
-// holds the rights the config exercises (authz.go).
+// holds the rights the config exercises (authz).
 //
 // haptic's configs (haproxy-haptic.org) are read, and patched for their
-// author record's renewal only (author.go): haptic's controller owns their
+// author record's renewal only (authz's record): haptic's controller owns their
 // status, and Gatehouse publishes nothing of them.
 //
 // +kubebuilder:rbac:groups=gatehouse.dev,resources=haproxytemplateconfigs,verbs=get;list;watch;patch
@@ -127,7 +129,7 @@ type Options struct {
 	// spec's 60 s). Default 60 s.
 	TestTimeout time.Duration `json:"-"`
 	// AccessRecheck is how often each config's access is checked again
-	// when nothing else asks (access.go): a right taken from its author
+	// when nothing else asks (accesscontroller.go): a right taken from its author
 	// stops what it read within AccessRecheck and accessTTL. Default 2
 	// minutes.
 	AccessRecheck time.Duration `json:"-"`
@@ -176,14 +178,14 @@ type Module struct {
 	namespaces cache.Cache
 	configs    cache.Cache
 	// hapticConfigs reads haptic's kind, followed through the host: it
-	// holds configs while haptic's CRD is served (configkind.go).
+	// holds configs while haptic's CRD is served (spec.Key).
 	hapticConfigs module.Kind
 	haptic        *hapticFollower
 	watches       *watchSet
 	publisher     *publisher
 	// access answers SubjectAccessReviews, shared and bounded; accessCtl
-	// checks what each config's author may have read (access.go).
-	access    *accessCache
+	// checks what each config's author may have read (accesscontroller.go).
+	access    *authz.Cache
 	accessCtl *accessController
 
 	// configChecks bounds the config admissions checked at once
@@ -331,7 +333,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 		return err
 	}
 	m.watches = newWatchSet(ctx, host)
-	m.access = newAccessCache(func(ctx context.Context, user authenticationv1.UserInfo, q accessQuestion) (bool, error) {
+	m.access = authz.NewCache(func(ctx context.Context, user authenticationv1.UserInfo, q authz.Question) (bool, error) {
 		return m.subjectAccessReview(user)(ctx, q)
 	})
 	if m.accessCtl, err = newAccessController(m); err != nil {

@@ -68,7 +68,7 @@ func TestOffline(ctx context.Context, configYAML []byte, opts OfflineOptions, w 
 // read): `gatehouse test` reports them beside its suites. An error means
 // the tests could not run.
 func RunOffline(ctx context.Context, configYAML []byte, opts OfflineOptions) (suite.Report, error) {
-	// Gatehouse's kind, or haptic's read as it is (haptic.go).
+	// Gatehouse's kind, or haptic's read as it is (spec.CompileHaptic).
 	var kind metav1.TypeMeta
 	if err := yaml.Unmarshal(configYAML, &kind); err != nil {
 		return suite.Report{}, fmt.Errorf("reading the config: %w", err)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -368,7 +370,7 @@ func (m *Module) onDemandFetcher(author authenticationv1.UserInfo, hasAuthor boo
 		if err != nil {
 			return nil, nil // a kind not served holds nothing
 		}
-		may, err := m.access.reviewer(author)(ctx, accessQuestion{verb: "get", group: w.GVR.Group, resource: w.GVR.Resource, namespace: namespace, name: name})
+		may, err := m.access.Reviewer(author)(ctx, authz.Question{Verb: "get", Group: w.GVR.Group, Resource: w.GVR.Resource, Namespace: namespace, Name: name})
 		if err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 
 // Keys and names of the published rendering.
@@ -26,9 +27,9 @@ const (
 )
 
 // RenderedConfigMapName and RenderedSecretName name a config's published
-// rendering.
-func RenderedConfigMapName(config string) string { return config + "-haproxy" }
-func RenderedSecretName(config string) string    { return config + "-haproxy-certs" }
+// rendering (spec's names, which its author's rights are checked for).
+func RenderedConfigMapName(config string) string { return spec.RenderedConfigMapName(config) }
+func RenderedSecretName(config string) string    { return spec.RenderedSecretName(config) }
 
 // managedByLabel marks what Gatehouse wrote; with the config's controller
 // reference it makes a published object the config's.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -54,7 +56,7 @@ func newPartyEnv(t *testing.T, runner haproxy.Runner) *partyEnv {
 		feeds:  map[string]*feed{"ingresses": {spec: w, store: store, reg: syncedRegistration{}}},
 		scoped: map[string]bool{"ingresses": false},
 	}
-	st.setAccess(everywhere("ingresses"))
+	st.setAccess(authz.HeldEverywhere("admin", "ingresses"))
 	if runner == nil {
 		real, err := haproxy.NewRunner(haproxy.RunnerOptions{})
 		if err != nil {

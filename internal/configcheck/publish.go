@@ -152,9 +152,9 @@ func (p *publisher) sync(ctx context.Context, key spec.Key) (time.Duration, erro
 	case !st.synced():
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionUnknown, "Loading", "the watched resources are still loading")
 		retry = publishRetry
-	case st.access.Load().outputs != "":
+	case st.access.Load().Outputs != "":
 		// Gatehouse writes nothing its author may not.
-		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "NotPermitted", bounded(st.access.Load().outputs, 1000))
+		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "NotPermitted", bounded(st.access.Load().Outputs, 1000))
 	default:
 		retry, err = p.publish(ctx, cfg, st, status)
 	}

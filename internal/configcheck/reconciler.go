@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,7 +126,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	old := m.state(key)
-	if old != nil && old.uid == cfg.GetUID() && old.generation == cfg.GetGeneration() && old.record == cfg.GetAnnotations()[AuthorAnnotation] && len(old.unresolved) == 0 {
+	if old != nil && old.uid == cfg.GetUID() && old.generation == cfg.GetGeneration() && old.record == cfg.GetAnnotations()[authz.AuthorAnnotation] && len(old.unresolved) == 0 {
 		m.publisher.trigger(key)
 		return reconcile.Result{}, nil
 	}
@@ -147,8 +149,8 @@ func (m *Module) buildState(ctx context.Context, cfg spec.Object) (*configState,
 		feeds: map[string]*feed{}, empty: map[string]*render.MemoryStore{},
 		gvks: map[string]schema.GroupVersionKind{}, scoped: map[string]bool{},
 		certs: cfg.PublishesSecrets()}
-	st.record = cfg.GetAnnotations()[AuthorAnnotation]
-	st.author, _, st.noAuthor = verifiedAuthor(m.host.Records(), m.host.Namespace(), cfg)
+	st.record = cfg.GetAnnotations()[authz.AuthorAnnotation]
+	st.author, _, st.noAuthor = authz.VerifiedAuthor(m.host.Records(), m.host.Namespace(), cfg)
 	st.hasAuthor = st.noAuthor == ""
 	// Compiled in the config's own turn, as its tests run (fair).
 	c, errs := cfg.CompileWith(m.compiler(fair.WithShare(ctx, configParty(key), fair.Real)))

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -46,7 +48,7 @@ type configState struct {
 	// the config's author (ondemand.go); nil without such a resource.
 	onDemand *onDemandSet
 
-	// author is who the config reads and publishes for (author.go);
+	// author is who the config reads and publishes for (authz's record);
 	// hasAuthor is false when its record is missing or not honoured, and
 	// noAuthor then says why. record is the record as stored: a new one
 	// (a claim) builds a new state. certs: it publishes a Secret too.
@@ -56,17 +58,17 @@ type configState struct {
 	record    string
 	certs     bool
 	// access is where the author may have it read, as the access
-	// controller last found (access.go); nil until the first check.
-	access atomic.Pointer[configAccess]
+	// controller last found (authz.Access); nil until the first check.
+	access atomic.Pointer[authz.Access]
 }
 
 // permits says whether the objects of namespace may be in watched's store.
 func (st *configState) permits(watched, namespace string) bool {
-	return st.access.Load().permits(watched, namespace)
+	return st.access.Load().Permits(watched, namespace)
 }
 
 // setAccess installs a and returns the access it replaces.
-func (st *configState) setAccess(a *configAccess) *configAccess {
+func (st *configState) setAccess(a *authz.Access) *authz.Access {
 	return st.access.Swap(a)
 }
 
@@ -78,8 +80,8 @@ func (st *configState) needsNamespaceChecks() bool {
 	if a == nil {
 		return true
 	}
-	for _, w := range a.watched {
-		if w.perNamespace {
+	for _, w := range a.Watched {
+		if w.PerNamespace {
 			return true
 		}
 	}

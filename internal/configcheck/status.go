@@ -56,7 +56,7 @@ func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *conf
 	}
 }
 
-// setAuthorized says what the access controller found (access.go).
+// setAuthorized says what the access controller found (accesscontroller.go).
 func setAuthorized(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState) {
 	a := st.access.Load()
 	switch {
@@ -65,14 +65,14 @@ func setAuthorized(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *co
 	case a == nil:
 		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionUnknown, "Checking", "the author's rights are being checked")
 	case !st.hasAuthor:
-		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionFalse, "NoAuthor", bounded(a.outputs, 1000))
-	case a.complete() && a.leftOutMessage() == "":
+		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionFalse, "NoAuthor", bounded(a.Outputs, 1000))
+	case a.Complete() && a.LeftOutMessage() == "":
 		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionTrue, "Authorized",
-			fmt.Sprintf("%s, the config's author, may have Gatehouse read everything it selects and publish it", a.author))
-	case a.complete():
-		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionTrue, "CheckedPerNamespace", bounded(a.leftOutMessage(), 2000))
+			fmt.Sprintf("%s, the config's author, may have Gatehouse read everything it selects and publish it", a.Author))
+	case a.Complete():
+		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionTrue, "CheckedPerNamespace", bounded(a.LeftOutMessage(), 2000))
 	default:
-		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionFalse, "LeftOut", bounded(a.leftOutMessage(), 2000))
+		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionFalse, "LeftOut", bounded(a.LeftOutMessage(), 2000))
 	}
 }
 

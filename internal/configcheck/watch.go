@@ -53,7 +53,7 @@ type feed struct {
 	clusterScoped bool
 	nsLabels      func(namespace string) labels.Set
 	// permit says whether the config's author may have objects of a
-	// namespace read (access.go).
+	// namespace read (authz.Access).
 	permit   func(namespace string) bool
 	onChange func()
 

@@ -206,3 +206,8 @@ func DecodeOld(req admission.Request) (Object, error) {
 	}
 	return cfg, nil
 }
+
+// RenderedConfigMapName and RenderedSecretName name the objects a config of
+// Gatehouse's kind publishes its rendering to, in its namespace.
+func RenderedConfigMapName(config string) string { return config + "-haproxy" }
+func RenderedSecretName(config string) string    { return config + "-haproxy-certs" }

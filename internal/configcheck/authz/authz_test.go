@@ -1,4 +1,4 @@
-package configcheck
+package authz
 
 import (
 	"context"
@@ -27,17 +27,17 @@ import (
 // name "" for every object. It records what it was asked and how many
 // questions were in flight at once.
 type fakeAuthorizer struct {
-	grants []accessQuestion
+	grants []Question
 	delay  func() time.Duration
 	fail   error
 
 	mu       sync.Mutex
-	asked    []accessQuestion
+	asked    []Question
 	inFlight int
 	maxAtOne int
 }
 
-func (f *fakeAuthorizer) review(ctx context.Context, q accessQuestion) (bool, error) {
+func (f *fakeAuthorizer) review(ctx context.Context, q Question) (bool, error) {
 	f.mu.Lock()
 	f.asked = append(f.asked, q)
 	f.inFlight++
@@ -59,8 +59,8 @@ func (f *fakeAuthorizer) review(ctx context.Context, q accessQuestion) (bool, er
 		return false, f.fail
 	}
 	for _, g := range f.grants {
-		if g.verb == q.verb && g.group == q.group && g.resource == q.resource &&
-			(g.namespace == "" || g.namespace == q.namespace) && (g.name == "" || g.name == q.name) {
+		if g.Verb == q.Verb && g.Group == q.Group && g.Resource == q.Resource &&
+			(g.Namespace == "" || g.Namespace == q.Namespace) && (g.Name == "" || g.Name == q.Name) {
 			return true, nil
 		}
 	}
@@ -68,10 +68,10 @@ func (f *fakeAuthorizer) review(ctx context.Context, q accessQuestion) (bool, er
 }
 
 // grant is every verb on resource (group "") in namespace ("" everywhere).
-func grant(resource, namespace string, verbs ...string) []accessQuestion {
-	var out []accessQuestion
+func grant(resource, namespace string, verbs ...string) []Question {
+	var out []Question
 	for _, v := range verbs {
-		out = append(out, accessQuestion{verb: v, resource: resource, namespace: namespace})
+		out = append(out, Question{Verb: v, Resource: resource, Namespace: namespace})
 	}
 	return out
 }
@@ -122,15 +122,15 @@ func authzSpec(t *testing.T, watched map[string]gatehousev1alpha1.WatchedResourc
 // served are the targets discovery would resolve: secrets, configmaps and
 // services in the core group, ingresses in networking.k8s.io, and
 // ingressclasses (cluster-scoped).
-func served(c *spec.Compiled) map[string]accessTarget {
-	out := map[string]accessTarget{}
+func served(c *spec.Compiled) map[string]Target {
+	out := map[string]Target{}
 	for name, w := range c.Watched {
-		t := accessTarget{group: w.GVR.Group, resource: strings.ToLower(w.GVR.Resource)}
-		switch t.resource {
+		t := Target{Group: w.GVR.Group, Resource: strings.ToLower(w.GVR.Resource)}
+		switch t.Resource {
 		case "secrets", "configmaps", "services", "pods", "ingresses":
-			t.known = true
+			t.Known = true
 		case "ingressclasses":
-			t.known, t.clusterScoped = true, true
+			t.Known, t.ClusterScoped = true, true
 		}
 		out[name] = t
 	}
@@ -152,8 +152,8 @@ func TestAccessRequirements(t *testing.T) {
 		source                        string
 	}
 	var got []row
-	for _, r := range accessRequirements(authzKey, c, served(c), true) {
-		got = append(got, row{r.q.verb, r.q.target(), r.q.namespace, r.q.name, r.scope, r.source})
+	for _, r := range Requirements(authzKey, c, served(c), true) {
+		got = append(got, row{r.Question.Verb, r.Question.Target(), r.Question.Namespace, r.Question.Name, r.scope, r.source})
 	}
 	const (
 		out = "the config publishes its rendering to "
@@ -188,9 +188,9 @@ func TestAccessRequirements(t *testing.T) {
 	}
 
 	// Without certificates no Secret is written, so none is asked for.
-	for _, r := range accessRequirements(authzKey, c, served(c), false) {
-		if r.q.resource == "secrets" {
-			t.Fatalf("a config without certificates asks for %+v", r.q)
+	for _, r := range Requirements(authzKey, c, served(c), false) {
+		if r.Question.Resource == "secrets" {
+			t.Fatalf("a config without certificates asks for %+v", r.Question)
 		}
 	}
 }
@@ -215,8 +215,8 @@ func TestAuthorize(t *testing.T) {
 	}
 	// outputs are the rights every config needs in its namespace.
 	outputs := grant("configmaps", "team-a", "create", "update")
-	with := func(gs ...[]accessQuestion) []accessQuestion {
-		out := append([]accessQuestion(nil), outputs...)
+	with := func(gs ...[]Question) []Question {
+		out := append([]Question(nil), outputs...)
 		for _, g := range gs {
 			out = append(out, g...)
 		}
@@ -226,7 +226,7 @@ func TestAuthorize(t *testing.T) {
 		name    string
 		watched map[string]gatehousev1alpha1.WatchedResource
 		certs   bool
-		grants  []accessQuestion
+		grants  []Question
 		// want is the refusal, exactly ("" to admit).
 		want string
 		// wantListed: whether the namespace cache is read.
@@ -304,8 +304,8 @@ func TestAuthorize(t *testing.T) {
 			watched: map[string]gatehousev1alpha1.WatchedResource{
 				"classes": {APIVersion: "networking.k8s.io/v1", Resources: "ingressclasses", NamespaceSelector: byName("team-a")},
 			},
-			grants: with([]accessQuestion{{verb: "list", group: "networking.k8s.io", resource: "ingressclasses", namespace: "team-a"},
-				{verb: "watch", group: "networking.k8s.io", resource: "ingressclasses", namespace: "team-a"}}),
+			grants: with([]Question{{Verb: "list", Group: "networking.k8s.io", Resource: "ingressclasses", Namespace: "team-a"},
+				{Verb: "watch", Group: "networking.k8s.io", Resource: "ingressclasses", Namespace: "team-a"}}),
 			want: `user "alice" may not list ingressclasses.networking.k8s.io cluster-wide (spec.watchedResources[classes]: a cluster-scoped resource): a config reaches only what its author may read; ask for the permission`,
 		},
 		{
@@ -313,8 +313,8 @@ func TestAuthorize(t *testing.T) {
 			watched: map[string]gatehousev1alpha1.WatchedResource{
 				"widgets": {APIVersion: "example.com/v1", Resources: "widgets", NamespaceSelector: byName("team-a")},
 			},
-			grants: with([]accessQuestion{{verb: "list", group: "example.com", resource: "widgets", namespace: "team-a"},
-				{verb: "watch", group: "example.com", resource: "widgets", namespace: "team-a"}}),
+			grants: with([]Question{{Verb: "list", Group: "example.com", Resource: "widgets", Namespace: "team-a"},
+				{Verb: "watch", Group: "example.com", Resource: "widgets", Namespace: "team-a"}}),
 			want: `user "alice" may not list widgets.example.com cluster-wide (spec.watchedResources[widgets]: the cluster does not serve it yet, so its scope is unknown and it is checked cluster-wide): a config reaches only what its author may read; ask for the permission`,
 		},
 		{
@@ -324,8 +324,8 @@ func TestAuthorize(t *testing.T) {
 		},
 		{
 			name: "update of the one ConfigMap is enough", watched: secretsEverywhere,
-			grants: append(grant("secrets", "", readVerbs...), accessQuestion{verb: "create", resource: "configmaps", namespace: "team-a"},
-				accessQuestion{verb: "update", resource: "configmaps", namespace: "team-a", name: "edge-haproxy"}),
+			grants: append(grant("secrets", "", readVerbs...), Question{Verb: "create", Resource: "configmaps", Namespace: "team-a"},
+				Question{Verb: "update", Resource: "configmaps", Namespace: "team-a", Name: "edge-haproxy"}),
 		},
 		{
 			name: "certificates are published to a Secret", watched: secretsEverywhere, certs: true,
@@ -336,10 +336,10 @@ func TestAuthorize(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := authzSpec(t, tc.watched)
-			reqs := accessRequirements(authzKey, c, served(c), tc.certs)
+			reqs := Requirements(authzKey, c, served(c), tc.certs)
 			auth := &fakeAuthorizer{grants: tc.grants}
 			lister := &namespaceLister{namespaces: namespaces}
-			got, err := authorize(context.Background(), "alice", reqs, auth.review, lister.list)
+			got, err := Authorize(context.Background(), "alice", reqs, auth.review, lister.list)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -349,7 +349,7 @@ func TestAuthorize(t *testing.T) {
 			if listed := lister.calls > 0; listed != tc.wantListed {
 				t.Fatalf("namespace cache read: %v, want %v", listed, tc.wantListed)
 			}
-			seen := map[accessQuestion]bool{}
+			seen := map[Question]bool{}
 			for _, q := range auth.asked {
 				if seen[q] {
 					t.Fatalf("asked twice: %+v", q)
@@ -371,7 +371,7 @@ func TestAuthorizeClusterWideFirst(t *testing.T) {
 	})
 	auth := &fakeAuthorizer{grants: grant("configmaps", "", allVerbs...)}
 	lister := &namespaceLister{}
-	got, err := authorize(context.Background(), "admin", accessRequirements(authzKey, c, served(c), false), auth.review, lister.list)
+	got, err := Authorize(context.Background(), "admin", Requirements(authzKey, c, served(c), false), auth.review, lister.list)
 	if err != nil || got != "" {
 		t.Fatalf("refused: %q, %v", got, err)
 	}
@@ -389,7 +389,7 @@ func TestAuthorizeNamespacesBoundedAndDeterministic(t *testing.T) {
 		"services": {APIVersion: "v1", Resources: "services", NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}},
 	})
 	namespaces := map[string]labels.Set{}
-	var grants []accessQuestion
+	var grants []Question
 	grants = append(grants, grant("configmaps", "team-a", "create", "update")...)
 	for i := range 200 {
 		name := fmt.Sprintf("ns-%03d", i)
@@ -404,7 +404,7 @@ func TestAuthorizeNamespacesBoundedAndDeterministic(t *testing.T) {
 	for range 10 {
 		auth := &fakeAuthorizer{grants: grants, delay: func() time.Duration { return time.Duration(rand.Intn(300)) * time.Microsecond }}
 		lister := &namespaceLister{namespaces: namespaces}
-		got, err := authorize(context.Background(), "alice", accessRequirements(authzKey, c, served(c), false), auth.review, lister.list)
+		got, err := Authorize(context.Background(), "alice", Requirements(authzKey, c, served(c), false), auth.review, lister.list)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,7 +431,7 @@ func TestAuthorizeCapsNamespaceQuestions(t *testing.T) {
 		namespaces[fmt.Sprintf("ns-%04d", i)] = labels.Set{"team": "a"}
 	}
 	auth := &fakeAuthorizer{grants: grant("configmaps", "team-a", "create", "update")}
-	got, err := authorize(context.Background(), "alice", accessRequirements(authzKey, c, served(c), false), auth.review, (&namespaceLister{namespaces: namespaces}).list)
+	got, err := Authorize(context.Background(), "alice", Requirements(authzKey, c, served(c), false), auth.review, (&namespaceLister{namespaces: namespaces}).list)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,11 +450,11 @@ func TestAuthorizeWithoutAnswer(t *testing.T) {
 	c := authzSpec(t, map[string]gatehousev1alpha1.WatchedResource{
 		"services": {APIVersion: "v1", Resources: "services", NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}},
 	})
-	reqs := accessRequirements(authzKey, c, served(c), false)
+	reqs := Requirements(authzKey, c, served(c), false)
 	lister := &namespaceLister{namespaces: map[string]labels.Set{"team-a": {"team": "a"}}}
 
 	broken := errors.New("connection refused")
-	if got, err := authorize(context.Background(), "alice", reqs, (&fakeAuthorizer{fail: broken}).review, lister.list); !errors.Is(err, broken) || got != "" {
+	if got, err := Authorize(context.Background(), "alice", reqs, (&fakeAuthorizer{fail: broken}).review, lister.list); !errors.Is(err, broken) || got != "" {
 		t.Fatalf("failing reviews: %q, %v; want the error", got, err)
 	}
 
@@ -464,7 +464,7 @@ func TestAuthorizeWithoutAnswer(t *testing.T) {
 	defer cancel()
 	slow := &fakeAuthorizer{grants: grant("configmaps", "team-a", "create", "update"), delay: func() time.Duration { return 30 * time.Millisecond }}
 	start := time.Now()
-	got, err := authorize(ctx, "alice", reqs, slow.review, lister.list)
+	got, err := Authorize(ctx, "alice", reqs, slow.review, lister.list)
 	if !errors.Is(err, context.DeadlineExceeded) || got != "" {
 		t.Fatalf("out of time: %q, %v; want the deadline", got, err)
 	}
@@ -478,7 +478,7 @@ func TestAccessReviewCarriesTheWholeIdentity(t *testing.T) {
 		Username: "alice", UID: "u-1", Groups: []string{"system:authenticated", "team-a"},
 		Extra: map[string]authenticationv1.ExtraValue{"scopes.example.com": {"read", "write"}},
 	}
-	got := accessReview(user, accessQuestion{verb: "update", group: "", resource: "configmaps", namespace: "team-a", name: "edge-haproxy"})
+	got := Review(user, Question{Verb: "update", Group: "", Resource: "configmaps", Namespace: "team-a", Name: "edge-haproxy"})
 	want := authorizationv1.SubjectAccessReviewSpec{
 		User: "alice", UID: "u-1", Groups: []string{"system:authenticated", "team-a"},
 		Extra: map[string]authorizationv1.ExtraValue{"scopes.example.com": {"read", "write"}},

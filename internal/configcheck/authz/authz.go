@@ -1,4 +1,4 @@
-package configcheck
+package authz
 
 import (
 	"context"
@@ -6,17 +6,13 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
@@ -42,7 +38,7 @@ import (
 // answer for them all, else each is asked about. A namespace that joins the
 // selection later (labelled afterwards, or created with the labels) is
 // asked about then, for the author the config records, by the access
-// controller (access.go, author.go); until it is, it is left out.
+// controller (configcheck's access controller, with record.go); until it is, it is left out.
 //
 // The identity asked about is the admission request's UserInfo, which the
 // API server fills in. Anyone reaching the webhook port directly can post a
@@ -62,26 +58,26 @@ const (
 	maxNamespaceReviews = 1000
 )
 
-// accessQuestion is one SubjectAccessReview's resource attributes.
-type accessQuestion struct {
-	verb      string
-	group     string
-	resource  string
-	namespace string // "" is every namespace, or a cluster-scoped kind
-	name      string // one object ("" any)
+// Question is one SubjectAccessReview's resource attributes.
+type Question struct {
+	Verb      string
+	Group     string
+	Resource  string
+	Namespace string // "" is every namespace, or a cluster-scoped kind
+	Name      string // one object ("" any)
 }
 
 // target is how a refusal names the resource: "secrets",
 // "ingresses.networking.k8s.io".
-func (q accessQuestion) target() string {
-	if q.group == "" {
-		return q.resource
+func (q Question) Target() string {
+	if q.Group == "" {
+		return q.Resource
 	}
-	return q.resource + "." + q.group
+	return q.Resource + "." + q.Group
 }
 
-// accessReviewer answers one question for the config's author.
-type accessReviewer func(ctx context.Context, q accessQuestion) (bool, error)
+// Reviewer answers one question for the config's author.
+type Reviewer func(ctx context.Context, q Question) (bool, error)
 
 // accessScope is where a requirement must hold.
 type accessScope int
@@ -96,12 +92,12 @@ const (
 	scopeNamespace
 )
 
-// accessRequirement is one right the config's author must hold, with what a
+// Requirement is one right the config's author must hold, with what a
 // refusal says about it.
-type accessRequirement struct {
-	q     accessQuestion // namespace "" unless scopeNamespace
-	scope accessScope
-	sel   labels.Selector // scopeSelected: the namespaces
+type Requirement struct {
+	Question Question // namespace "" unless scopeNamespace
+	scope    accessScope
+	sel      labels.Selector // scopeSelected: the namespaces
 	// source names the spec field that asks for the right, and why
 	// (cluster-wide only) the right is needed across the cluster.
 	source, why string
@@ -112,13 +108,13 @@ type accessRequirement struct {
 	watched string
 }
 
-// accessTarget is a watched resource as the authorizer names it.
-type accessTarget struct {
-	group, resource string
-	clusterScoped   bool
+// Target is a watched resource as the authorizer names it.
+type Target struct {
+	Group, Resource string
+	ClusterScoped   bool
 	// known is false when discovery does not know the resource (yet): its
 	// scope is unknown, so it is checked cluster-wide.
-	known bool
+	Known bool
 }
 
 const (
@@ -128,12 +124,12 @@ const (
 	blockAdvice = "a config's webhook may refuse only the changes its author may make"
 )
 
-// accessRequirements lists, in a fixed order (watched resources by name,
+// Requirements lists, in a fixed order (watched resources by name,
 // then the outputs Gatehouse publishes), the rights the config's author
 // must hold. targets maps each watched name to its resolved resource. It
 // is pure.
-func accessRequirements(key spec.Key, c *spec.Compiled, targets map[string]accessTarget, certs bool) []accessRequirement {
-	var out []accessRequirement
+func Requirements(key spec.Key, c *spec.Compiled, targets map[string]Target, certs bool) []Requirement {
+	var out []Requirement
 	for _, name := range slices.Sorted(maps.Keys(c.Watched)) {
 		w := c.Watched[name]
 		if w.OnDemand {
@@ -145,9 +141,9 @@ func accessRequirements(key spec.Key, c *spec.Compiled, targets map[string]acces
 		source := "spec.watchedResources[" + name + "]"
 		scope, why, narrowAdvice := scopeSelected, "", "narrow namespaceSelector"
 		switch {
-		case !t.known:
+		case !t.Known:
 			scope, why, narrowAdvice = scopeCluster, "the cluster does not serve it yet, so its scope is unknown and it is checked cluster-wide", ""
-		case t.clusterScoped:
+		case t.ClusterScoped:
 			scope, why, narrowAdvice = scopeCluster, "a cluster-scoped resource", ""
 		case w.Namespaces == nil:
 			scope, why, narrowAdvice = scopeCluster, "it has no namespaceSelector", "add a namespaceSelector naming namespaces you may use"
@@ -161,9 +157,9 @@ func accessRequirements(key spec.Key, c *spec.Compiled, targets map[string]acces
 			verbs = append(verbs, "create", "update", "delete")
 		}
 		for _, verb := range verbs {
-			r := accessRequirement{
-				q:     accessQuestion{verb: verb, group: t.group, resource: t.resource},
-				scope: scope, source: source, why: why, watched: name,
+			r := Requirement{
+				Question: Question{Verb: verb, Group: t.Group, Resource: t.Resource},
+				scope:    scope, source: source, why: why, watched: name,
 			}
 			if scope == scopeSelected {
 				r.sel = w.Namespaces
@@ -182,9 +178,9 @@ func accessRequirements(key spec.Key, c *spec.Compiled, targets map[string]acces
 	// Gatehouse publishes its own kind's renderings, never haptic's
 	// (haptic's controller deploys them, with its own rights).
 	if key.Kind == spec.GatehouseKind {
-		outputs = append(outputs, output{"configmaps", "ConfigMap", RenderedConfigMapName(key.Name)})
+		outputs = append(outputs, output{"configmaps", "ConfigMap", spec.RenderedConfigMapName(key.Name)})
 		if certs {
-			outputs = append(outputs, output{"secrets", "Secret", RenderedSecretName(key.Name)})
+			outputs = append(outputs, output{"secrets", "Secret", spec.RenderedSecretName(key.Name)})
 		}
 	}
 	for _, o := range outputs {
@@ -192,11 +188,11 @@ func accessRequirements(key spec.Key, c *spec.Compiled, targets map[string]acces
 		// RBAC cannot restrict create by name (the name is not known when
 		// a create is authorized), but update can be: ask about the one
 		// object, which a namespace-wide rule answers too.
-		for _, q := range []accessQuestion{
-			{verb: "create", resource: o.resource, namespace: key.Namespace},
-			{verb: "update", resource: o.resource, namespace: key.Namespace, name: o.name},
+		for _, q := range []Question{
+			{Verb: "create", Resource: o.resource, Namespace: key.Namespace},
+			{Verb: "update", Resource: o.resource, Namespace: key.Namespace, Name: o.name},
 		} {
-			out = append(out, accessRequirement{q: q, scope: scopeNamespace, source: source, advice: "ask for the permission"})
+			out = append(out, Requirement{Question: q, scope: scopeNamespace, source: source, advice: "ask for the permission"})
 		}
 	}
 	return out
@@ -210,50 +206,50 @@ func joinAdvice(a, b string) string {
 }
 
 // refusal is the denial for r's question q.
-func (r accessRequirement) refusal(user string, q accessQuestion) string {
-	where := "in namespace " + fmt.Sprintf("%q", q.namespace)
-	if r.scope == scopeSelected && q.namespace != "" && !spec.NamedBy(r.sel, q.namespace) {
+func (r Requirement) refusal(user string, q Question) string {
+	where := "in namespace " + fmt.Sprintf("%q", q.Namespace)
+	if r.scope == scopeSelected && q.Namespace != "" && !spec.NamedBy(r.sel, q.Namespace) {
 		// Selected by its labels: the author may not know it exists, and
 		// a refusal must not tell them (nor anyone posting a made-up
 		// userInfo to the port) which namespaces carry a label.
 		where = "in a namespace that namespaceSelector selects by label (Gatehouse names only the namespaces a selector names)"
 	}
 	source := r.source
-	if q.namespace == "" {
+	if q.Namespace == "" {
 		where = "cluster-wide"
 		if r.why != "" {
 			source += ": " + r.why
 		}
 	}
-	return fmt.Sprintf("user %q may not %s %s %s (%s): %s", user, q.verb, q.target(), where, source, r.advice)
+	return fmt.Sprintf("user %q may not %s %s %s (%s): %s", user, q.Verb, q.Target(), where, source, r.advice)
 }
 
 // distinctQuestions are reqs' questions, each once, in their order.
-func distinctQuestions(reqs []accessRequirement) []accessQuestion {
-	var out []accessQuestion
-	seen := map[accessQuestion]bool{}
+func distinctQuestions(reqs []Requirement) []Question {
+	var out []Question
+	seen := map[Question]bool{}
 	for _, r := range reqs {
-		if !seen[r.q] {
-			seen[r.q] = true
-			out = append(out, r.q)
+		if !seen[r.Question] {
+			seen[r.Question] = true
+			out = append(out, r.Question)
 		}
 	}
 	return out
 }
 
-// authorize asks review whether the author (user, for messages) holds every
+// Authorize asks review whether the author (user, for messages) holds every
 // right in reqs, and returns the refusal of the first one missing ("" when
 // none is), or an error when the answer could not be had (the review
 // failed, ctx ended). namespaces lists the namespaces a selector selects;
 // it is called only for a requirement the author holds no cluster-wide
 // right for.
-func authorize(ctx context.Context, user string, reqs []accessRequirement, review accessReviewer,
+func Authorize(ctx context.Context, user string, reqs []Requirement, review Reviewer,
 	namespaces func(context.Context, labels.Selector) ([]string, error)) (string, error) {
 	// First every question as asked (cluster-wide, or the config's
 	// namespace), each once: an author with cluster-wide rights is done
 	// here, and no namespace is listed.
 	first := distinctQuestions(reqs)
-	seen := make(map[accessQuestion]bool, len(first))
+	seen := make(map[Question]bool, len(first))
 	for _, q := range first {
 		seen[q] = true
 	}
@@ -261,14 +257,14 @@ func authorize(ctx context.Context, user string, reqs []accessRequirement, revie
 	if err != nil {
 		return "", err
 	}
-	var fallback []accessRequirement
+	var fallback []Requirement
 	for _, r := range reqs {
 		switch {
-		case answers[r.q]:
+		case answers[r.Question]:
 		case r.scope == scopeSelected:
 			fallback = append(fallback, r)
 		default:
-			return r.refusal(user, r.q), nil
+			return r.refusal(user, r.Question), nil
 		}
 	}
 	if len(fallback) == 0 {
@@ -277,8 +273,8 @@ func authorize(ctx context.Context, user string, reqs []accessRequirement, revie
 	// Then, for rights refused cluster-wide, each namespace the
 	// selector selects now.
 	type asked struct {
-		q   accessQuestion
-		req int
+		Question Question
+		req      int
 	}
 	var questions []asked
 	selected := map[string][]string{}
@@ -293,21 +289,21 @@ func authorize(ctx context.Context, user string, reqs []accessRequirement, revie
 			selected[key] = names
 		}
 		for _, ns := range names {
-			q := r.q
-			q.namespace = ns
+			q := r.Question
+			q.Namespace = ns
 			if !seen[q] {
 				seen[q] = true
-				questions = append(questions, asked{q: q, req: i})
+				questions = append(questions, asked{Question: q, req: i})
 			}
 		}
 		if len(questions) > maxNamespaceReviews {
 			return fmt.Sprintf("user %q may not %s %s cluster-wide, and the namespaceSelector of %s selects more namespaces than Gatehouse asks about one by one (%d questions at most): ask for the permission cluster-wide, or narrow namespaceSelector",
-				user, r.q.verb, r.q.target(), r.source, maxNamespaceReviews), nil
+				user, r.Question.Verb, r.Question.Target(), r.source, maxNamespaceReviews), nil
 		}
 	}
-	qs := make([]accessQuestion, len(questions))
+	qs := make([]Question, len(questions))
 	for i, a := range questions {
-		qs[i] = a.q
+		qs[i] = a.Question
 	}
 	denied, err := firstDenied(ctx, qs, review)
 	if err != nil || denied < 0 {
@@ -317,7 +313,7 @@ func authorize(ctx context.Context, user string, reqs []accessRequirement, revie
 }
 
 // askAll asks every question, at most reviewParallelism at once.
-func askAll(ctx context.Context, qs []accessQuestion, review accessReviewer) (map[accessQuestion]bool, error) {
+func askAll(ctx context.Context, qs []Question, review Reviewer) (map[Question]bool, error) {
 	answers := make([]bool, len(qs))
 	errs := make([]error, len(qs))
 	ctx, cancel := context.WithCancel(ctx)
@@ -342,7 +338,7 @@ func askAll(ctx context.Context, qs []accessQuestion, review accessReviewer) (ma
 		}()
 	}
 	wg.Wait()
-	out := make(map[accessQuestion]bool, len(qs))
+	out := make(map[Question]bool, len(qs))
 	for i, q := range qs {
 		if errs[i] != nil {
 			return nil, errs[i]
@@ -359,7 +355,7 @@ func askAll(ctx context.Context, qs []accessQuestion, review accessReviewer) (ma
 // does not change from one attempt to the next. Questions are started in
 // order and the stop index only decreases, so every question before it was
 // answered, and allowed.
-func firstDenied(ctx context.Context, qs []accessQuestion, review accessReviewer) (int, error) {
+func firstDenied(ctx context.Context, qs []Question, review Reviewer) (int, error) {
 	var (
 		mu      sync.Mutex
 		stopAt  = len(qs) // the first question refused or failed so far
@@ -406,69 +402,9 @@ func firstDenied(ctx context.Context, qs []accessQuestion, review accessReviewer
 	return stopAt, nil
 }
 
-// subjectAccessReview asks the API server about user's rights. A live call,
-// on purpose: an authorization decision cannot come from a cache. RBAC is
-// one authorizer among several (Node, webhooks, ABAC), and only the API
-// server combines them; RoleBindings in a cache would miss all but RBAC,
-// and aggregated ClusterRoles and groups besides.
-func (m *Module) subjectAccessReview(user authenticationv1.UserInfo) accessReviewer {
-	return func(ctx context.Context, q accessQuestion) (bool, error) {
-		allowed, err := module.Allowed(ctx, m.host.Client(), accessReview(user, q))
-		if err != nil {
-			return false, fmt.Errorf("SubjectAccessReview (%s %s in %q): %w", q.verb, q.target(), q.namespace, err)
-		}
-		return allowed, nil
-	}
-}
-
-// accessReview is the SubjectAccessReview of q for user.
-func accessReview(user authenticationv1.UserInfo, q accessQuestion) *authorizationv1.SubjectAccessReview {
+// Review is the SubjectAccessReview of q for user.
+func Review(user authenticationv1.UserInfo, q Question) *authorizationv1.SubjectAccessReview {
 	return module.AccessReview(user, authorizationv1.ResourceAttributes{
-		Verb: q.verb, Group: q.group, Resource: q.resource, Namespace: q.namespace, Name: q.name,
+		Verb: q.Verb, Group: q.Group, Resource: q.Resource, Namespace: q.Namespace, Name: q.Name,
 	})
-}
-
-// accessTargets resolves the watched resources through discovery, so that
-// the authorizer is asked about the resource's own plural (a config may
-// write "Secret"; RBAC rules name "secrets") and its scope.
-func (m *Module) accessTargets(c *spec.Compiled) map[string]accessTarget {
-	out := make(map[string]accessTarget, len(c.Watched))
-	for name, w := range c.Watched {
-		t := accessTarget{group: w.GVR.Group, resource: strings.ToLower(w.GVR.Resource)}
-		if gvk, scoped, err := m.resolve(w.GVR); err == nil {
-			if mapping, err := m.host.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
-				t = accessTarget{group: mapping.Resource.Group, resource: mapping.Resource.Resource, clusterScoped: scoped, known: true}
-			}
-		}
-		out[name] = t
-	}
-	return out
-}
-
-// selectedNamespaces are the namespaces sel selects now, from the
-// namespace cache.
-func (m *Module) selectedNamespaces(ctx context.Context, sel labels.Selector) ([]string, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := m.namespaces.List(ctx, list, client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(list.Items))
-	for _, ns := range list.Items {
-		out = append(out, ns.Name)
-	}
-	return out, nil
-}
-
-// authorizeAuthor checks that the request's user holds the rights config
-// key (compiled as c) exercises; see the top of this file. It returns the
-// refusal, or an error when the question could not be answered in time.
-func (m *Module) authorizeAuthor(ctx context.Context, user authenticationv1.UserInfo, key spec.Key, c *spec.Compiled, certs bool) (string, error) {
-	if user.Username == "" && len(user.Groups) == 0 {
-		// The API server always names the requester; a review without one
-		// was posted to the port by someone else, whose rights are unknown.
-		return "the request names no user: a config is judged with its author's rights, and this one has no author", nil
-	}
-	reqs := accessRequirements(key, c, m.accessTargets(c), certs)
-	return authorize(ctx, user.Username, reqs, m.access.reviewer(user), m.selectedNamespaces)
 }

@@ -1,9 +1,8 @@
-package configcheck
+package authz
 
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -13,21 +12,14 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"github.com/gatehouse-dev/gatehouse/internal/trigger"
 )
 
 // The config webhook checks the author's rights over the namespaces the
 // config selects when it is written (authz.go). Namespaces come later: one
 // created with the selected labels, or labelled afterwards, joins the
 // selection without anyone asking whether the author may read it. So the
-// stores are filled only from the namespaces the access controller (below)
-// found the author (author.go) may use, every replica for itself:
+// stores are filled only from the namespaces the access controller (configcheck's, on a workqueue)
+// found the author (record.go) may use, every replica for itself:
 //
 //   - a config's access is checked when its state is built (each new
 //     generation, each start), again whenever a namespace is created or
@@ -43,7 +35,7 @@ import (
 //     namespace that joins the selection is left out until it is checked;
 //   - the outputs are written only when the author may write them.
 //
-// Every question goes through accessCache: asked once per author, right
+// Every question goes through Cache: asked once per author, right
 // and namespace however many configs and requests ask it, kept a short
 // time, and at most maxLiveReviews at once for the whole process.
 
@@ -60,12 +52,12 @@ const (
 	maxLiveReviews = 16
 )
 
-// liveReview asks the API server one question about user.
-type liveReview func(ctx context.Context, user authenticationv1.UserInfo, q accessQuestion) (bool, error)
+// LiveReview asks the API server one question about user.
+type LiveReview func(ctx context.Context, user authenticationv1.UserInfo, q Question) (bool, error)
 
-// accessCache answers access questions, each once per accessTTL.
-type accessCache struct {
-	live  liveReview
+// Cache answers access questions, each once per accessTTL.
+type Cache struct {
+	live  LiveReview
 	now   func() time.Time
 	slots chan struct{}
 
@@ -74,8 +66,8 @@ type accessCache struct {
 }
 
 type accessKey struct {
-	user string // the whole identity, encoded
-	q    accessQuestion
+	user     string // the whole identity, encoded
+	Question Question
 }
 
 // accessEntry is one answer, or the question in flight (done open).
@@ -86,19 +78,19 @@ type accessEntry struct {
 	expires time.Time
 }
 
-func newAccessCache(live liveReview) *accessCache {
-	return &accessCache{live: live, now: time.Now, slots: make(chan struct{}, maxLiveReviews), entries: map[accessKey]*accessEntry{}}
+func NewCache(live LiveReview) *Cache {
+	return &Cache{live: live, now: time.Now, slots: make(chan struct{}, maxLiveReviews), entries: map[accessKey]*accessEntry{}}
 }
 
 // reviewer answers questions about user.
-func (c *accessCache) reviewer(user authenticationv1.UserInfo) accessReviewer {
+func (c *Cache) Reviewer(user authenticationv1.UserInfo) Reviewer {
 	key := encodeAuthor(user)
-	return func(ctx context.Context, q accessQuestion) (bool, error) {
-		return c.ask(ctx, accessKey{user: key, q: q}, user)
+	return func(ctx context.Context, q Question) (bool, error) {
+		return c.ask(ctx, accessKey{user: key, Question: q}, user)
 	}
 }
 
-func (c *accessCache) ask(ctx context.Context, k accessKey, user authenticationv1.UserInfo) (bool, error) {
+func (c *Cache) ask(ctx context.Context, k accessKey, user authenticationv1.UserInfo) (bool, error) {
 	for {
 		c.mu.Lock()
 		e := c.entries[k]
@@ -118,7 +110,7 @@ func (c *accessCache) ask(ctx context.Context, k accessKey, user authenticationv
 		}
 		c.mu.Unlock()
 		if owner {
-			e.allowed, e.err = c.ask1(ctx, user, k.q)
+			e.allowed, e.err = c.ask1(ctx, user, k.Question)
 			e.expires = c.now().Add(accessTTL)
 			if e.err != nil {
 				c.mu.Lock()
@@ -144,7 +136,7 @@ func (c *accessCache) ask(ctx context.Context, k accessKey, user authenticationv
 }
 
 // ask1 is one live review, in its turn among maxLiveReviews.
-func (c *accessCache) ask1(ctx context.Context, user authenticationv1.UserInfo, q accessQuestion) (bool, error) {
+func (c *Cache) ask1(ctx context.Context, user authenticationv1.UserInfo, q Question) (bool, error) {
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -155,7 +147,7 @@ func (c *accessCache) ask1(ctx context.Context, user authenticationv1.UserInfo, 
 }
 
 // sweep drops the expired answers; c.mu is held.
-func (c *accessCache) sweep() {
+func (c *Cache) sweep() {
 	now := c.now()
 	for k, e := range c.entries {
 		if isDone(e) && !now.Before(e.expires) {
@@ -173,16 +165,16 @@ func isDone(e *accessEntry) bool {
 	}
 }
 
-// configAccess is what a config's author may have Gatehouse do, as last
+// Access is what a config's author may have Gatehouse do, as last
 // checked. It is replaced whole, never changed.
-type configAccess struct {
+type Access struct {
 	// author is who was asked about ("" when the config records none).
-	author string
+	Author string
 	// watched by name.
-	watched map[string]*watchedAccess
+	Watched map[string]*watchedAccess
 	// outputs is the refusal of the outputs ("" when the author may write
 	// them).
-	outputs string
+	Outputs string
 }
 
 // watchedAccess is where one watched resource is read.
@@ -193,7 +185,7 @@ type watchedAccess struct {
 	refusal string
 	// perNamespace: the selected namespaces were asked about one by one;
 	// namespaces holds those allowed, leftOut the others by name, with why.
-	perNamespace bool
+	PerNamespace bool
 	namespaces   map[string]bool
 	leftOut      map[string]string
 	// named says whether the selector names a namespace (spec.NamedBy).
@@ -205,42 +197,52 @@ type watchedAccess struct {
 	lacking []string
 }
 
+// HeldEverywhere is the access of author holding every right
+// cluster-wide: what CheckAccess answers for one, without asking.
+func HeldEverywhere(author string, watched ...string) *Access {
+	a := &Access{Author: author, Watched: map[string]*watchedAccess{}}
+	for _, name := range watched {
+		a.Watched[name] = &watchedAccess{all: true}
+	}
+	return a
+}
+
 // permits says whether objects of namespace (cluster-scoped: "") may be read
 // for watched resource name. A nil access permits nothing: not checked yet.
-func (a *configAccess) permits(name, namespace string) bool {
+func (a *Access) Permits(name, namespace string) bool {
 	if a == nil {
 		return false
 	}
-	w := a.watched[name]
+	w := a.Watched[name]
 	switch {
 	case w == nil:
 		return false
 	case w.all:
 		return true
-	case w.perNamespace:
+	case w.PerNamespace:
 		return w.namespaces[namespace]
 	}
 	return false
 }
 
-// checkAccess asks, as the author (review), for every right of reqs:
+// CheckAccess asks, as the author (review), for every right of reqs:
 // cluster-wide first, then, for rights refused cluster-wide that a
 // namespaceSelector narrows, in each namespace it selects now (namespaces),
 // at most maxNamespaceReviews namespaces per watched resource. It returns
 // an error when an answer could not be had.
-func checkAccess(ctx context.Context, user string, reqs []accessRequirement, review accessReviewer,
-	namespaces func(context.Context, labels.Selector) ([]string, error)) (*configAccess, error) {
+func CheckAccess(ctx context.Context, user string, reqs []Requirement, review Reviewer,
+	namespaces func(context.Context, labels.Selector) ([]string, error)) (*Access, error) {
 	answers, err := askAll(ctx, distinctQuestions(reqs), review)
 	if err != nil {
 		return nil, err
 	}
-	out := &configAccess{author: user, watched: map[string]*watchedAccess{}}
-	byWatched := map[string][]accessRequirement{}
+	out := &Access{Author: user, Watched: map[string]*watchedAccess{}}
+	byWatched := map[string][]Requirement{}
 	var order []string
 	for _, r := range reqs {
 		if r.watched == "" {
-			if !answers[r.q] && out.outputs == "" {
-				out.outputs = r.refusal(user, r.q)
+			if !answers[r.Question] && out.Outputs == "" {
+				out.Outputs = r.refusal(user, r.Question)
 			}
 			continue
 		}
@@ -251,25 +253,25 @@ func checkAccess(ctx context.Context, user string, reqs []accessRequirement, rev
 	}
 	for _, name := range order {
 		w := &watchedAccess{all: true}
-		var fallback []accessRequirement
+		var fallback []Requirement
 		for _, r := range byWatched[name] {
 			switch {
-			case answers[r.q]:
+			case answers[r.Question]:
 			case r.scope == scopeSelected:
 				w.all = false
 				fallback = append(fallback, r)
 			default:
 				w.all = false
 				if w.refusal == "" {
-					w.refusal = r.refusal(user, r.q)
+					w.refusal = r.refusal(user, r.Question)
 				}
 			}
 		}
-		out.watched[name] = w
+		out.Watched[name] = w
 		if w.all || w.refusal != "" {
 			continue
 		}
-		w.perNamespace, w.sel = true, fallback[0].sel
+		w.PerNamespace, w.sel = true, fallback[0].sel
 		names, err := namespaces(ctx, w.sel)
 		if err != nil {
 			return nil, fmt.Errorf("listing the namespaces %s selects: %w", fallback[0].source, err)
@@ -279,12 +281,12 @@ func checkAccess(ctx context.Context, user string, reqs []accessRequirement, rev
 			w.over = len(names) - maxNamespaceReviews
 			names = names[:maxNamespaceReviews]
 		}
-		var qs []accessQuestion
+		var qs []Question
 		for _, r := range fallback {
-			w.lacking = append(w.lacking, r.q.verb+" "+r.q.target())
+			w.lacking = append(w.lacking, r.Question.Verb+" "+r.Question.Target())
 			for _, ns := range names {
-				q := r.q
-				q.namespace = ns
+				q := r.Question
+				q.Namespace = ns
 				qs = append(qs, q)
 			}
 		}
@@ -298,11 +300,11 @@ func checkAccess(ctx context.Context, user string, reqs []accessRequirement, rev
 		}
 		for _, r := range fallback {
 			for _, ns := range names {
-				q := r.q
-				q.namespace = ns
+				q := r.Question
+				q.Namespace = ns
 				if !got[q] && w.namespaces[ns] {
 					delete(w.namespaces, ns)
-					w.leftOut[ns] = r.q.verb + " " + r.q.target()
+					w.leftOut[ns] = r.Question.Verb + " " + r.Question.Target()
 				}
 			}
 		}
@@ -316,24 +318,24 @@ func checkAccess(ctx context.Context, user string, reqs []accessRequirement, rev
 // said either (the same sentence stands whenever namespaces are asked
 // about one by one), so that the status tells the author nothing about
 // namespaces they may not read. "" when nothing is left out.
-func (a *configAccess) leftOutMessage() string {
+func (a *Access) LeftOutMessage() string {
 	var lines []string
-	names := make([]string, 0, len(a.watched))
-	for name := range a.watched {
+	names := make([]string, 0, len(a.Watched))
+	for name := range a.Watched {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		w := a.watched[name]
+		w := a.Watched[name]
 		switch {
 		case w.all:
 		case w.refusal != "":
 			lines = append(lines, fmt.Sprintf("watched resource %s reads nothing: %s", name, w.refusal))
-		case w.perNamespace:
+		case w.PerNamespace:
 			var named []string
 			for ns, why := range w.leftOut {
 				if spec.NamedBy(w.sel, ns) {
-					named = append(named, fmt.Sprintf("%s (%s may not %s there)", ns, a.author, why))
+					named = append(named, fmt.Sprintf("%s (%s may not %s there)", ns, a.Author, why))
 				}
 			}
 			sort.Strings(named)
@@ -341,25 +343,25 @@ func (a *configAccess) leftOutMessage() string {
 				lines = append(lines, fmt.Sprintf("watched resource %s leaves out namespace %s", name, strings.Join(named, ", ")))
 			}
 			lines = append(lines, fmt.Sprintf("watched resource %s reads only the selected namespaces where %s may %s (checked when a namespace joins the selection; until then it is left out); namespaces selected by label are not named",
-				name, a.author, strings.Join(w.lacking, ", ")))
+				name, a.Author, strings.Join(w.lacking, ", ")))
 			if w.over > 0 {
 				lines = append(lines, fmt.Sprintf("watched resource %s: namespaceSelector selects more than %d namespaces, and those past the first %d by name are left out", name, maxNamespaceReviews, maxNamespaceReviews))
 			}
 		}
 	}
-	if a.outputs != "" {
-		lines = append(lines, "nothing is published: "+a.outputs)
+	if a.Outputs != "" {
+		lines = append(lines, "nothing is published: "+a.Outputs)
 	}
 	return strings.Join(lines, "\n")
 }
 
 // complete says whether a reads every selected namespace the author
 // named and publishes: what the Authorized condition's status says.
-func (a *configAccess) complete() bool {
-	if a.outputs != "" {
+func (a *Access) Complete() bool {
+	if a.Outputs != "" {
 		return false
 	}
-	for _, w := range a.watched {
+	for _, w := range a.Watched {
 		if w.refusal != "" {
 			return false
 		}
@@ -372,105 +374,16 @@ func (a *configAccess) complete() bool {
 	return true
 }
 
-// accessController checks each config's access (checkAccess) on a
-// workqueue, on every replica: each replica's stores are filled by it.
-type accessController struct {
-	m          *Module
-	controller controller.Controller
-
-	// triggers queues the configs whose access to check, once the
-	// controller runs; it starts with every config.
-	triggers *trigger.Source[reconcile.Request]
-}
-
-func newAccessController(m *Module) (*accessController, error) {
-	a := &accessController{m: m}
-	c, err := m.host.NewController("HAProxyTemplateConfigAccess", controller.Options{
-		Reconciler:         a,
-		NeedLeaderElection: ptr.To(false),
-		RateLimiter:        workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
-	})
-	if err != nil {
-		return nil, err
-	}
-	a.triggers = trigger.New(m.allConfigRequests)
-	err = c.Watch(a.triggers)
-	if err != nil {
-		return nil, err
-	}
-	a.controller = c
-	return a, nil
-}
-
-// trigger asks for key's access to be checked.
-func (a *accessController) trigger(key spec.Key) {
-	if a == nil {
-		return
-	}
-	a.triggers.Add(key.Request())
-}
-
-// namespaceChanged checks again every config whose selection may change.
-func (a *accessController) namespaceChanged() {
-	for _, st := range a.m.allStates() {
-		if st.needsNamespaceChecks() {
-			a.trigger(st.key)
-		}
-	}
-}
-
-// accessDeadline bounds one config's check.
-const accessDeadline = 30 * time.Second
-
-func (a *accessController) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	m := a.m
-	st := m.state(spec.KeyOfRequest(req))
-	if st == nil || st.compiled == nil {
-		return reconcile.Result{}, nil
-	}
-	noAuthor := st.noAuthor
-	if st.hasAuthor {
-		noAuthor = m.keepAuthorRecordCurrent(ctx, st)
-	}
-	var access *configAccess
-	if noAuthor != "" {
-		access = &configAccess{outputs: noAuthor + claimHint}
-	} else {
-		ctx, cancel := context.WithTimeout(ctx, accessDeadline)
-		defer cancel()
-		reqs := accessRequirements(st.key, st.compiled, m.accessTargets(st.compiled), st.certs)
-		var err error
-		access, err = checkAccess(ctx, st.author.Username, reqs, m.access.reviewer(st.author), m.selectedNamespaces)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-	}
-	old := st.setAccess(access)
-	for name, f := range st.feeds {
-		if f != nil && !sameReach(old, access, name) {
-			f.resync(logf.IntoContext(ctx, logf.FromContext(ctx).WithValues("config", st.key)))
-		}
-	}
-	m.publisher.trigger(st.key)
-	return reconcile.Result{RequeueAfter: recheckAfter(m.opts.AccessRecheck)}, nil
-}
-
-// recheckAfter is interval less up to a tenth, at random, so that the
-// configs loaded together at a start do not all ask again at one moment.
-func recheckAfter(interval time.Duration) time.Duration {
-	return interval - rand.N(interval/10+1)
-}
-
-// sameReach says whether a and b read the same namespaces for watched.
-func sameReach(a, b *configAccess, watched string) bool {
+// SameReach says whether a and b read the same namespaces for watched.
+func SameReach(a, b *Access, watched string) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	wa, wb := a.watched[watched], b.watched[watched]
+	wa, wb := a.Watched[watched], b.Watched[watched]
 	if wa == nil || wb == nil {
 		return wa == wb
 	}
-	if wa.all != wb.all || wa.perNamespace != wb.perNamespace || len(wa.namespaces) != len(wb.namespaces) {
+	if wa.all != wb.all || wa.PerNamespace != wb.PerNamespace || len(wa.namespaces) != len(wb.namespaces) {
 		return false
 	}
 	for ns := range wa.namespaces {

@@ -1,4 +1,4 @@
-package configcheck
+package authz
 
 import (
 	"context"
@@ -18,15 +18,6 @@ import (
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 )
 
-// everywhere is the access of an author holding every right cluster-wide.
-func everywhere(watched ...string) *configAccess {
-	a := &configAccess{author: "admin", watched: map[string]*watchedAccess{}}
-	for _, name := range watched {
-		a.watched[name] = &watchedAccess{all: true}
-	}
-	return a
-}
-
 // futureSpec is the attack of a namespace that joins later: Secrets in the
 // namespaces named team-a and future, and Services in those labelled
 // team=a (a label anyone with the right may give a namespace).
@@ -41,7 +32,7 @@ func futureSpec(t *testing.T) *spec.Compiled {
 
 // aliceGrants: alice may read Secrets and Services in team-a only, and
 // write the outputs there.
-func aliceGrants() []accessQuestion {
+func aliceGrants() []Question {
 	g := grant("configmaps", "team-a", "create", "update")
 	g = append(g, grant("secrets", "team-a", readVerbs...)...)
 	return append(g, grant("services", "team-a", readVerbs...)...)
@@ -49,11 +40,11 @@ func aliceGrants() []accessQuestion {
 
 func TestCheckAccessLeavesOutWhatTheAuthorMayNotRead(t *testing.T) {
 	c := futureSpec(t)
-	reqs := accessRequirements(authzKey, c, served(c), false)
-	check := func(namespaces map[string]labels.Set) *configAccess {
+	reqs := Requirements(authzKey, c, served(c), false)
+	check := func(namespaces map[string]labels.Set) *Access {
 		t.Helper()
 		auth := &fakeAuthorizer{grants: aliceGrants()}
-		a, err := checkAccess(context.Background(), "alice", reqs, auth.review, (&namespaceLister{namespaces: namespaces}).list)
+		a, err := CheckAccess(context.Background(), "alice", reqs, auth.review, (&namespaceLister{namespaces: namespaces}).list)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,11 +52,11 @@ func TestCheckAccessLeavesOutWhatTheAuthorMayNotRead(t *testing.T) {
 	}
 	teamA := labels.Set{"kubernetes.io/metadata.name": "team-a", "team": "a"}
 	before := check(map[string]labels.Set{"team-a": teamA})
-	if !before.permits("secrets", "team-a") || !before.permits("services", "team-a") || before.outputs != "" {
+	if !before.Permits("secrets", "team-a") || !before.Permits("services", "team-a") || before.Outputs != "" {
 		t.Fatalf("alice's own namespace is left out: %+v", before)
 	}
-	if !before.complete() {
-		t.Fatalf("nothing named is left out, yet incomplete: %s", before.leftOutMessage())
+	if !before.Complete() {
+		t.Fatalf("nothing named is left out, yet incomplete: %s", before.LeftOutMessage())
 	}
 	// An administrator creates future, with a Secret alice may not read,
 	// and labels hidden team=a.
@@ -75,49 +66,49 @@ func TestCheckAccessLeavesOutWhatTheAuthorMayNotRead(t *testing.T) {
 		"hidden": {"kubernetes.io/metadata.name": "hidden", "team": "a"},
 	})
 	for _, leak := range [][2]string{{"secrets", "future"}, {"services", "hidden"}, {"secrets", "hidden"}} {
-		if after.permits(leak[0], leak[1]) {
+		if after.Permits(leak[0], leak[1]) {
 			t.Fatalf("%s of namespace %s are read for alice", leak[0], leak[1])
 		}
 	}
-	if !after.permits("secrets", "team-a") {
+	if !after.Permits("secrets", "team-a") {
 		t.Fatal("team-a's Secrets are left out once future exists")
 	}
-	msg := after.leftOutMessage()
-	if after.complete() || !strings.Contains(msg, `future (alice may not list secrets there)`) {
+	msg := after.LeftOutMessage()
+	if after.Complete() || !strings.Contains(msg, `future (alice may not list secrets there)`) {
 		t.Fatalf("the named namespace is not reported:\n%s", msg)
 	}
 	// hidden was selected by label: whether it exists is none of alice's
 	// business, so the status reads the same with it as without it.
 	withoutHidden := check(map[string]labels.Set{"team-a": teamA, "future": {"kubernetes.io/metadata.name": "future"}})
-	if strings.Contains(msg, "hidden") || msg != withoutHidden.leftOutMessage() {
-		t.Fatalf("the status tells a namespace selected by label apart:\n%s\n---\n%s", msg, withoutHidden.leftOutMessage())
+	if strings.Contains(msg, "hidden") || msg != withoutHidden.LeftOutMessage() {
+		t.Fatalf("the status tells a namespace selected by label apart:\n%s\n---\n%s", msg, withoutHidden.LeftOutMessage())
 	}
 }
 
 func TestCheckAccessClusterWideAndOutputs(t *testing.T) {
 	c := futureSpec(t)
-	reqs := accessRequirements(authzKey, c, served(c), false)
+	reqs := Requirements(authzKey, c, served(c), false)
 	lister := &namespaceLister{namespaces: map[string]labels.Set{"x": {"team": "a"}}}
 	admin := &fakeAuthorizer{grants: append(grant("secrets", "", allVerbs...), append(grant("services", "", allVerbs...), grant("configmaps", "", allVerbs...)...)...)}
-	a, err := checkAccess(context.Background(), "admin", reqs, admin.review, lister.list)
+	a, err := CheckAccess(context.Background(), "admin", reqs, admin.review, lister.list)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !a.permits("secrets", "anything") || lister.calls != 0 || a.leftOutMessage() != "" {
-		t.Fatalf("cluster-wide rights: %+v, %d namespace lists, %q", a, lister.calls, a.leftOutMessage())
+	if !a.Permits("secrets", "anything") || lister.calls != 0 || a.LeftOutMessage() != "" {
+		t.Fatalf("cluster-wide rights: %+v, %d namespace lists, %q", a, lister.calls, a.LeftOutMessage())
 	}
 	// May read, may not publish.
 	reader := &fakeAuthorizer{grants: append(grant("secrets", "", readVerbs...), grant("services", "", readVerbs...)...)}
-	a, err = checkAccess(context.Background(), "bob", reqs, reader.review, lister.list)
+	a, err = CheckAccess(context.Background(), "bob", reqs, reader.review, lister.list)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.outputs == "" || a.complete() {
+	if a.Outputs == "" || a.Complete() {
 		t.Fatalf("outputs allowed to a user who may not write them: %+v", a)
 	}
 	// Not checked yet: nothing.
-	var none *configAccess
-	if none.permits("secrets", "team-a") {
+	var none *Access
+	if none.Permits("secrets", "team-a") {
 		t.Fatal("an unchecked config reads a namespace")
 	}
 }
@@ -154,26 +145,26 @@ func TestNamedBy(t *testing.T) {
 	}
 }
 
-// countingLive is the API server's authorizer behind accessCache, counting
+// countingLive is the API server's authorizer behind Cache, counting
 // the SubjectAccessReviews sent.
 type countingLive struct {
 	auth  *fakeAuthorizer
 	calls atomic.Int64
 }
 
-func (c *countingLive) review(ctx context.Context, _ authenticationv1.UserInfo, q accessQuestion) (bool, error) {
+func (c *countingLive) review(ctx context.Context, _ authenticationv1.UserInfo, q Question) (bool, error) {
 	c.calls.Add(1)
 	return c.auth.review(ctx, q)
 }
 
 func TestAccessCacheAsksOnceAndForAShortTime(t *testing.T) {
 	live := &countingLive{auth: &fakeAuthorizer{grants: grant("secrets", "a", "list"), delay: func() time.Duration { return time.Millisecond }}}
-	cache := newAccessCache(live.review)
+	cache := NewCache(live.review)
 	now := time.Unix(1000, 0)
 	var mu sync.Mutex
 	cache.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	alice := cache.reviewer(authenticationv1.UserInfo{Username: "alice", Groups: []string{"team-a"}})
-	q := accessQuestion{verb: "list", resource: "secrets", namespace: "a"}
+	alice := cache.Reviewer(authenticationv1.UserInfo{Username: "alice", Groups: []string{"team-a"}})
+	q := Question{Verb: "list", Resource: "secrets", Namespace: "a"}
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Add(1)
@@ -189,7 +180,7 @@ func TestAccessCacheAsksOnceAndForAShortTime(t *testing.T) {
 		t.Fatalf("50 askers of one question sent %d reviews, want 1", n)
 	}
 	// Another identity (the same name in other groups) is another question.
-	other := cache.reviewer(authenticationv1.UserInfo{Username: "alice"})
+	other := cache.Reviewer(authenticationv1.UserInfo{Username: "alice"})
 	if _, err := other(context.Background(), q); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +198,7 @@ func TestAccessCacheAsksOnceAndForAShortTime(t *testing.T) {
 	}
 	// A failure is not kept.
 	live.auth.fail = fmt.Errorf("connection refused")
-	q2 := accessQuestion{verb: "watch", resource: "secrets", namespace: "a"}
+	q2 := Question{Verb: "watch", Resource: "secrets", Namespace: "a"}
 	if _, err := alice(context.Background(), q2); err == nil {
 		t.Fatal("no error")
 	}
@@ -241,12 +232,12 @@ func TestSubjectAccessReviewsPerPost(t *testing.T) {
 			grants = append(grants, grant(r, ns, readVerbs...)...)
 		}
 		for _, v := range allVerbs {
-			grants = append(grants, accessQuestion{verb: v, group: "networking.k8s.io", resource: "ingresses", namespace: ns})
+			grants = append(grants, Question{Verb: v, Group: "networking.k8s.io", Resource: "ingresses", Namespace: ns})
 		}
 	}
-	reqs := accessRequirements(authzKey, c, served(c), false)
+	reqs := Requirements(authzKey, c, served(c), false)
 	user := authenticationv1.UserInfo{Username: "alice", Groups: []string{"system:authenticated"}}
-	posts := func(n int, review func() accessReviewer) {
+	posts := func(n int, review func() Reviewer) {
 		var wg sync.WaitGroup
 		for range n {
 			wg.Add(1)
@@ -259,7 +250,7 @@ func TestSubjectAccessReviewsPerPost(t *testing.T) {
 					defer mu.Unlock()
 					return l.list(ctx, s)
 				}
-				if got, err := authorize(context.Background(), "alice", reqs, review(), list); got != "" || err != nil {
+				if got, err := Authorize(context.Background(), "alice", reqs, review(), list); got != "" || err != nil {
 					t.Errorf("refused: %q, %v", got, err)
 				}
 			}()
@@ -268,24 +259,24 @@ func TestSubjectAccessReviewsPerPost(t *testing.T) {
 	}
 	// Before: every post asks every question itself.
 	direct := &countingLive{auth: &fakeAuthorizer{grants: grants}}
-	posts(1, func() accessReviewer {
-		return func(ctx context.Context, q accessQuestion) (bool, error) { return direct.review(ctx, user, q) }
+	posts(1, func() Reviewer {
+		return func(ctx context.Context, q Question) (bool, error) { return direct.review(ctx, user, q) }
 	})
 	onePostDirect := direct.calls.Load()
-	posts(20, func() accessReviewer {
-		return func(ctx context.Context, q accessQuestion) (bool, error) { return direct.review(ctx, user, q) }
+	posts(20, func() Reviewer {
+		return func(ctx context.Context, q Question) (bool, error) { return direct.review(ctx, user, q) }
 	})
 	twentyDirect := direct.calls.Load() - onePostDirect
 	// After: through the shared cache.
 	cached := &countingLive{auth: &fakeAuthorizer{grants: grants}}
-	cache := newAccessCache(cached.review)
-	posts(1, func() accessReviewer { return cache.reviewer(user) })
+	cache := NewCache(cached.review)
+	posts(1, func() Reviewer { return cache.Reviewer(user) })
 	onePost := cached.calls.Load()
-	posts(20, func() accessReviewer { return cache.reviewer(user) })
+	posts(20, func() Reviewer { return cache.Reviewer(user) })
 	twentyMore := cached.calls.Load() - onePost
 	fresh := &countingLive{auth: &fakeAuthorizer{grants: grants}}
-	freshCache := newAccessCache(fresh.review)
-	posts(20, func() accessReviewer { return freshCache.reviewer(user) })
+	freshCache := NewCache(fresh.review)
+	posts(20, func() Reviewer { return freshCache.Reviewer(user) })
 	twentyCold := fresh.calls.Load()
 	t.Logf("SubjectAccessReviews: one post %d (uncached %d); 20 concurrent posts %d on a cold cache, %d right after the first (uncached %d)",
 		onePost, onePostDirect, twentyCold, twentyMore, twentyDirect)
