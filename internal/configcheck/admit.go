@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
@@ -23,7 +26,6 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
-	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 )
 
 // Phases of a watched resource's admission, as metrics and logs name them.
@@ -75,7 +77,7 @@ func (m *Module) watchedCost() module.Cost {
 
 // watchedDenialReasons are the denial reasons of the watched resources'
 // webhooks: the phase that refused the change.
-var watchedDenialReasons = []string{phaseStructure, phaseBounds, phaseRender, phasePolicy, phaseHAProxy, phaseTests}
+var watchedDenialReasons = []string{phaseStructure, guard.PhaseBounds, phaseRender, phasePolicy, phaseHAProxy, phaseTests}
 
 // watchedConfirmation is the confirmation of a watched resource's webhook:
 // nothing is denied from a stale cache (a Service created a moment ago may
@@ -102,8 +104,8 @@ func (m *Module) admitWatched(key spec.Key, watched string) module.AdmitFunc {
 		defer cancel()
 		// Its renderings take render workers in the config's turn
 		// (fair).
-		ctx = fair.WithShare(ctx, configParty(key), classOf(ctx, req))
-		ctx = withOnDemand(ctx, st.onDemand)
+		ctx = fair.WithShare(ctx, guard.ConfigParty(key), guard.ClassOf(ctx, req))
+		ctx = ondemand.WithSet(ctx, st.onDemand)
 		resp, judged := m.decide(ctx, st, w, req)
 		resp = forCaller(resp, req, st.compiled, judged)
 		if !module.ClassOf(resp).IsDenial() {
@@ -122,7 +124,7 @@ func (m *Module) watchedOf(key spec.Key, watched string) (*configState, *spec.Wa
 		return nil, nil, admission.Allowed("HAProxyTemplateConfig " + key.String() + " is gone")
 	}
 	if st.compiled == nil {
-		return nil, nil, admission.Allowed("").WithWarnings(bounded(fmt.Sprintf(
+		return nil, nil, admission.Allowed("").WithWarnings(guard.Bounded(fmt.Sprintf(
 			"HAProxyTemplateConfig %s is invalid, so this change was not validated against it: %s", key, st.invalid), 250))
 	}
 	w, ok := st.compiled.Watched[watched]
@@ -138,8 +140,8 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 		// Refused first, before the object is copied for the stores,
 		// before the config's turn and any rendering: an object this
 		// large would slow every tenant's admissions.
-		countPhase(phaseBounds, "denied")
-		return module.Deny(phaseBounds, boundsDenial(errs)), nil
+		countPhase(guard.PhaseBounds, "denied")
+		return module.Deny(guard.PhaseBounds, guard.BoundsDenial(errs)), nil
 	}
 	op, obj, reason, err := m.proposal(st, w, req)
 	if err != nil {
@@ -165,19 +167,19 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 	// Judged in the config's turn, against the stores and the changes
 	// admitted before this one (pending.go).
 	adm := m.admissionsOf(st.key)
-	release, err := adm.acquire(ctx, req)
+	release, err := adm.Acquire(ctx, req)
 	if err != nil {
 		return shed(req, st.key, "configcheck: "+err.Error()), nil
 	}
 	defer release()
-	adm.prune(st.cachedGetter())
+	adm.Prune(st.cachedGetter())
 	if st.unchanged(w, op, obj, adm) {
 		// What the templates see would not change, so neither would the
 		// rendering: refusing the change could protect nothing.
 		HAProxyChecks.WithLabelValues("unchanged").Inc()
 		return admission.Allowed("what the templates see is unchanged"), nil
 	}
-	stores, err := adm.overlay(st.stores())
+	stores, err := adm.Overlay(st.stores())
 	if err != nil {
 		return module.Deny(phaseStructure, err.Error()), nil
 	}
@@ -195,8 +197,8 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 		}
 	}
 	if v.denial == "" {
-		if recorded(ctx, req) {
-			adm.record(w.Name, op, obj)
+		if guard.Recorded(ctx, req) {
+			adm.Record(w.Name, op, obj)
 		}
 		return admission.Allowed(""), nil
 	}
@@ -213,23 +215,23 @@ func (m *Module) checkBounds(st *configState, w *spec.Watched, req admission.Req
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return nil
 	}
-	size := measureRaw(req.Object.Raw)
-	if !exceeds(w.Bounds, size) {
+	size := guard.MeasureRaw(req.Object.Raw)
+	if !guard.Exceeds(w.Bounds, size) {
 		return nil
 	}
 	selected := func(raw []byte) bool {
 		// Decoded without its lists' items: a selection reads none,
 		// and they are what makes such an object large.
 		var obj map[string]any
-		return utiljson.Unmarshal(withoutListItems(raw), &obj) == nil && obj != nil &&
+		return utiljson.Unmarshal(guard.WithoutListItems(raw), &obj) == nil && obj != nil &&
 			w.SelectsIn(obj, req.Namespace, st.scoped[w.Name], m.namespaceLabels)
 	}
 	if !selected(req.Object.Raw) {
 		return nil
 	}
-	var old *objectSize
+	var old *guard.Size
 	if req.Operation == admissionv1.Update {
-		if before := measureRaw(req.OldObject.Raw); exceeds(w.Bounds, before) && selected(req.OldObject.Raw) {
+		if before := guard.MeasureRaw(req.OldObject.Raw); guard.Exceeds(w.Bounds, before) && selected(req.OldObject.Raw) {
 			old = &before
 		}
 	}
@@ -237,7 +239,7 @@ func (m *Module) checkBounds(st *configState, w *spec.Watched, req admission.Req
 	if kind == "" {
 		kind = "object"
 	}
-	return validateBounds(w, size, old, kind, st.key.String())
+	return guard.ValidateBounds(w, size, old, kind, st.key.String())
 }
 
 // needsPending opens a denial of a change that passes only with changes
@@ -247,10 +249,10 @@ const needsPending = "this change needs a change admitted a moment ago that is n
 // judgeAlone judges the change against stores without the pending changes
 // of other objects, when there are any: an admitted change may never be
 // stored, and nothing admitted may need it. The turn is held.
-func (m *Module) judgeAlone(ctx context.Context, st *configState, adm *admissions, stores map[string]render.IndexedStore,
+func (m *Module) judgeAlone(ctx context.Context, st *configState, adm *guard.Admissions, stores map[string]render.IndexedStore,
 	w *spec.Watched, op render.Operation, obj map[string]any) verdict {
 	namespace, name := identityOf(obj)
-	if !adm.othersPending(w.Name, namespace, name) {
+	if !adm.OthersPending(w.Name, namespace, name) {
 		return verdict{}
 	}
 	data, err := overlaid(stores, w.Name, op, obj)
@@ -271,8 +273,6 @@ func identityOf(obj map[string]any) (namespace, name string) {
 	return namespace, name
 }
 
-func dryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRun }
-
 // confirmWatched returns the confirmation of one config's watched resource:
 // the change judged again over the API server's lists, and, when it fails
 // there too, the live state without it, whose same failure admits it.
@@ -289,7 +289,7 @@ func (m *Module) confirmWatched(key spec.Key, watched string) module.ConfirmFunc
 		if deadline, ok := ctx.Deadline(); ok {
 			start = deadline.Add(-(time.Duration(st.compiled.Timeout)*time.Second - m.opts.Margin))
 		}
-		c, judged := m.confirm(fair.WithShare(ctx, configParty(key), classOf(ctx, req)), st, w, req, denial)
+		c, judged := m.confirm(fair.WithShare(ctx, guard.ConfigParty(key), guard.ClassOf(ctx, req)), st, w, req, denial)
 		c.Response = forCaller(c.Response, req, st.compiled, judged)
 		observeAdmission(watched, c.Response, time.Since(start))
 		return c
@@ -297,7 +297,7 @@ func (m *Module) confirmWatched(key spec.Key, watched string) module.ConfirmFunc
 }
 
 func (m *Module) confirm(ctx context.Context, st *configState, w *spec.Watched, req admission.Request, denial admission.Response) (module.Confirmed, map[string]render.IndexedStore) {
-	if r := denial.AuditAnnotations[module.ReasonAnnotation]; r == phaseStructure || r == phaseBounds {
+	if r := denial.AuditAnnotations[module.ReasonAnnotation]; r == phaseStructure || r == guard.PhaseBounds {
 		// The request's own shape: no state to read again.
 		return module.Upheld(denial), nil
 	}
@@ -307,22 +307,22 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *spec.Watched, 
 		return module.Upheld(denial), nil
 	}
 	adm := m.admissionsOf(st.key)
-	release, err := adm.acquire(ctx, req)
+	release, err := adm.Acquire(ctx, req)
 	if err != nil {
 		return shedConfirmation(req, denial, "configcheck: "+err.Error()), nil
 	}
 	defer release()
-	adm.prune(st.cachedGetter())
+	adm.Prune(st.cachedGetter())
 	// A denial is confirmed over objects fetched now, never over what an
 	// on-demand store fetched earlier.
-	fresh := st.onDemand.uncached()
-	ctx = withOnDemand(ctx, fresh)
+	fresh := st.onDemand.Uncached()
+	ctx = ondemand.WithSet(ctx, fresh)
 	live, err := m.liveStores(ctx, st)
 	if err != nil {
-		return module.LiveDecision(module.Undecided(fmt.Sprintf("configcheck: the denial could not be confirmed against the API server in time (%v); the first check said: %s", err, bounded(denial.Result.Message, 1000)))), nil
+		return module.LiveDecision(module.Undecided(fmt.Sprintf("configcheck: the denial could not be confirmed against the API server in time (%v); the first check said: %s", err, guard.Bounded(denial.Result.Message, 1000)))), nil
 	}
-	fresh.addStores(live)
-	withPending, err := adm.overlay(live)
+	fresh.AddStores(live)
+	withPending, err := adm.Overlay(live)
 	if err != nil {
 		return module.Upheld(module.Deny(phaseStructure, err.Error())), nil
 	}
@@ -341,8 +341,8 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *spec.Watched, 
 	case confirmed.undecided != "":
 		return module.LiveDecision(module.Undecided(confirmed.undecided)), nil
 	case confirmed.denial == "":
-		if recorded(ctx, req) {
-			adm.record(w.Name, op, obj)
+		if guard.Recorded(ctx, req) {
+			adm.Record(w.Name, op, obj)
 		}
 		return module.Overturned(admission.Allowed("")), nil
 	}
@@ -351,9 +351,9 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *spec.Watched, 
 	if !alone {
 		if way, ok := m.wayOut(ctx, st, withPending, w.Name, op, obj, confirmed); ok {
 			countPhase(confirmed.phase, "pre-existing")
-			log.Info("admitted: the cluster's state fails without this change, and it adds no failure", "phase", confirmed.phase, "failure", bounded(confirmed.denial, 500), "delete", op == render.OperationDelete)
-			if recorded(ctx, req) {
-				adm.record(w.Name, op, obj)
+			log.Info("admitted: the cluster's state fails without this change, and it adds no failure", "phase", confirmed.phase, "failure", guard.Bounded(confirmed.denial, 500), "delete", op == render.OperationDelete)
+			if guard.Recorded(ctx, req) {
+				adm.Record(w.Name, op, obj)
 			}
 			// Live state upholds the failure; its standing without the
 			// change admits it: counted as confirmed, not as a cache
@@ -479,9 +479,9 @@ const haproxyRejects = "haproxy -c rejects the rendered configuration:"
 func (m *Module) judge(ctx context.Context, c *spec.Compiled, data render.Data, failedTests string) verdict {
 	data.ExtraContext = c.ExtraContext
 	start := time.Now()
-	out, err := renderFetching(ctx, c, data)
+	out, err := ondemand.Render(ctx, c, data)
 	observePhase(phaseRender, time.Since(start))
-	var fetchErr *onDemandError
+	var fetchErr *ondemand.Error
 	if errors.As(err, &fetchErr) {
 		return verdict{undecided: fetchErr.Error()}
 	}
@@ -559,8 +559,8 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	// the unverified callers' share (issue 35, item 4). The compile is
 	// the first thing done in it: a template is its author's program.
 	verified := module.VerifiedCaller(ctx)
-	party, class := authorParty(req.Namespace), fair.Check
-	if dryRun(req) {
+	party, class := guard.AuthorParty(req.Namespace), fair.Check
+	if guard.DryRun(req) {
 		class = fair.DryRun
 	}
 	if !verified {
@@ -571,7 +571,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		return module.Undecided(err.Error())
 	}
 	if len(errs) > 0 {
-		return module.Deny(reasonInvalidConfig, bounded(errs.ToAggregate().Error(), 4000))
+		return module.Deny(reasonInvalidConfig, guard.Bounded(errs.ToAggregate().Error(), 4000))
 	}
 	// The author must hold the rights the config exercises (authz),
 	// asked before the tests run, so a refused config costs no haproxy
@@ -657,7 +657,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 		case state.undecided != "":
 			return module.Undecided(state.undecided)
 		case state.denial != "":
-			return module.Deny(reason, bounded(state.denial, 4000))
+			return module.Deny(reason, guard.Bounded(state.denial, 4000))
 		}
 		warnings = append(warnings, state.warnings...)
 		if !verified {
@@ -676,7 +676,7 @@ func (m *Module) admitConfig(ctx context.Context, req admission.Request) admissi
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Watched)) {
 		if _, _, err := m.resolve(c.Watched[name].GVR); err != nil {
-			warnings = append(warnings, bounded(fmt.Sprintf("watched resource %s: %s is not served by this cluster (yet); its store stays empty until it is", name, c.Watched[name].GVR), 250))
+			warnings = append(warnings, guard.Bounded(fmt.Sprintf("watched resource %s: %s is not served by this cluster (yet); its store stays empty until it is", name, c.Watched[name].GVR), 250))
 		}
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
@@ -699,16 +699,4 @@ func specChanged(req admission.Request, cfg spec.Object) (bool, error) {
 		return false, err
 	}
 	return !old.SameSpec(cfg), nil
-}
-
-// bounded cuts s to n bytes, saying so.
-func bounded(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const more = "... (cut)"
-	if n <= len(more) {
-		return more[:max(n, 0)]
-	}
-	return strings.TrimRight(textcut.Prefix(s, n-len(more)), " \n") + more
 }

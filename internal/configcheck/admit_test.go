@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
@@ -417,7 +419,7 @@ func TestBounded(t *testing.T) {
 		{strings.Repeat("é", 50), 20, strings.Repeat("é", 5) + more},
 	}
 	for _, tc := range fixed {
-		if got := bounded(tc.s, tc.n); got != tc.want {
+		if got := guard.Bounded(tc.s, tc.n); got != tc.want {
 			t.Errorf("bounded(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
 		}
 	}
@@ -426,7 +428,7 @@ func TestBounded(t *testing.T) {
 		"ascii then " + strings.Repeat("日本語", 20), strings.Repeat("a€𝄞é", 15),
 	} {
 		for n := len(more); n < len(s)+2; n++ {
-			got := bounded(s, n)
+			got := guard.Bounded(s, n)
 			if len(s) <= n {
 				if got != s {
 					t.Fatalf("bounded(%q, %d) changed a string that fits: %q", s, n, got)

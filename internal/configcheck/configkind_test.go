@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
@@ -33,7 +35,7 @@ var hapticRequestKind = metav1.GroupVersionKind{Group: "haproxy-haptic.org", Ver
 func TestConfigsOfTwoKindsNeverMeet(t *testing.T) {
 	nn := types.NamespacedName{Namespace: "team-a", Name: "edge"}
 	ours, theirs := spec.GatehouseKey(nn), spec.Key{Kind: spec.HapticKind, NamespacedName: nn}
-	if ours == theirs || ours.String() == theirs.String() || configParty(ours) == configParty(theirs) {
+	if ours == theirs || ours.String() == theirs.String() || guard.ConfigParty(ours) == guard.ConfigParty(theirs) {
 		t.Fatalf("keys %v and %v meet", ours, theirs)
 	}
 	for _, k := range []spec.Key{ours, theirs} {

@@ -7,6 +7,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -66,12 +70,12 @@ func (m *Module) checkCurrentState(ctx context.Context, key spec.Key, author aut
 	}
 	// Its on-demand objects are fetched for its writer, who becomes its
 	// author.
-	fetched, err := newOnDemandSet(c, m.onDemandFetcher(author, true), false)
+	fetched, err := ondemand.NewSet(c, m.onDemandFetcher(author, true), false)
 	if err != nil {
 		return currentState{undecided: "configcheck: " + err.Error()}
 	}
-	fetched.addStores(stores)
-	v := m.judge(withOnDemand(ctx, fetched), c, dataOf(stores), "")
+	fetched.AddStores(stores)
+	v := m.judge(ondemand.WithSet(ctx, fetched), c, dataOf(stores), "")
 	return decideCurrentState(key, v, empty, validTest(c, report), func() bool {
 		st := m.state(key)
 		if st == nil || st.compiled == nil {
@@ -83,9 +87,9 @@ func (m *Module) checkCurrentState(ctx context.Context, key spec.Key, author aut
 		if err != nil {
 			return false
 		}
-		storedFetched := st.onDemand.uncached()
-		storedFetched.addStores(stored)
-		before := m.judge(withOnDemand(ctx, storedFetched), st.compiled, dataOf(stored), "")
+		storedFetched := st.onDemand.Uncached()
+		storedFetched.AddStores(stored)
+		before := m.judge(ondemand.WithSet(ctx, storedFetched), st.compiled, dataOf(stored), "")
 		return before.undecided == "" && addsNoFailure(v, before)
 	})
 }
@@ -103,8 +107,8 @@ func decideCurrentState(key spec.Key, v verdict, empty []string, proof string, f
 		return currentState{}
 	case len(empty) > 0 && proof != "":
 		return currentState{warnings: []string{
-			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render the cluster's current state yet, so %s: %s", key, key.UntilFixed("it does", true), firstFailureLine(v.denial)), 250),
-			bounded(fmt.Sprintf("admitted because watched resource %s selects no object yet and test %q renders a configuration haproxy -c accepts from its fixtures", strings.Join(empty, ", "), proof), 250),
+			guard.Bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render the cluster's current state yet, so %s: %s", key, key.UntilFixed("it does", true), firstFailureLine(v.denial)), 250),
+			guard.Bounded(fmt.Sprintf("admitted because watched resource %s selects no object yet and test %q renders a configuration haproxy -c accepts from its fixtures", strings.Join(empty, ", "), proof), 250),
 		}}
 	case failsAlready():
 		return currentState{warnings: preexistingWarnings(key, v.denial)}

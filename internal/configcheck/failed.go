@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +37,7 @@ func (m *Module) Failed(ctx context.Context, host module.Host, reason error) err
 	if err != nil {
 		return err
 	}
-	message := bounded(fmt.Sprintf("configcheck could not start: %v. Until it does, this config validates nothing (its webhooks are withdrawn from the webhook configurations) and publishes nothing; the other modules of Gatehouse serve.", reason), 4000)
+	message := guard.Bounded(fmt.Sprintf("configcheck could not start: %v. Until it does, this config validates nothing (its webhooks are withdrawn from the webhook configurations) and publishes nothing; the other modules of Gatehouse serve.", reason), 4000)
 	w := &failedWriter{host: host, configs: configs, message: message}
 	c, err := host.NewController("ModuleFailed", controller.Options{Reconciler: w})
 	if err != nil {

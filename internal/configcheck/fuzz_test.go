@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -86,7 +88,7 @@ func FuzzCompileConfig(f *testing.F) {
 			}
 		}
 		if c == nil {
-			_ = bounded(errs.ToAggregate().Error(), 4000)
+			_ = guard.Bounded(errs.ToAggregate().Error(), 4000)
 			return
 		}
 		if c.Renderer == nil {

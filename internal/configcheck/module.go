@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
@@ -199,7 +201,7 @@ type Module struct {
 	mu     sync.RWMutex
 	states map[spec.Key]*configState
 	// admitted holds each config's turn and pending changes (pending.go).
-	admitted map[spec.Key]*admissions
+	admitted map[spec.Key]*guard.Admissions
 	// failOpenLogged is set once "no config asks for validation" was logged.
 	failOpenLogged bool
 	// onDemandForbidden logs once that Gatehouse may not get an on-demand

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
@@ -97,16 +99,14 @@ func ingressReview(t *testing.T, op admissionv1.Operation, namespace, name, line
 func (e *partyEnv) decide(ctx context.Context, req admission.Request, timeout time.Duration) admission.Response {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ctx = fair.WithShare(ctx, configParty(e.st.key), classOf(ctx, req))
+	ctx = fair.WithShare(ctx, guard.ConfigParty(e.st.key), guard.ClassOf(ctx, req))
 	resp, _ := e.m.decide(ctx, e.st, e.w, req)
 	return resp
 }
 
 func (e *partyEnv) pending() int {
 	a := e.m.admissionsOf(e.st.key)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.pending)
+	return a.PendingChanges()
 }
 
 // heldRunner holds every haproxy run of a rendering containing "# hold"
@@ -214,9 +214,9 @@ func TestForgedReviewsWaitInAPartyOfTheirOwn(t *testing.T) {
 	post(0)
 	<-h.held
 	adm := e.m.admissionsOf(e.st.key)
-	for i := 1; i <= maxTenantWaiting; i++ {
+	for i := 1; i <= guard.MaxTenantWaiting; i++ {
 		post(i)
-		for adm.unrecorded.Waiting() != i {
+		for adm.Waiting(false) != i {
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -228,7 +228,7 @@ func TestForgedReviewsWaitInAPartyOfTheirOwn(t *testing.T) {
 	go func() {
 		b <- e.decide(anonymous, ingressReview(t, admissionv1.Create, "tenant-b", "b", "# b", "system:serviceaccount:tenant-b:deployer", false), 30*time.Second)
 	}()
-	for adm.unrecorded.Waiting() != maxTenantWaiting+1 {
+	for adm.Waiting(false) != guard.MaxTenantWaiting+1 {
 		select {
 		case resp := <-b:
 			t.Fatalf("tenant B's create was not queued in a party of its own: %+v", resp.Result)
@@ -276,9 +276,9 @@ func TestADeletionIsNeverRefusedForLoad(t *testing.T) {
 	}
 	create(0)
 	<-h.held
-	for i := 1; i <= maxTenantWaiting; i++ {
+	for i := 1; i <= guard.MaxTenantWaiting; i++ {
 		create(i)
-		for adm.turn.Waiting() != i {
+		for adm.Waiting(true) != i {
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -296,8 +296,8 @@ func TestADeletionIsNeverRefusedForLoad(t *testing.T) {
 		t.Fatalf("the first answer of the creates: %+v; want the newest refused for the deletion", resp)
 	}
 	// The party full again, the deletion takes the newest create's place.
-	create(maxTenantWaiting + 1)
-	for adm.turn.Waiting() != maxTenantWaiting {
+	create(guard.MaxTenantWaiting + 1)
+	for adm.Waiting(true) != guard.MaxTenantWaiting {
 		time.Sleep(time.Millisecond)
 	}
 	deleted := make(chan admission.Response, 1)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -56,11 +58,11 @@ func TestPendingOverlay(t *testing.T) {
 	}
 	stores := map[string]render.IndexedStore{"ingresses": cache}
 	clock := &fakeClock{t: time.Unix(1000, 0)}
-	adm := newAdmissions(time.Minute, clock.now)
+	adm := guard.NewAdmissions(time.Minute, clock.now)
 
 	view := func() []string {
 		t.Helper()
-		o, err := adm.overlay(stores)
+		o, err := adm.Overlay(stores)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,14 +71,14 @@ func TestPendingOverlay(t *testing.T) {
 	if got := view(); !sameNames(got, []string{"app/kept", "app/old"}) {
 		t.Fatalf("nothing pending: %v", got)
 	}
-	adm.record("ingresses", render.OperationCreate, w.Stored(ingressWithLine("new", "a")))
-	adm.record("ingresses", render.OperationDelete, w.Stored(ingressWithLine("old", "x")))
+	adm.Record("ingresses", render.OperationCreate, w.Stored(ingressWithLine("new", "a")))
+	adm.Record("ingresses", render.OperationDelete, w.Stored(ingressWithLine("old", "x")))
 	if got := view(); !sameNames(got, []string{"app/kept", "app/new"}) {
 		t.Fatalf("a create and a delete pending: %v", got)
 	}
 	// A later admitted change of the same object replaces the earlier.
-	adm.record("ingresses", render.OperationUpdate, w.Stored(ingressWithLine("new", "b")))
-	o, err := adm.overlay(stores)
+	adm.Record("ingresses", render.OperationUpdate, w.Stored(ingressWithLine("new", "b")))
+	o, err := adm.Overlay(stores)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,52 +86,52 @@ func TestPendingOverlay(t *testing.T) {
 	if err != nil || got["spec"].(map[string]any)["line"] != "b" {
 		t.Fatalf("the later change of app/new is shown: %v, %v", got, err)
 	}
-	if len(adm.pending) != 2 {
-		t.Fatalf("%d pending changes, want 2 (one per object)", len(adm.pending))
+	if adm.PendingChanges() != 2 {
+		t.Fatalf("%d pending changes, want 2 (one per object)", adm.PendingChanges())
 	}
-	if !adm.othersPending("ingresses", "app", "new") {
+	if !adm.OthersPending("ingresses", "app", "new") {
 		t.Fatal("app/old's deletion is pending beside app/new")
 	}
-	alone := newAdmissions(time.Minute, clock.now)
-	alone.record("ingresses", render.OperationCreate, w.Stored(ingressWithLine("new", "a")))
-	if alone.othersPending("ingresses", "app", "new") || !alone.othersPending("ingresses", "app", "other") {
+	alone := guard.NewAdmissions(time.Minute, clock.now)
+	alone.Record("ingresses", render.OperationCreate, w.Stored(ingressWithLine("new", "a")))
+	if alone.OthersPending("ingresses", "app", "new") || !alone.OthersPending("ingresses", "app", "other") {
 		t.Fatal("othersPending counts the changes of other objects only")
 	}
 
 	get := func(watched, namespace, name string) (map[string]any, bool) { return cache.Get(namespace, name) }
 	t.Run("kept while the cache does not show them", func(t *testing.T) {
-		adm.prune(get)
-		if len(adm.pending) != 2 {
-			t.Fatalf("%d pending, want 2", len(adm.pending))
+		adm.Prune(get)
+		if adm.PendingChanges() != 2 {
+			t.Fatalf("%d pending, want 2", adm.PendingChanges())
 		}
 	})
 	t.Run("dropped once the cache shows them", func(t *testing.T) {
 		if err := cache.Upsert(w.Stored(ingressWithLine("new", "a"))); err != nil {
 			t.Fatal(err)
 		}
-		adm.prune(get)
-		if len(adm.pending) != 2 {
+		adm.Prune(get)
+		if adm.PendingChanges() != 2 {
 			t.Fatal("the cache shows an earlier version of app/new, not the pending one: still pending")
 		}
 		if err := cache.Upsert(w.Stored(ingressWithLine("new", "b"))); err != nil {
 			t.Fatal(err)
 		}
 		cache.Delete("app", "old")
-		adm.prune(get)
-		if len(adm.pending) != 0 {
-			t.Fatalf("%d pending after the cache shows both", len(adm.pending))
+		adm.Prune(get)
+		if adm.PendingChanges() != 0 {
+			t.Fatalf("%d pending after the cache shows both", adm.PendingChanges())
 		}
 	})
 	t.Run("dropped after the bound when never stored", func(t *testing.T) {
-		adm.record("ingresses", render.OperationCreate, w.Stored(ingressWithLine("never", "a")))
+		adm.Record("ingresses", render.OperationCreate, w.Stored(ingressWithLine("never", "a")))
 		clock.t = clock.t.Add(59 * time.Second)
-		adm.prune(get)
-		if len(adm.pending) != 1 {
+		adm.Prune(get)
+		if adm.PendingChanges() != 1 {
 			t.Fatal("dropped before the bound")
 		}
 		clock.t = clock.t.Add(time.Second)
-		adm.prune(get)
-		if len(adm.pending) != 0 {
+		adm.Prune(get)
+		if adm.PendingChanges() != 0 {
 			t.Fatal("kept past the bound")
 		}
 	})
@@ -151,14 +153,14 @@ func TestPendingJudgedTogether(t *testing.T) {
 	}
 	stores := map[string]render.IndexedStore{"ingresses": cache}
 	m := &Module{checker: testChecker(t, nil)}
-	adm := newAdmissions(time.Minute, time.Now)
+	adm := guard.NewAdmissions(time.Minute, time.Now)
 	// A section keyword starts a section wherever it is indented: each
 	// Ingress declares backend "dup", which one may, and two may not.
 	line := "backend dup"
 	var admitted []string
 	for _, name := range []string{"one", "two", "three"} {
 		obj := w.Stored(ingressWithLine(name, line))
-		withPending, err := adm.overlay(stores)
+		withPending, err := adm.Overlay(stores)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +180,7 @@ func TestPendingJudgedTogether(t *testing.T) {
 		}
 		if v.denial == "" {
 			admitted = append(admitted, name)
-			adm.record("ingresses", render.OperationCreate, obj)
+			adm.Record("ingresses", render.OperationCreate, obj)
 		}
 	}
 	if !sameNames(admitted, []string{"one"}) {
@@ -197,12 +199,12 @@ func TestAdmissionsTakeTurnsPerConfig(t *testing.T) {
 	create := func(namespace string) admission.Request {
 		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: namespace, Operation: admissionv1.Create}}
 	}
-	release, err := a.acquire(verified, create("tenant-a"))
+	release, err := a.Acquire(verified, create("tenant-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another config's admissions do not wait for a's.
-	releaseB, err := b.acquire(verified, create("tenant-a"))
+	releaseB, err := b.Acquire(verified, create("tenant-a"))
 	if err != nil {
 		t.Fatal("another config's turn waited:", err)
 	}
@@ -212,10 +214,10 @@ func TestAdmissionsTakeTurnsPerConfig(t *testing.T) {
 	ctx, cancel := context.WithCancel(verified)
 	waited := make(chan error, 1)
 	go func() {
-		_, err := a.acquire(ctx, create("tenant-b"))
+		_, err := a.Acquire(ctx, create("tenant-b"))
 		waited <- err
 	}()
-	for a.turn.Waiting() != 1 {
+	for a.Waiting(true) != 1 {
 		select {
 		case err := <-waited:
 			t.Fatalf("a second admission of the same config did not wait for the first: %v", err)
@@ -228,7 +230,7 @@ func TestAdmissionsTakeTurnsPerConfig(t *testing.T) {
 		t.Fatalf("got %v; want the waiting admission to end with its context", err)
 	}
 	release()
-	again, err := a.acquire(verified, create("tenant-b"))
+	again, err := a.Acquire(verified, create("tenant-b"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
@@ -89,8 +91,8 @@ func preexistingWarnings(key spec.Key, denial string) []string {
 		first, _, _ = strings.Cut(rest, "\n")
 	}
 	return []string{
-		bounded(fmt.Sprintf("HAProxyTemplateConfig %s fails without this change too, so the change was admitted, checked only up to that failure; "+
+		guard.Bounded(fmt.Sprintf("HAProxyTemplateConfig %s fails without this change too, so the change was admitted, checked only up to that failure; "+
 			"%s", key, key.UntilFixed("it is fixed", false)), 250),
-		bounded(failureWarningPrefix+first, 250),
+		guard.Bounded(failureWarningPrefix+first, 250),
 	}
 }

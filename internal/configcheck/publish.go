@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -94,7 +96,7 @@ func (p *publisher) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if key.Kind != spec.GatehouseKind {
 		return reconcile.Result{}, nil
 	}
-	ctx = fair.WithShare(ctx, configParty(key), fair.Real)
+	ctx = fair.WithShare(ctx, guard.ConfigParty(key), fair.Real)
 	retry, err := p.sync(ctx, key)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -154,7 +156,7 @@ func (p *publisher) sync(ctx context.Context, key spec.Key) (time.Duration, erro
 		retry = publishRetry
 	case st.access.Load().Outputs != "":
 		// Gatehouse writes nothing its author may not.
-		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "NotPermitted", bounded(st.access.Load().Outputs, 1000))
+		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "NotPermitted", guard.Bounded(st.access.Load().Outputs, 1000))
 	default:
 		retry, err = p.publish(ctx, cfg, st, status)
 	}
@@ -186,7 +188,7 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 	if err != nil {
 		published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "RenderFailed",
-			bounded("the cluster's current state does not render; the last accepted rendering stays published: "+renderFailure(err), 1000))
+			guard.Bounded("the cluster's current state does not render; the last accepted rendering stays published: "+renderFailure(err), 1000))
 		p.failing(ctx, st, stores, status, verdict{denial: renderFailure(err), phase: phaseRender})
 		return 0, nil
 	}
@@ -198,14 +200,14 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 	if v.Refused {
 		published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "PolicyRefused",
-			bounded("the cluster's current rendering breaks the check policy and was not checked; the last accepted one stays published:\n"+v.Message, 1000))
+			guard.Bounded("the cluster's current rendering breaks the check policy and was not checked; the last accepted one stays published:\n"+v.Message, 1000))
 		p.failing(ctx, st, stores, status, verdict{denial: v.Message, phase: phasePolicy})
 		return 0, nil
 	}
 	if !v.Valid {
 		published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "HAProxyCheckFailed",
-			bounded("haproxy -c rejects the cluster's current rendering; the last accepted one stays published:\n"+v.Message, 1000))
+			guard.Bounded("haproxy -c rejects the cluster's current rendering; the last accepted one stays published:\n"+v.Message, 1000))
 		p.failing(ctx, st, stores, status, verdict{denial: haproxyRejects + "\n" + v.Message, phase: phaseHAProxy, alerts: v.Alerts})
 		return 0, nil
 	}
@@ -222,18 +224,18 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		var big *tooLargeError
 		if errors.As(err, &big) {
 			published.WithLabelValues("too-large").Inc()
-			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputTooLarge", bounded(big.Error(), 1000))
+			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputTooLarge", guard.Bounded(big.Error(), 1000))
 			return 0, nil // the size changes only with the state, which triggers again
 		}
 		var taken *notOwnedError
 		if errors.As(err, &taken) {
 			published.WithLabelValues("not-owned").Inc()
-			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputNotOwned", bounded(taken.Error(), 1000))
+			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputNotOwned", guard.Bounded(taken.Error(), 1000))
 			return outputRetry, nil
 		}
 		if apierrors.IsForbidden(err) {
 			published.WithLabelValues("forbidden").Inc()
-			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputForbidden", bounded(forbiddenMessage(cfg.Namespace, err), 1000))
+			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputForbidden", guard.Bounded(forbiddenMessage(cfg.Namespace, err), 1000))
 			return forbiddenRetry, nil
 		}
 		if err != nil {
@@ -272,5 +274,5 @@ func (p *publisher) failing(ctx context.Context, st *configState, stores map[str
 	if len(a.culprits) == 0 {
 		reason = "Unattributed"
 	}
-	setCondition(status, st, gatehousev1alpha1.ConditionFailing, metav1.ConditionTrue, reason, bounded(a.message(), 2000))
+	setCondition(status, st, gatehousev1alpha1.ConditionFailing, metav1.ConditionTrue, reason, guard.Bounded(a.message(), 2000))
 }

@@ -7,6 +7,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
@@ -153,7 +157,7 @@ func (m *Module) buildState(ctx context.Context, cfg spec.Object) (*configState,
 	st.author, _, st.noAuthor = authz.VerifiedAuthor(m.host.Records(), m.host.Namespace(), cfg)
 	st.hasAuthor = st.noAuthor == ""
 	// Compiled in the config's own turn, as its tests run (fair).
-	c, errs := cfg.CompileWith(m.compiler(fair.WithShare(ctx, configParty(key), fair.Real)))
+	c, errs := cfg.CompileWith(m.compiler(fair.WithShare(ctx, guard.ConfigParty(key), fair.Real)))
 	if err := spec.NotCompiled(errs); err != nil {
 		// Nothing said of the templates (the workers busy, the budget
 		// spent on a loaded machine): tried again, never recorded as
@@ -165,7 +169,7 @@ func (m *Module) buildState(ctx context.Context, cfg spec.Object) (*configState,
 		return st, nil
 	}
 	st.compiled = c
-	onDemand, err := newOnDemandSet(c, m.onDemandFetcher(st.author, st.hasAuthor), true)
+	onDemand, err := ondemand.NewSet(c, m.onDemandFetcher(st.author, st.hasAuthor), true)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +178,7 @@ func (m *Module) buildState(ctx context.Context, cfg spec.Object) (*configState,
 	// passed at its admission, run once per generation, and a config
 	// being written must not wait behind them on the one worker checks
 	// may use.
-	report, err := m.runTests(fair.WithShare(ctx, configParty(key), fair.Real), c, m.opts.TestTimeout)
+	report, err := m.runTests(fair.WithShare(ctx, guard.ConfigParty(key), fair.Real), c, m.opts.TestTimeout)
 	if err != nil {
 		st.invalid = "the embedded tests could not run: " + err.Error()
 	} else {

@@ -3,6 +3,8 @@ package configcheck
 import (
 	"fmt"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -44,7 +46,7 @@ import (
 func shed(req admission.Request, key spec.Key, msg string) admission.Response {
 	if req.Operation == admissionv1.Delete {
 		countUndecided("deletion-unchecked")
-		return admission.Allowed("").WithWarnings(bounded(fmt.Sprintf(
+		return admission.Allowed("").WithWarnings(guard.Bounded(fmt.Sprintf(
 			"HAProxyTemplateConfig %s did not check this deletion, which is never refused for Gatehouse's load: %s", key, msg), 500))
 	}
 	countUndecided("deadline")

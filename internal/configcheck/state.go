@@ -5,6 +5,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
@@ -46,7 +50,7 @@ type configState struct {
 	unresolved []string
 	// onDemand holds the objects of haptic's store: on-demand fetched for
 	// the config's author (ondemand.go); nil without such a resource.
-	onDemand *onDemandSet
+	onDemand *ondemand.Set
 
 	// author is who the config reads and publishes for (authz's record);
 	// hasAuthor is false when its record is missing or not honoured, and
@@ -143,7 +147,7 @@ func (st *configState) stores() map[string]render.IndexedStore {
 	for name, s := range st.empty {
 		out[name] = s
 	}
-	st.onDemand.addStores(out)
+	st.onDemand.AddStores(out)
 	return out
 }
 
@@ -152,14 +156,14 @@ func (st *configState) stores() map[string]render.IndexedStore {
 // already there (a re-apply, or a change to ignored fields only). A DELETE
 // always renders: an object missing from the store may only be late to
 // arrive in it.
-func (st *configState) unchanged(w *spec.Watched, op render.Operation, obj map[string]any, adm *admissions) bool {
+func (st *configState) unchanged(w *spec.Watched, op render.Operation, obj map[string]any, adm *guard.Admissions) bool {
 	f := st.feeds[w.Name]
 	if f == nil || !f.synced() || op == render.OperationDelete {
 		return false
 	}
 	namespace, name := identityOf(obj)
-	if p := adm.find(w.Name, namespace, name); p != nil {
-		return p.obj != nil && equality.Semantic.DeepEqual(p.obj, obj)
+	if pending, ok := adm.PendingObject(w.Name, namespace, name); ok {
+		return pending != nil && equality.Semantic.DeepEqual(pending, obj)
 	}
 	stored, ok := f.store.Get(namespace, name)
 	return ok && equality.Semantic.DeepEqual(stored, obj)
@@ -197,4 +201,39 @@ func (m *Module) allStates() []*configState {
 		out = append(out, st)
 	}
 	return out
+}
+
+// admissionsOf returns the admissions of the config key, made on first use.
+func (m *Module) admissionsOf(key spec.Key) *guard.Admissions {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.admitted == nil {
+		m.admitted = map[spec.Key]*guard.Admissions{}
+	}
+	a, ok := m.admitted[key]
+	if !ok {
+		a = guard.NewAdmissions(guard.PendingTTL, time.Now)
+		m.admitted[key] = a
+	}
+	return a
+}
+
+// forgetAdmissions drops a deleted config's admissions.
+func (m *Module) forgetAdmissions(key spec.Key) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.admitted, key)
+}
+
+// cachedGetter reads st's stores.
+func (st *configState) cachedGetter() guard.Getter {
+	return func(watched, namespace, name string) (map[string]any, bool) {
+		if f := st.feeds[watched]; f != nil {
+			return f.store.Get(namespace, name)
+		}
+		if s := st.empty[watched]; s != nil {
+			return s.Get(namespace, name)
+		}
+		return nil, false
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -65,25 +67,25 @@ func TestUnchangedComparesWhatTheTemplatesSee(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := st.unchanged(w, tc.op, tc.obj, newAdmissions(pendingTTL, time.Now)); got != tc.want {
+			if got := st.unchanged(w, tc.op, tc.obj, guard.NewAdmissions(guard.PendingTTL, time.Now)); got != tc.want {
 				t.Fatalf("unchanged = %v, want %v", got, tc.want)
 			}
 		})
 	}
 	t.Run("a pending change of the object is what the templates see", func(t *testing.T) {
-		adm := newAdmissions(pendingTTL, time.Now)
-		adm.record("ingresses", render.OperationDelete, with(func(map[string]any) {}))
+		adm := guard.NewAdmissions(guard.PendingTTL, time.Now)
+		adm.Record("ingresses", render.OperationDelete, with(func(map[string]any) {}))
 		if st.unchanged(w, render.OperationUpdate, with(func(map[string]any) {}), adm) {
 			t.Fatal("a re-apply of an object whose deletion is pending is a change")
 		}
-		adm.record("ingresses", render.OperationUpdate, with(func(m map[string]any) { m["annotations"] = map[string]any{"owner": "y"} }))
+		adm.Record("ingresses", render.OperationUpdate, with(func(m map[string]any) { m["annotations"] = map[string]any{"owner": "y"} }))
 		if !st.unchanged(w, render.OperationUpdate, with(func(m map[string]any) { m["annotations"] = map[string]any{"owner": "y"} }), adm) {
 			t.Fatal("the pending object applied again is no change")
 		}
 	})
 	t.Run("a store not synced is not trusted", func(t *testing.T) {
 		unsynced := &configState{feeds: map[string]*feed{"ingresses": {spec: w, store: store}}}
-		if unsynced.unchanged(w, render.OperationUpdate, with(func(map[string]any) {}), newAdmissions(pendingTTL, time.Now)) {
+		if unsynced.unchanged(w, render.OperationUpdate, with(func(map[string]any) {}), guard.NewAdmissions(guard.PendingTTL, time.Now)) {
 			t.Fatal("unchanged from a store that has not synced")
 		}
 	})

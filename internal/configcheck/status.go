@@ -3,6 +3,8 @@ package configcheck
 import (
 	"fmt"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -21,16 +23,16 @@ func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *conf
 	switch validityOf(st) {
 	case validitySpecInvalid:
 		status.ValidationStatus = gatehousev1alpha1.ValidationInvalid
-		status.ValidationMessage = bounded(st.invalid, 4000)
-		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "SpecInvalid", bounded(st.invalid, 4000))
+		status.ValidationMessage = guard.Bounded(st.invalid, 4000)
+		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "SpecInvalid", guard.Bounded(st.invalid, 4000))
 	case validityTestsNotRun:
 		status.ValidationStatus = gatehousev1alpha1.ValidationUnknown
-		status.ValidationMessage = bounded(st.invalid, 4000)
-		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionUnknown, "TestsNotRun", bounded(st.invalid, 4000))
+		status.ValidationMessage = guard.Bounded(st.invalid, 4000)
+		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionUnknown, "TestsNotRun", guard.Bounded(st.invalid, 4000))
 	case validityTestsFailed:
 		status.ValidationStatus = gatehousev1alpha1.ValidationInvalid
-		status.ValidationMessage = bounded(st.failedTests(), 4000)
-		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "TestsFailed", bounded(st.failedTests(), 4000))
+		status.ValidationMessage = guard.Bounded(st.failedTests(), 4000)
+		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "TestsFailed", guard.Bounded(st.failedTests(), 4000))
 	default:
 		status.ValidationStatus = gatehousev1alpha1.ValidationValid
 		msg := fmt.Sprintf("the templates compile and %d/%d embedded tests pass", *status.TestsPassed, *status.TestsTotal)
@@ -65,14 +67,14 @@ func setAuthorized(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *co
 	case a == nil:
 		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionUnknown, "Checking", "the author's rights are being checked")
 	case !st.hasAuthor:
-		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionFalse, "NoAuthor", bounded(a.Outputs, 1000))
+		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionFalse, "NoAuthor", guard.Bounded(a.Outputs, 1000))
 	case a.Complete() && a.LeftOutMessage() == "":
 		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionTrue, "Authorized",
 			fmt.Sprintf("%s, the config's author, may have Gatehouse read everything it selects and publish it", a.Author))
 	case a.Complete():
-		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionTrue, "CheckedPerNamespace", bounded(a.LeftOutMessage(), 2000))
+		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionTrue, "CheckedPerNamespace", guard.Bounded(a.LeftOutMessage(), 2000))
 	default:
-		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionFalse, "LeftOut", bounded(a.LeftOutMessage(), 2000))
+		setCondition(status, st, gatehousev1alpha1.ConditionAuthorized, metav1.ConditionFalse, "LeftOut", guard.Bounded(a.LeftOutMessage(), 2000))
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
@@ -29,7 +31,7 @@ const reasonWithoutState = "without-state"
 // Bounds: the only use of the fair queues by this check; the per-party
 // bounds (issue 35, item 3) may fold it into their parties.
 func unverifiedShare(namespace string) (party string, class fair.Class) {
-	return "unverified reviews of " + authorParty(namespace), fair.DryRun
+	return "unverified reviews of " + guard.AuthorParty(namespace), fair.DryRun
 }
 
 // keptRenderings collects the successful renderings of a config's embedded
@@ -99,8 +101,8 @@ func decideWithoutState(key spec.Key, v verdict, proof string) currentState {
 		return currentState{}
 	case proof != "":
 		return currentState{warnings: []string{
-			bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render without watched objects, so %s: %s", key, key.UntilFixed("the cluster holds what it needs", true), firstFailureLine(v.denial)), 250),
-			bounded(fmt.Sprintf("admitted because test %q renders a configuration haproxy -c accepts from its fixtures", proof), 250),
+			guard.Bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render without watched objects, so %s: %s", key, key.UntilFixed("the cluster holds what it needs", true), firstFailureLine(v.denial)), 250),
+			guard.Bounded(fmt.Sprintf("admitted because test %q renders a configuration haproxy -c accepts from its fixtures", proof), 250),
 		}}
 	}
 	return currentState{denial: withoutStatePrefix + "its rendering of empty watched resources fails: " + v.denial +

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -126,7 +128,7 @@ func TestUnverifiedShareIsNeverTheAPIServers(t *testing.T) {
 	if class != fair.DryRun {
 		t.Errorf("class %v, want %v", class, fair.DryRun)
 	}
-	if party == authorParty("team") {
+	if party == guard.AuthorParty("team") {
 		t.Errorf("party %q is the verified authors'", party)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
 )
 
 func TestCompileExampleConfig(t *testing.T) {
@@ -308,5 +309,23 @@ func TestCompileRefusesAndAccepts(t *testing.T) {
 			}
 			t.Fatalf("no %s error at %s containing %q; got: %v", tc.wantType, tc.wantField, tc.wantText, errs.ToAggregate())
 		})
+	}
+}
+
+// TestOnDemandWatchesAreIndexedByNameAndHaveNoWebhook: an on-demand store
+// fetches by namespace and name, and holds too little to judge changes by.
+func TestOnDemandWatchesAreIndexedByNameAndHaveNoWebhook(t *testing.T) {
+	cfgSpec := &hapticv1alpha1.HAProxyTemplateConfigSpec{
+		WatchedResources: map[string]hapticv1alpha1.WatchedResource{
+			"secrets": {APIVersion: "v1", Resources: "secrets", IndexBy: []string{"metadata.labels.team"}, Store: "on-demand", EnableValidationWebhook: true},
+		},
+		HAProxyConfig: hapticv1alpha1.Template{Template: "global\n"},
+	}
+	_, errs := CompileHaptic(cfgSpec, inProcess)
+	text := errs.ToAggregate().Error()
+	for _, want := range []string{"spec.watchedResources[secrets].indexBy", "spec.watchedResources[secrets].enableValidationWebhook"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("errors %q lack %q", text, want)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package configcheck
+package ondemand
 
 import (
 	"context"
@@ -9,49 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
-
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
-
-// haptic's store: on-demand (a haptic config's Secrets, in its ssl
-// library) names objects Gatehouse does not watch: haptic's controller
-// fetches one when a template asks for it by namespace and name, rather
-// than caching every Secret of the cluster. Gatehouse does the same, in
-// its own order of things: a rendering runs in a confined worker without
-// the API, so it records the keys it asked of an on-demand store that the
-// store did not hold (render.Missed); the module then fetches each, for
-// the config's author only, and renders again (onDemandRounds at most).
-//
-// Who may have what read: an object is fetched for a config only when its
-// author may get it (a SubjectAccessReview, through the shared access
-// cache); anything else, like an object that does not exist, is absent to
-// the templates (haptic's own templates then fail() with "not found"). A
-// config without a verified author has nothing fetched. Gatehouse needs
-// get on the kind (the chart's modules.configcheck.onDemandResources);
-// without it every object is absent, and the log says why once.
-//
-// Freshness and load: the live reads are documented ones
-// (docs/configcheck.md). What was fetched, found or absent, serves
-// renderings for onDemandTTL; then a decision fetches again the objects
-// held longest (onDemandRefresh of them at most, before rendering), and
-// an absence is forgotten, so that a rendering asking again fetches it.
-// A decision fetches at most onDemandFetchBudget objects in all: the keys
-// come from the templates and from what tenants write (an Ingress names
-// its TLS Secret), and no write may make Gatehouse read the API server
-// without bound. A denial's confirmation renders from an uncached set:
-// everything it needs fetched anew (onDemandConfirmBudget), so a Secret
-// created a moment before the Ingress naming it is found there, and a
-// stale object never stands behind a denial.
 
 // onDemandTTL is how long a fetched object serves renderings.
 const onDemandTTL = 30 * time.Second
@@ -74,15 +37,15 @@ const (
 	onDemandConfirmBudget = onDemandRounds * render.MaxMissed
 )
 
-// onDemandFetch returns the object of a watched resource, as the store
+// Fetch returns the object of a watched resource, as the store
 // holds it, or nil when it is absent to the config (missing, or not the
 // author's to read).
-type onDemandFetch func(ctx context.Context, w *spec.Watched, namespace, name string) (map[string]any, error)
+type Fetch func(ctx context.Context, w *spec.Watched, namespace, name string) (map[string]any, error)
 
-// onDemandSet is one config's on-demand stores.
-type onDemandSet struct {
+// Set is one config's on-demand stores.
+type Set struct {
 	watched map[string]*spec.Watched
-	fetch   onDemandFetch
+	fetch   Fetch
 	// cached: objects fetched serve later renderings (onDemandTTL);
 	// without, every rendering fetches what it asks (a confirmation).
 	cached bool
@@ -90,11 +53,11 @@ type onDemandSet struct {
 
 	mu      sync.Mutex
 	stores  map[string]*render.MemoryStore
-	entries map[onDemandKey]onDemandEntry
+	entries map[Key]onDemandEntry
 	bytes   int
 }
 
-type onDemandKey struct {
+type Key struct {
 	watched string
 	types.NamespacedName
 }
@@ -107,11 +70,11 @@ type onDemandEntry struct {
 	absent bool
 }
 
-// newOnDemandSet holds c's on-demand watched resources (nil when it has
+// NewSet holds c's on-demand watched resources (nil when it has
 // none), fetched with fetch.
-func newOnDemandSet(c *spec.Compiled, fetch onDemandFetch, cached bool) (*onDemandSet, error) {
-	set := &onDemandSet{watched: map[string]*spec.Watched{}, fetch: fetch, cached: cached, now: time.Now,
-		stores: map[string]*render.MemoryStore{}, entries: map[onDemandKey]onDemandEntry{}}
+func NewSet(c *spec.Compiled, fetch Fetch, cached bool) (*Set, error) {
+	set := &Set{watched: map[string]*spec.Watched{}, fetch: fetch, cached: cached, now: time.Now,
+		stores: map[string]*render.MemoryStore{}, entries: map[Key]onDemandEntry{}}
 	for name, w := range c.Watched {
 		if !w.OnDemand {
 			continue
@@ -130,12 +93,12 @@ func newOnDemandSet(c *spec.Compiled, fetch onDemandFetch, cached bool) (*onDema
 
 // uncached is a set of the same resources with nothing fetched yet, that
 // keeps nothing: a confirmation's.
-func (s *onDemandSet) uncached() *onDemandSet {
+func (s *Set) Uncached() *Set {
 	if s == nil {
 		return nil
 	}
-	out := &onDemandSet{watched: s.watched, fetch: s.fetch, now: s.now,
-		stores: map[string]*render.MemoryStore{}, entries: map[onDemandKey]onDemandEntry{}}
+	out := &Set{watched: s.watched, fetch: s.fetch, now: s.now,
+		stores: map[string]*render.MemoryStore{}, entries: map[Key]onDemandEntry{}}
 	for name, w := range s.watched {
 		out.stores[name], _ = render.NewMemoryStore(w.Indexer) // the indexer compiled once already
 	}
@@ -143,7 +106,7 @@ func (s *onDemandSet) uncached() *onDemandSet {
 }
 
 // addStores puts the set's stores into stores.
-func (s *onDemandSet) addStores(stores map[string]render.IndexedStore) {
+func (s *Set) AddStores(stores map[string]render.IndexedStore) {
 	if s == nil {
 		return
 	}
@@ -155,10 +118,10 @@ func (s *onDemandSet) addStores(stores map[string]render.IndexedStore) {
 // refresh forgets the absences older than onDemandTTL and fetches again,
 // oldest first, up to onDemandRefresh of the objects held longer; it
 // reports whether a store changed. An uncached set holds nothing.
-func (s *onDemandSet) refresh(ctx context.Context, budget *int, decided map[onDemandKey]bool) (bool, error) {
+func (s *Set) refresh(ctx context.Context, budget *int, decided map[Key]bool) (bool, error) {
 	s.mu.Lock()
 	now := s.now()
-	var stale []onDemandKey
+	var stale []Key
 	for key, e := range s.entries {
 		switch {
 		case now.Sub(e.fetched) < onDemandTTL:
@@ -168,7 +131,7 @@ func (s *onDemandSet) refresh(ctx context.Context, budget *int, decided map[onDe
 			stale = append(stale, key)
 		}
 	}
-	slices.SortFunc(stale, func(a, b onDemandKey) int { return s.entries[a].fetched.Compare(s.entries[b].fetched) })
+	slices.SortFunc(stale, func(a, b Key) int { return s.entries[a].fetched.Compare(s.entries[b].fetched) })
 	s.mu.Unlock()
 	changed := false
 	for i, key := range stale {
@@ -184,7 +147,7 @@ func (s *onDemandSet) refresh(ctx context.Context, budget *int, decided map[onDe
 	return changed, nil
 }
 
-func (s *onDemandSet) dropLocked(key onDemandKey) {
+func (s *Set) dropLocked(key Key) {
 	if !s.entries[key].absent {
 		s.stores[key.watched].Delete(key.Namespace, key.Name)
 	}
@@ -196,7 +159,7 @@ func (s *onDemandSet) dropLocked(key onDemandKey) {
 // reports whether any store changed. decided holds the keys fetched in
 // this decision: a rendering asking again for one found absent is not a
 // reason to render again.
-func (s *onDemandSet) fetchMissed(ctx context.Context, missed map[string][][]string, budget *int, decided map[onDemandKey]bool) (bool, error) {
+func (s *Set) fetchMissed(ctx context.Context, missed map[string][][]string, budget *int, decided map[Key]bool) (bool, error) {
 	changed := false
 	for _, watched := range slices.Sorted(maps.Keys(missed)) {
 		if s.watched[watched] == nil {
@@ -206,7 +169,7 @@ func (s *onDemandSet) fetchMissed(ctx context.Context, missed map[string][][]str
 			if len(keys) != 2 {
 				continue // compile requires indexBy [metadata.namespace, metadata.name]
 			}
-			key := onDemandKey{watched: watched, NamespacedName: types.NamespacedName{Namespace: keys[0], Name: keys[1]}}
+			key := Key{watched: watched, NamespacedName: types.NamespacedName{Namespace: keys[0], Name: keys[1]}}
 			if decided[key] || s.knownAbsent(key) {
 				continue
 			}
@@ -224,7 +187,7 @@ func (s *onDemandSet) fetchMissed(ctx context.Context, missed map[string][][]str
 }
 
 // knownAbsent says whether key was found absent within onDemandTTL.
-func (s *onDemandSet) knownAbsent(key onDemandKey) bool {
+func (s *Set) knownAbsent(key Key) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.entries[key]
@@ -233,12 +196,12 @@ func (s *onDemandSet) knownAbsent(key onDemandKey) bool {
 
 // fetchOne fetches key, taking one of budget, and holds what it found; it
 // reports whether its store changed.
-func (s *onDemandSet) fetchOne(ctx context.Context, key onDemandKey, budget *int, decided map[onDemandKey]bool) (bool, error) {
+func (s *Set) fetchOne(ctx context.Context, key Key, budget *int, decided map[Key]bool) (bool, error) {
 	*budget--
 	decided[key] = true
 	obj, err := s.fetch(ctx, s.watched[key.watched], key.Namespace, key.Name)
 	if err != nil {
-		return false, &onDemandError{watched: key.watched, key: key.NamespacedName, err: err}
+		return false, &Error{watched: key.watched, key: key.NamespacedName, err: err}
 	}
 	if obj == nil {
 		return s.markAbsent(key), nil
@@ -248,7 +211,7 @@ func (s *onDemandSet) fetchOne(ctx context.Context, key onDemandKey, budget *int
 
 // markAbsent records key as absent (dropping what was held of it) and
 // reports whether its store changed.
-func (s *onDemandSet) markAbsent(key onDemandKey) bool {
+func (s *Set) markAbsent(key Key) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	held := false
@@ -264,7 +227,7 @@ func (s *onDemandSet) markAbsent(key onDemandKey) bool {
 
 // put stores obj under key, keeping the set within onDemandMaxBytes (the
 // oldest fetched go first); it reports whether obj is held.
-func (s *onDemandSet) put(key onDemandKey, obj map[string]any) bool {
+func (s *Set) put(key Key, obj map[string]any) bool {
 	data, err := json.Marshal(obj)
 	if err != nil || len(data) > onDemandMaxBytes {
 		return false
@@ -275,7 +238,7 @@ func (s *onDemandSet) put(key onDemandKey, obj map[string]any) bool {
 		s.dropLocked(key)
 	}
 	for s.bytes+len(data) > onDemandMaxBytes && s.bytes > 0 {
-		oldest := onDemandKey{}
+		oldest := Key{}
 		var at time.Time
 		for k, e := range s.entries {
 			if !e.absent && (at.IsZero() || e.fetched.Before(at)) {
@@ -292,40 +255,40 @@ func (s *onDemandSet) put(key onDemandKey, obj map[string]any) bool {
 	return true
 }
 
-// onDemandError is a fetch that could not say whether an object exists
+// Error is a fetch that could not say whether an object exists
 // (the API server unreachable): the decision is undecided, never a denial
 // for a missing object.
-type onDemandError struct {
+type Error struct {
 	watched string
 	key     types.NamespacedName
 	err     error
 }
 
-func (e *onDemandError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("configcheck: %s %s (store: on-demand) could not be fetched: %v", e.watched, e.key, e.err)
 }
 
-func (e *onDemandError) Unwrap() error { return e.err }
+func (e *Error) Unwrap() error { return e.err }
 
 type onDemandContextKey struct{}
 
-// withOnDemand has renderings under ctx fetch into set.
-func withOnDemand(ctx context.Context, set *onDemandSet) context.Context {
+// WithSet has renderings under ctx fetch into set.
+func WithSet(ctx context.Context, set *Set) context.Context {
 	if set == nil {
 		return ctx
 	}
 	return context.WithValue(ctx, onDemandContextKey{}, set)
 }
 
-func onDemandFrom(ctx context.Context) *onDemandSet {
-	set, _ := ctx.Value(onDemandContextKey{}).(*onDemandSet)
+func onDemandFrom(ctx context.Context) *Set {
+	set, _ := ctx.Value(onDemandContextKey{}).(*Set)
 	return set
 }
 
-// renderFetching renders data with c, fetching what its on-demand stores missed
+// Render renders data with c, fetching what its on-demand stores missed
 // into ctx's set and rendering again, onDemandRounds at most. data's
 // on-demand stores must be the set's (addStores).
-func renderFetching(ctx context.Context, c *spec.Compiled, data render.Data) (render.Output, error) {
+func Render(ctx context.Context, c *spec.Compiled, data render.Data) (render.Output, error) {
 	set := onDemandFrom(ctx)
 	if set == nil {
 		return c.Renderer.Render(ctx, data)
@@ -334,7 +297,7 @@ func renderFetching(ctx context.Context, c *spec.Compiled, data render.Data) (re
 	if !set.cached {
 		budget = onDemandConfirmBudget
 	}
-	decided := map[onDemandKey]bool{}
+	decided := map[Key]bool{}
 	if _, err := set.refresh(ctx, &budget, decided); err != nil {
 		return render.Output{}, err
 	}
@@ -355,46 +318,5 @@ func renderFetching(ctx context.Context, c *spec.Compiled, data render.Data) (re
 		if !changed {
 			return out, err
 		}
-	}
-}
-
-// onDemandFetcher fetches for a config whose author is author (hasAuthor
-// false: nobody's, so nothing is fetched): after a SubjectAccessReview of
-// the author's get, a live read by Gatehouse.
-func (m *Module) onDemandFetcher(author authenticationv1.UserInfo, hasAuthor bool) onDemandFetch {
-	return func(ctx context.Context, w *spec.Watched, namespace, name string) (map[string]any, error) {
-		if !hasAuthor || namespace == "" || name == "" {
-			return nil, nil
-		}
-		gvk, _, err := m.resolve(w.GVR)
-		if err != nil {
-			return nil, nil // a kind not served holds nothing
-		}
-		may, err := m.access.Reviewer(author)(ctx, authz.Question{Verb: "get", Group: w.GVR.Group, Resource: w.GVR.Resource, Namespace: namespace, Name: name})
-		if err != nil {
-			return nil, err
-		}
-		if !may {
-			return nil, nil
-		}
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(gvk)
-		err = m.host.APIReader().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, nil
-		case apierrors.IsForbidden(err):
-			m.onDemandForbidden.Do(func() {
-				logf.FromContext(ctx).Error(err, "configcheck: Gatehouse may not get the objects of an on-demand watched resource, so templates find none; grant get on it (the chart's modules.configcheck.onDemandResources)",
-					"resource", w.GVR.String())
-			})
-			return nil, nil
-		case err != nil:
-			return nil, err
-		}
-		if raw, err := json.Marshal(obj.Object); err != nil || exceeds(w.Bounds, measureRaw(raw)) {
-			return nil, nil // as a watched store refuses it
-		}
-		return w.Stored(obj.Object), nil
 	}
 }

@@ -1,4 +1,4 @@
-package configcheck
+package guard
 
 import (
 	"context"
@@ -58,7 +58,7 @@ import (
 // objects: it must not need one that may never be stored (an Ingress
 // naming a Service admitted a moment ago but not yet stored is refused:
 // try again once it is).
-type admissions struct {
+type Admissions struct {
 	// turn is the lock of recorded admissions, a fair queue of one slot,
 	// so that waiting for it ends with the request's deadline;
 	// unrecorded is the same for the others.
@@ -83,40 +83,40 @@ type pendingChange struct {
 
 // pendingTTL is how long an admitted change the stores do not show is kept:
 // kube-apiserver's default request timeout, which bounds the write.
-const pendingTTL = time.Minute
+const PendingTTL = time.Minute
 
 // maxTenantWaiting bounds the admissions of one party waiting for one
 // config's turn: more than kubectl, Helm or a GitOps tool sends at once
 // (they write objects one by one), few enough that a flood fails at once
 // instead of holding connections and memory until its deadline.
-const maxTenantWaiting = 8
+const MaxTenantWaiting = 8
 
-func newAdmissions(ttl time.Duration, now func() time.Time) *admissions {
-	turn, err := fair.New(fair.Options{Slots: 1, MaxWaiting: maxTenantWaiting})
+func NewAdmissions(ttl time.Duration, now func() time.Time) *Admissions {
+	turn, err := fair.New(fair.Options{Slots: 1, MaxWaiting: MaxTenantWaiting})
 	if err != nil {
 		panic(err) // constant options
 	}
-	unrecorded, err := fair.New(fair.Options{Slots: 1, MaxWaiting: maxTenantWaiting})
+	unrecorded, err := fair.New(fair.Options{Slots: 1, MaxWaiting: MaxTenantWaiting})
 	if err != nil {
 		panic(err)
 	}
-	return &admissions{turn: turn, unrecorded: unrecorded, ttl: ttl, now: now}
+	return &Admissions{turn: turn, unrecorded: unrecorded, ttl: ttl, now: now}
 }
 
 // acquire waits for req's turn among the config's admissions until ctx
 // ends: the recorded admissions' turn when req is recorded, the others'
 // otherwise, in its party's turn among the waiting parties (partyOf) and
 // with its class's urgency (classOf). release ends it.
-func (a *admissions) acquire(ctx context.Context, req admission.Request) (release func(), err error) {
+func (a *Admissions) Acquire(ctx context.Context, req admission.Request) (release func(), err error) {
 	q := a.unrecorded
-	if recorded(ctx, req) {
+	if Recorded(ctx, req) {
 		q = a.turn
 	}
 	acquire := q.Acquire
 	if req.Operation == admissionv1.Delete {
 		acquire = q.AcquireFirst
 	}
-	release, err = acquire(ctx, partyOf(ctx, req), classOf(ctx, req))
+	release, err = acquire(ctx, partyOf(ctx, req), ClassOf(ctx, req))
 	switch {
 	case errors.Is(err, fair.ErrFull):
 		return nil, fmt.Errorf("this change was not judged: %w; try again once they are decided", err)
@@ -129,8 +129,8 @@ func (a *admissions) acquire(ctx context.Context, req admission.Request) (releas
 // recorded says whether req's admission is recorded as a pending change:
 // only a change the API server will store, which a dry run is not and a
 // review from a caller Gatehouse did not verify need not be.
-func recorded(ctx context.Context, req admission.Request) bool {
-	return !dryRun(req) && module.VerifiedCaller(ctx)
+func Recorded(ctx context.Context, req admission.Request) bool {
+	return !DryRun(req) && module.VerifiedCaller(ctx)
 }
 
 // Parties of the fair queues, as a refusal names them to the user who
@@ -153,12 +153,12 @@ func partyOf(ctx context.Context, req admission.Request) string {
 	if module.VerifiedCaller(ctx) {
 		return party
 	}
-	return fmt.Sprintf("%s as user %q", party, bounded(req.UserInfo.Username, 256))
+	return fmt.Sprintf("%s as user %q", party, Bounded(req.UserInfo.Username, 256))
 }
 
-func configParty(key spec.Key) string { return "HAProxyTemplateConfig " + key.String() }
+func ConfigParty(key spec.Key) string { return "HAProxyTemplateConfig " + key.String() }
 
-func authorParty(namespace string) string {
+func AuthorParty(namespace string) string {
 	return "the HAProxyTemplateConfigs of namespace " + namespace
 }
 
@@ -167,19 +167,19 @@ func authorParty(namespace string) string {
 // store nothing either, so both wait behind every change to be stored, in
 // the config's turns and for the render workers (whose reserve is for
 // real changes).
-func classOf(ctx context.Context, req admission.Request) fair.Class {
-	if dryRun(req) || !module.VerifiedCaller(ctx) {
+func ClassOf(ctx context.Context, req admission.Request) fair.Class {
+	if DryRun(req) || !module.VerifiedCaller(ctx) {
 		return fair.DryRun
 	}
 	return fair.Real
 }
 
 // getter reads one object of a watched resource's store.
-type getter func(watched, namespace, name string) (map[string]any, bool)
+type Getter func(watched, namespace, name string) (map[string]any, bool)
 
 // prune drops the changes the stores show (the object stored as admitted,
 // or gone for a removal) and those older than ttl. A turn is held.
-func (a *admissions) prune(get getter) {
+func (a *Admissions) Prune(get Getter) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
@@ -199,7 +199,7 @@ func (a *admissions) prune(get getter) {
 }
 
 // overlay shows stores with the pending changes applied. A turn is held.
-func (a *admissions) overlay(stores map[string]render.IndexedStore) (map[string]render.IndexedStore, error) {
+func (a *Admissions) Overlay(stores map[string]render.IndexedStore) (map[string]render.IndexedStore, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.pending) == 0 {
@@ -227,21 +227,38 @@ func (a *admissions) overlay(stores map[string]render.IndexedStore) (map[string]
 	return out, nil
 }
 
-// find returns the pending change of one object, or nil.
-func (a *admissions) find(watched, namespace, name string) *pendingChange {
+// pendingObject returns the pending change of one object: the object as
+// it will be stored, nil for a removal; ok is false when none is pending.
+func (a *Admissions) PendingObject(watched, namespace, name string) (obj map[string]any, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, p := range a.pending {
 		if p.watched == watched && p.namespace == namespace && p.name == name {
-			return p
+			return p.obj, true
 		}
 	}
-	return nil
+	return nil, false
+}
+
+// pendingChanges counts the changes pending.
+func (a *Admissions) PendingChanges() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.pending)
+}
+
+// waiting counts the admissions waiting for the recorded admissions' turn
+// (recorded), or for the others'.
+func (a *Admissions) Waiting(recorded bool) int {
+	if recorded {
+		return a.turn.Waiting()
+	}
+	return a.unrecorded.Waiting()
 }
 
 // othersPending says whether a change of another object than this one is
 // pending. A turn is held.
-func (a *admissions) othersPending(watched, namespace, name string) bool {
+func (a *Admissions) OthersPending(watched, namespace, name string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, p := range a.pending {
@@ -257,7 +274,7 @@ func (a *admissions) othersPending(watched, namespace, name string) bool {
 // server stores the later admitted (the earlier, if still unwritten, fails
 // its resourceVersion precondition and is admitted again). The turn is
 // held, by a recorded admission only (recorded).
-func (a *admissions) record(watched string, op render.Operation, obj map[string]any) {
+func (a *Admissions) Record(watched string, op render.Operation, obj map[string]any) {
 	meta, _ := obj["metadata"].(map[string]any)
 	namespace, _ := meta["namespace"].(string)
 	name, _ := meta["name"].(string)
@@ -277,39 +294,4 @@ func (a *admissions) record(watched string, op render.Operation, obj map[string]
 		}
 	}
 	a.pending = append(a.pending, p)
-}
-
-// admissionsOf returns the admissions of the config key, made on first use.
-func (m *Module) admissionsOf(key spec.Key) *admissions {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.admitted == nil {
-		m.admitted = map[spec.Key]*admissions{}
-	}
-	a, ok := m.admitted[key]
-	if !ok {
-		a = newAdmissions(pendingTTL, time.Now)
-		m.admitted[key] = a
-	}
-	return a
-}
-
-// forgetAdmissions drops a deleted config's admissions.
-func (m *Module) forgetAdmissions(key spec.Key) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.admitted, key)
-}
-
-// cachedGetter reads st's stores.
-func (st *configState) cachedGetter() getter {
-	return func(watched, namespace, name string) (map[string]any, bool) {
-		if f := st.feeds[watched]; f != nil {
-			return f.store.Get(namespace, name)
-		}
-		if s := st.empty[watched]; s != nil {
-			return s.Get(namespace, name)
-		}
-		return nil, false
-	}
 }

@@ -1,4 +1,4 @@
-package configcheck
+package guard
 
 import (
 	"fmt"
@@ -12,19 +12,19 @@ import (
 
 // phaseBounds is the denial reason (and metrics phase) of an object past
 // its watched resource's bounds: decided from the request alone.
-const phaseBounds = "object-bounds"
+const PhaseBounds = "object-bounds"
 
 // objectSize is what bounds measure of an object as written: its JSON
 // size without metadata.managedFields (which the API server writes, and no
 // template sees), and its longest list with that list's path.
-type objectSize struct {
+type Size struct {
 	bytes   int64
 	longest int
 	path    string
 }
 
 // exceeds says whether s passes b.
-func exceeds(b spec.Bounds, s objectSize) bool {
+func Exceeds(b spec.Bounds, s Size) bool {
 	return s.bytes > b.MaxBytes || s.longest > b.MaxList
 }
 
@@ -34,12 +34,12 @@ func exceeds(b spec.Bounds, s objectSize) bool {
 // is, or shrink, so that its owner can always get under the bound step by
 // step; it may not grow. kind and config name the object's kind and the
 // config, for the refusal, which says what the user can do.
-func validateBounds(w *spec.Watched, size objectSize, old *objectSize, kind, config string) field.ErrorList {
+func ValidateBounds(w *spec.Watched, size Size, old *Size, kind, config string) field.ErrorList {
 	b := w.Bounds
-	if !exceeds(b, size) {
+	if !Exceeds(b, size) {
 		return nil
 	}
-	if old != nil && exceeds(b, *old) && size.bytes <= old.bytes && size.longest <= old.longest {
+	if old != nil && Exceeds(b, *old) && size.bytes <= old.bytes && size.longest <= old.longest {
 		return nil
 	}
 	spec := field.NewPath("spec", "watchedResources").Key(w.Name)
@@ -69,7 +69,7 @@ func validateBounds(w *spec.Watched, size objectSize, old *objectSize, kind, con
 // machine; this takes milliseconds). The JSON is assumed well formed (the
 // API server encoded it); on anything else the figures are what was read,
 // and the decoding that follows reports the error.
-func measureRaw(data []byte) objectSize {
+func MeasureRaw(data []byte) Size {
 	type frame struct {
 		array bool
 		// n counts an array's values; key is an object's current key.
@@ -83,7 +83,7 @@ func measureRaw(data []byte) objectSize {
 		managed, managedRoot bool
 		start                int
 	}
-	size := objectSize{bytes: int64(len(data))}
+	size := Size{bytes: int64(len(data))}
 	var stack []frame
 	value := func() {
 		if len(stack) > 0 && stack[len(stack)-1].array {
@@ -158,7 +158,7 @@ func measureRaw(data []byte) objectSize {
 }
 
 // boundsDenial is the refusal of errs, one line per bound passed.
-func boundsDenial(errs field.ErrorList) string {
+func BoundsDenial(errs field.ErrorList) string {
 	msg := "the object exceeds the bounds its config sets on each object:"
 	for _, e := range errs {
 		msg += "\n" + e.Detail
@@ -182,7 +182,7 @@ func formatSize(n int64) string {
 // without decoding all of it: a selection reads labels (a map of strings)
 // and field paths through maps, where a list equals no value, empty or not
 // (fieldSelector.matches). What is outside lists is kept byte for byte.
-func withoutListItems(data []byte) []byte {
+func WithoutListItems(data []byte) []byte {
 	out := make([]byte, 0, min(len(data), 64<<10))
 	depth := 0 // of lists (and objects inside them) being skipped
 	for i := 0; i < len(data); i++ {

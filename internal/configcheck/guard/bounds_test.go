@@ -1,4 +1,4 @@
-package configcheck
+package guard
 
 import (
 	"encoding/json"
@@ -26,13 +26,13 @@ func ingressWithPaths(n int) map[string]any {
 }
 
 // sizeOf measures obj as the API server would send it.
-func sizeOf(t *testing.T, obj map[string]any) objectSize {
+func sizeOf(t *testing.T, obj map[string]any) Size {
 	t.Helper()
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return measureRaw(raw)
+	return MeasureRaw(raw)
 }
 
 func TestMeasureRaw(t *testing.T) {
@@ -56,7 +56,7 @@ func TestMeasureRaw(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := int64(len(tc.json) - len(tc.managed))
-			got := measureRaw([]byte(tc.json))
+			got := MeasureRaw([]byte(tc.json))
 			if got.bytes != want || got.longest != tc.longest || got.path != tc.path {
 				t.Fatalf("measureRaw(%s) = %+v; want %d bytes, longest %d at %q", tc.json, got, want, tc.longest, tc.path)
 			}
@@ -66,17 +66,17 @@ func TestMeasureRaw(t *testing.T) {
 
 func TestValidateBounds(t *testing.T) {
 	w := &spec.Watched{Name: "ingresses", Bounds: spec.CompileBounds(gatehousev1alpha1.WatchedResource{})}
-	if errs := validateBounds(w, sizeOf(t, ingressWithPaths(100)), nil, "Ingress", "lb/haproxy"); len(errs) > 0 {
+	if errs := ValidateBounds(w, sizeOf(t, ingressWithPaths(100)), nil, "Ingress", "lb/haproxy"); len(errs) > 0 {
 		t.Fatalf("an Ingress of 100 paths is refused by the defaults: %v", errs)
 	}
 
 	// The attack: 10,000 paths, about 0.95 MB.
 	big := sizeOf(t, ingressWithPaths(10000))
-	errs := validateBounds(w, big, nil, "Ingress", "lb/haproxy")
+	errs := ValidateBounds(w, big, nil, "Ingress", "lb/haproxy")
 	if len(errs) != 2 {
 		t.Fatalf("got %v; want the size and the list length refused", errs)
 	}
-	msg := boundsDenial(errs)
+	msg := BoundsDenial(errs)
 	for _, want := range []string{
 		"this Ingress is 936.6 KiB;",
 		"HAProxyTemplateConfig lb/haproxy accepts Ingress objects of watched resource ingresses up to 128.0 KiB",
@@ -91,20 +91,20 @@ func TestValidateBounds(t *testing.T) {
 
 	// A config stating larger bounds accepts it.
 	roomy := &spec.Watched{Name: "ingresses", Bounds: spec.CompileBounds(gatehousev1alpha1.WatchedResource{MaxObjectBytes: 4 << 20, MaxListLength: 20000})}
-	if errs := validateBounds(roomy, big, nil, "Ingress", "lb/haproxy"); len(errs) > 0 {
+	if errs := ValidateBounds(roomy, big, nil, "Ingress", "lb/haproxy"); len(errs) > 0 {
 		t.Fatalf("refused under bounds stated larger: %v", errs)
 	}
 
 	// An object stored before the bounds may stay or shrink, never grow.
 	smaller := sizeOf(t, ingressWithPaths(9000))
-	if errs := validateBounds(w, smaller, &big, "Ingress", "lb/haproxy"); len(errs) > 0 {
+	if errs := ValidateBounds(w, smaller, &big, "Ingress", "lb/haproxy"); len(errs) > 0 {
 		t.Fatalf("shrinking an oversized object is refused: %v", errs)
 	}
-	if errs := validateBounds(w, big, &smaller, "Ingress", "lb/haproxy"); len(errs) == 0 {
+	if errs := ValidateBounds(w, big, &smaller, "Ingress", "lb/haproxy"); len(errs) == 0 {
 		t.Fatal("growing an oversized object is admitted")
 	}
 	small := sizeOf(t, ingressWithPaths(3))
-	if errs := validateBounds(w, big, &small, "Ingress", "lb/haproxy"); len(errs) == 0 {
+	if errs := ValidateBounds(w, big, &small, "Ingress", "lb/haproxy"); len(errs) == 0 {
 		t.Fatal("an update making a small object oversized is admitted")
 	}
 }
@@ -115,17 +115,17 @@ func TestWithoutListItems(t *testing.T) {
 		`{"metadata":{"labels":{"x":"y"}},"spec":{"ingressClassName":"haproxy","rules":[{"http":{"paths":[1,2]}},{"a":"]"}]},"l":[]}`: `{"metadata":{"labels":{"x":"y"}},"spec":{"ingressClassName":"haproxy","rules":[]},"l":[]}`,
 		`{"s":"[\"{","t":["\\",{"u":[[]]}],"v":true}`: `{"s":"[\"{","t":[],"v":true}`,
 	} {
-		if got := string(withoutListItems([]byte(in))); got != want {
+		if got := string(WithoutListItems([]byte(in))); got != want {
 			t.Errorf("withoutListItems(%s) = %s; want %s", in, got, want)
 		}
 		var obj map[string]any
-		if err := json.Unmarshal(withoutListItems([]byte(in)), &obj); err != nil {
+		if err := json.Unmarshal(WithoutListItems([]byte(in)), &obj); err != nil {
 			t.Errorf("withoutListItems(%s) is no JSON: %v", in, err)
 		}
 	}
 	// The attack's Ingress keeps what selections read.
 	raw, _ := json.Marshal(ingressWithPaths(10000))
-	if n := len(withoutListItems(raw)); n > 300 {
+	if n := len(WithoutListItems(raw)); n > 300 {
 		t.Fatalf("the 10,000-path Ingress without list items is %d bytes", n)
 	}
 }

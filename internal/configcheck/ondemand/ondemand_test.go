@@ -1,4 +1,4 @@
-package configcheck
+package ondemand
 
 import (
 	"context"
@@ -89,16 +89,16 @@ func TestOnDemandObjectsAreFetchedAndRenderedAgain(t *testing.T) {
 		"team-a/cert": secret("team-a", "cert", map[string]any{"tls.crt": "CERT", "ca": "root"}),
 		"team-a/root": secret("team-a", "root", map[string]any{"tls.crt": "ROOT"}),
 	}}
-	set, err := newOnDemandSet(c, f.fetch, true)
+	set, err := NewSet(c, f.fetch, true)
 	if err != nil || set == nil {
 		t.Fatalf("set %v: %v", set, err)
 	}
 	now := time.Unix(1_000_000, 0)
 	set.now = func() time.Time { return now }
-	renderWith := func(set *onDemandSet) (render.Output, error) {
+	renderWith := func(set *Set) (render.Output, error) {
 		stores := map[string]render.IndexedStore{}
-		set.addStores(stores)
-		return renderFetching(withOnDemand(t.Context(), set), c, dataOf(stores))
+		set.AddStores(stores)
+		return Render(WithSet(t.Context(), set), c, storesData(stores))
 	}
 	out, err := renderWith(set)
 	if err != nil || !strings.Contains(out.HAProxyConfig, "# cert CERT ca ROOT") {
@@ -134,7 +134,7 @@ func TestOnDemandObjectsAreFetchedAndRenderedAgain(t *testing.T) {
 	if _, err := renderWith(set); !errors.As(err, &failure) || len(f.took()) != 0 {
 		t.Fatalf("within the TTL of the absence: %v", err)
 	}
-	if out, err := renderWith(set.uncached()); err != nil || !strings.Contains(out.HAProxyConfig, "# cert NEW ca none") {
+	if out, err := renderWith(set.Uncached()); err != nil || !strings.Contains(out.HAProxyConfig, "# cert NEW ca none") {
 		t.Fatalf("a confirmation after the Secret was created: %q %v", out.HAProxyConfig, err)
 	}
 	now = now.Add(onDemandTTL)
@@ -155,21 +155,21 @@ func TestOnDemandFetchesAreBoundedByDecision(t *testing.T) {
 	template.WriteString("global\n")
 	c := onDemandConfig(t, template.String())
 	f := &fakeFetch{objects: map[string]map[string]any{}}
-	set, err := newOnDemandSet(c, f.fetch, true)
+	set, err := NewSet(c, f.fetch, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Unix(1_000_000, 0)
 	set.now = func() time.Time { return now }
 	stores := map[string]render.IndexedStore{}
-	set.addStores(stores)
-	if _, err := renderFetching(withOnDemand(t.Context(), set), c, dataOf(stores)); err != nil {
+	set.AddStores(stores)
+	if _, err := Render(WithSet(t.Context(), set), c, storesData(stores)); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(f.took()); got == 0 || got > onDemandFetchBudget {
 		t.Fatalf("one decision fetched %d objects, want 1 to %d", got, onDemandFetchBudget)
 	}
-	if _, err := renderFetching(withOnDemand(t.Context(), set), c, dataOf(stores)); err != nil {
+	if _, err := Render(WithSet(t.Context(), set), c, storesData(stores)); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.took(); len(got) > onDemandFetchBudget || slices.Contains(got, "team-b/tls-0") {
@@ -177,35 +177,16 @@ func TestOnDemandFetchesAreBoundedByDecision(t *testing.T) {
 	}
 }
 
-// TestOnDemandFetchErrorsLeaveTheDecisionUndecided: an API server that
-// cannot answer whether a Secret exists never turns into a denial for a
-// missing Secret.
-func TestOnDemandFetchErrorsLeaveTheDecisionUndecided(t *testing.T) {
-	c := onDemandConfig(t, onDemandTemplate)
-	f := &fakeFetch{err: errors.New("connection refused")}
-	set, err := newOnDemandSet(c, f.fetch, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stores := map[string]render.IndexedStore{}
-	set.addStores(stores)
-	m := &Module{}
-	v := m.judge(withOnDemand(t.Context(), set), c, dataOf(stores), "")
-	if v.denial != "" || !strings.Contains(v.undecided, "could not be fetched: connection refused") {
-		t.Fatalf("verdict %+v, want undecided", v)
-	}
-}
-
 // TestOnDemandIsBoundedInBytes: a config's fetched objects stay within
 // onDemandMaxBytes, the oldest fetched dropped first.
 func TestOnDemandIsBoundedInBytes(t *testing.T) {
 	c := onDemandConfig(t, onDemandTemplate)
-	set, _ := newOnDemandSet(c, nil, true)
+	set, _ := NewSet(c, nil, true)
 	now := time.Unix(1_000_000, 0)
 	set.now = func() time.Time { now = now.Add(time.Second); return now }
 	big := strings.Repeat("x", onDemandMaxBytes/3)
 	for _, name := range []string{"a", "b", "c", "d"} {
-		if !set.put(onDemandKey{watched: "secrets", NamespacedName: nn("team-a", name)}, secret("team-a", name, map[string]any{"v": big})) {
+		if !set.put(Key{watched: "secrets", NamespacedName: nn("team-a", name)}, secret("team-a", name, map[string]any{"v": big})) {
 			t.Fatalf("%s not held", name)
 		}
 	}
@@ -218,29 +199,19 @@ func TestOnDemandIsBoundedInBytes(t *testing.T) {
 	if obj, _ := set.stores["secrets"].GetSingle("team-a", "d"); obj == nil {
 		t.Error("the newest was dropped")
 	}
-	if set.put(onDemandKey{watched: "secrets", NamespacedName: nn("team-a", "huge")}, secret("team-a", "huge", map[string]any{"v": strings.Repeat("x", onDemandMaxBytes)})) {
+	if set.put(Key{watched: "secrets", NamespacedName: nn("team-a", "huge")}, secret("team-a", "huge", map[string]any{"v": strings.Repeat("x", onDemandMaxBytes)})) {
 		t.Error("an object larger than the bound was held")
-	}
-}
-
-// TestOnDemandWatchesAreIndexedByNameAndHaveNoWebhook: an on-demand store
-// fetches by namespace and name, and holds too little to judge changes by.
-func TestOnDemandWatchesAreIndexedByNameAndHaveNoWebhook(t *testing.T) {
-	cfgSpec := &hapticv1alpha1.HAProxyTemplateConfigSpec{
-		WatchedResources: map[string]hapticv1alpha1.WatchedResource{
-			"secrets": {APIVersion: "v1", Resources: "secrets", IndexBy: []string{"metadata.labels.team"}, Store: "on-demand", EnableValidationWebhook: true},
-		},
-		HAProxyConfig: hapticv1alpha1.Template{Template: "global\n"},
-	}
-	_, errs := spec.CompileHaptic(cfgSpec, inProcess)
-	text := errs.ToAggregate().Error()
-	for _, want := range []string{"spec.watchedResources[secrets].indexBy", "spec.watchedResources[secrets].enableValidationWebhook"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("errors %q lack %q", text, want)
-		}
 	}
 }
 
 func nn(namespace, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: namespace, Name: name}
+}
+
+func storesData(stores map[string]render.IndexedStore) render.Data {
+	data := render.Data{Resources: make(map[string]render.Store, len(stores))}
+	for name, s := range stores {
+		data.Resources[name] = s
+	}
+	return data
 }
