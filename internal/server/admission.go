@@ -195,11 +195,6 @@ func (h *admissionHandler) withReason(d module.Decision) (admission.Response, st
 	return resp, reason
 }
 
-// writeGrace is how long after the webhook's declared timeout its answer
-// may still be written: the module answers before that timeout (less a
-// margin), so the grace only covers encoding and the network.
-const writeGrace = 2 * time.Second
-
 // writeBudget is how long this webhook's answer may take to write when its
 // declared timeout outlasts the server's write timeout; 0 keeps the
 // server's.
