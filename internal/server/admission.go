@@ -81,7 +81,7 @@ type admissionHandler struct {
 
 func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	release, ok := h.server.hold(w, r, h.hook.Path, h.concurrency, h.hook.Cost)
+	body, release, ok := h.server.hold(w, r, h.hook.Path, h.concurrency, h.hook.Cost)
 	if !ok {
 		return
 	}
@@ -93,7 +93,7 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(budget))
 	}
 	var review admissionv1.AdmissionReview
-	if err := decodeAdmissionReview(requestBody(r), &review); err != nil {
+	if err := decodeAdmissionReview(body, &review); err != nil {
 		h.server.refuseMalformed(w, h.hook.Path, admissionReviewGVK, err)
 		return
 	}

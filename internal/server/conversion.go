@@ -45,13 +45,13 @@ type conversionHandler struct {
 
 func (h *conversionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	release, ok := h.server.hold(w, r, h.hook.Path, h.concurrency, h.hook.Cost)
+	body, release, ok := h.server.hold(w, r, h.hook.Path, h.concurrency, h.hook.Cost)
 	if !ok {
 		return
 	}
 	defer release()
 	var review apiextensionsv1.ConversionReview
-	if err := decodeConversionReview(requestBody(r), &review); err != nil {
+	if err := decodeConversionReview(body, &review); err != nil {
 		h.server.refuseMalformed(w, h.hook.Path, conversionReviewGVK, err)
 		return
 	}

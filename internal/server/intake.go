@@ -104,12 +104,16 @@ func (s *Server) guard(path string, next http.Handler, authenticated bool) http.
 		// The body is charged to the in-flight budget as it arrives, to
 		// the caller's share (intake.read). A body of unknown length is read
 		// from the budget of large ones.
-		p := partyOf(r)
 		pool := s.inFlight
 		if r.ContentLength >= 0 && r.ContentLength <= smallRequest {
 			pool = s.inFlightSmall
 		}
-		in := s.newIntake(w, r, p, pool, waitUntil)
+		now := time.Now()
+		in := &intake{
+			r: r, rc: http.NewResponseController(w), party: partyOf(r), pool: pool,
+			rate: s.opts.MinBodyRate, wait: s.opts.InFlightWait, waitUntil: waitUntil,
+			start: now, cutoff: now.Add(s.opts.ReadTimeout),
+		}
 		defer in.release()
 		body, bodyErr := in.read(limit)
 		if bodyErr != nil {
@@ -127,12 +131,6 @@ func tooLarge(size, limit int64) string {
 		return fmt.Sprintf("request body exceeds the limit of %d bytes", limit)
 	}
 	return fmt.Sprintf("request body of %d bytes exceeds the limit of %d bytes", size, limit)
-}
-
-// requestBody returns the body the guard read.
-func requestBody(r *http.Request) []byte {
-	b, _ := r.Context().Value(bodyKey{}).(guardedBody)
-	return b.body
 }
 
 // party is who a charge is made for: a verified caller, or the address an
@@ -194,15 +192,6 @@ type intake struct {
 	start, cutoff time.Time
 	paused        time.Duration
 	received      int64
-}
-
-func (s *Server) newIntake(w http.ResponseWriter, r *http.Request, p party, pool *budget, waitUntil time.Time) *intake {
-	now := time.Now()
-	return &intake{
-		r: r, rc: http.NewResponseController(w), party: p, pool: pool,
-		rate: s.opts.MinBodyRate, wait: s.opts.InFlightWait, waitUntil: waitUntil,
-		start: now, cutoff: now.Add(s.opts.ReadTimeout),
-	}
 }
 
 // release gives back what the body was charged.
@@ -353,55 +342,58 @@ func (s *Server) refuse(w http.ResponseWriter, path string, code int, msg string
 // hold takes room for one decision: a place in its module's concurrency,
 // then the decision's estimated memory in the budget of decisions in
 // flight, waiting for both until the request's wait ends (InFlightWait
-// after it arrived). It answers the request itself when there is none: 503
-// when the module is busy, 429 when the memory budget is full, 413 when the
-// decision alone would exceed the budget. None carries Retry-After
-// (refuse): the API server applies the webhook's failurePolicy at once.
-func (s *Server) hold(w http.ResponseWriter, r *http.Request, path string, concurrency *semaphore.Weighted, cost module.Cost) (release func(), ok bool) {
-	body := requestBody(r)
-	charge := decisionCost(body, cost)
-	if charge > s.opts.MaxInFlightDecisionBytes {
-		s.refuse(w, path, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"deciding this review would take about %d MiB (%d bytes of JSON), more than the %d MiB of decisions the server holds in flight",
-			charge>>20, len(body), s.opts.MaxInFlightDecisionBytes>>20))
-		return nil, false
+// after it arrived), and returns the body the guard read. It answers the
+// request itself when there is none: 503 when the module is busy, 429 when
+// the memory budget is full, 413 when the decision alone would exceed the
+// budget. None carries Retry-After (refuse): the API server applies the
+// webhook's failurePolicy at once.
+func (s *Server) hold(w http.ResponseWriter, r *http.Request, path string, concurrency *semaphore.Weighted, cost module.Cost) (body []byte, release func(), ok bool) {
+	// Zero for a request the guard did not read: no body, and no wait.
+	g, _ := r.Context().Value(bodyKey{}).(guardedBody)
+	// The decision's estimated memory: its body, and what decoding each of
+	// its structural tokens builds.
+	perToken := cost.BytesPerToken
+	if perToken == 0 {
+		perToken = DefaultBytesPerToken
 	}
-	ctx, cancel := context.WithDeadline(r.Context(), waitUntil(r))
-	defer cancel()
-	if concurrency != nil {
-		if err := concurrency.Acquire(ctx, 1); err != nil {
-			s.refuse(w, path, http.StatusServiceUnavailable, fmt.Sprintf("too many decisions of this module in flight: none ended within %s", s.opts.InFlightWait))
-			return nil, false
-		}
-	}
+	charge := int64(len(g.body)) + structuralTokens(g.body)*perToken
 	p := partyOf(r)
-	if err := s.decisions.grow(ctx, p, charge, 0); err != nil {
+	ctx, cancel := context.WithDeadline(r.Context(), g.waitUntil)
+	defer cancel()
+	// Each case takes its room or refuses, in this order: the decision
+	// alone is too large, the module has no place, the budget no room
+	// (and the module's place is given back).
+	var code int
+	var msg string
+	switch {
+	case charge > s.opts.MaxInFlightDecisionBytes:
+		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"deciding this review would take about %d MiB (%d bytes of JSON), more than the %d MiB of decisions the server holds in flight",
+			charge>>20, len(g.body), s.opts.MaxInFlightDecisionBytes>>20)
+	case concurrency != nil && concurrency.Acquire(ctx, 1) != nil:
+		code, msg = http.StatusServiceUnavailable, fmt.Sprintf("too many decisions of this module in flight: none ended within %s", s.opts.InFlightWait)
+	case s.decisions.grow(ctx, p, charge, 0) != nil:
 		if concurrency != nil {
 			concurrency.Release(1)
 		}
-		s.refuse(w, path, http.StatusTooManyRequests, fmt.Sprintf("too many requests in flight: a decision estimated at %d MiB found no room in %s", charge>>20, s.opts.InFlightWait))
-		return nil, false
+		code, msg = http.StatusTooManyRequests, fmt.Sprintf("too many requests in flight: a decision estimated at %d MiB found no room in %s", charge>>20, s.opts.InFlightWait)
+	}
+	if code != 0 {
+		s.refuse(w, path, code, msg)
+		return nil, nil, false
 	}
 	// The decision's charge counts the body: the body's own charge in the
 	// in-flight budget ends, so that a party's share there bounds the
 	// bodies it is sending, not the decisions it waits for.
-	if b, ok := r.Context().Value(bodyKey{}).(guardedBody); ok && b.intake != nil {
-		b.intake.release()
+	if g.intake != nil {
+		g.intake.release()
 	}
-	return func() {
+	return g.body, func() {
 		s.decisions.releaseFor(p, charge)
 		if concurrency != nil {
 			concurrency.Release(1)
 		}
 	}, true
-}
-
-// waitUntil is when the request's wait for room ends.
-func waitUntil(r *http.Request) time.Time {
-	if b, ok := r.Context().Value(bodyKey{}).(guardedBody); ok {
-		return b.waitUntil
-	}
-	return time.Now()
 }
 
 // DefaultBytesPerToken is what a decision is charged per structural token
@@ -438,15 +430,6 @@ func structuralTokens(body []byte) int64 {
 		}
 	}
 	return n
-}
-
-// decisionCost estimates the memory a decision of hook takes on body.
-func decisionCost(body []byte, cost module.Cost) int64 {
-	perToken := cost.BytesPerToken
-	if perToken == 0 {
-		perToken = DefaultBytesPerToken
-	}
-	return int64(len(body)) + structuralTokens(body)*perToken
 }
 
 // budget is a count of bytes whose waiters take room as soon as it fits
