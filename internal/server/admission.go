@@ -86,10 +86,12 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	if budget := h.writeBudget(); budget > 0 {
-		// The API server waits up to the webhook's declared timeout (at
-		// most 30 s), longer than the server's 10 s default: a decision that
-		// takes 18 s must still be written whole, not cut into a TLS error.
+	// The API server waits up to the webhook's declared timeout (at most
+	// 30 s), longer than the server's 10 s default: a decision that takes
+	// 18 s must still be written whole, not cut into a TLS error. A webhook
+	// declaring none, or one the server's write timeout covers, keeps the
+	// server's.
+	if budget := time.Duration(h.hook.TimeoutSeconds)*time.Second + writeGrace; h.hook.TimeoutSeconds > 0 && budget > h.server.opts.WriteTimeout {
 		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(budget))
 	}
 	var review admissionv1.AdmissionReview
@@ -103,7 +105,7 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d        module.Decision
 		panicked bool
 	)
-	if kind := schemaGVK(req.Kind); h.kinds != nil && !h.kinds[kind] {
+	if kind := schema.GroupVersionKind(req.Kind); h.kinds != nil && !h.kinds[kind] {
 		// Not this webhook's to judge (the API server never sends it):
 		// read as the path's kind, a ConfigMap posted to a Services path
 		// was refused as if it were a Service.
@@ -122,8 +124,21 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d = h.mode.Apply(h.module, d)
 	}
 	// From here on the decision's class says what the answer is: nothing
-	// below reads it from the response again.
-	decision := decisionLabel(d.Class)
+	// below reads it from the response again. Its value of the decision
+	// label (of gatehouse_webhook_requests_total and
+	// gatehouse_webhook_denials_total, and of the decision log) counts
+	// NotPermitted as a denial.
+	decision := metrics.DecisionErrored
+	switch d.Class {
+	case module.ClassAllowed:
+		decision = metrics.DecisionAllowed
+	case module.ClassDenied, module.ClassNotPermitted:
+		decision = metrics.DecisionDenied
+	case module.ClassWarned:
+		decision = metrics.DecisionWarned
+	case module.ClassUndecided:
+		decision = metrics.DecisionUndecided
+	}
 	denialReason := ""
 	if d.Class.IsDenial() {
 		d.Response, denialReason = h.withReason(d)
@@ -164,23 +179,6 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.logDecision(req, resp, decision, denialReason, elapsed)
 }
 
-// decisionLabel is the class's value of the decision label of
-// gatehouse_webhook_requests_total and gatehouse_webhook_denials_total, and
-// of the decision log: NotPermitted is a denial there.
-func decisionLabel(c module.Class) string {
-	switch c {
-	case module.ClassAllowed:
-		return metrics.DecisionAllowed
-	case module.ClassDenied, module.ClassNotPermitted:
-		return metrics.DecisionDenied
-	case module.ClassWarned:
-		return metrics.DecisionWarned
-	case module.ClassUndecided:
-		return metrics.DecisionUndecided
-	}
-	return metrics.DecisionErrored
-}
-
 // withReason bounds the reason resp's denial gives to the webhook's
 // declared set, in the metric and in the audit annotation the API server
 // records: whatever a module passes on, neither grows with what a request
@@ -193,17 +191,6 @@ func (h *admissionHandler) withReason(d module.Decision) (admission.Response, st
 	annotations[module.ReasonAnnotation] = reason
 	resp.AuditAnnotations = annotations
 	return resp, reason
-}
-
-// writeBudget is how long this webhook's answer may take to write when its
-// declared timeout outlasts the server's write timeout; 0 keeps the
-// server's.
-func (h *admissionHandler) writeBudget() time.Duration {
-	budget := time.Duration(h.hook.TimeoutSeconds)*time.Second + writeGrace
-	if h.hook.TimeoutSeconds <= 0 || budget <= h.server.opts.WriteTimeout {
-		return 0
-	}
-	return budget
 }
 
 // admit calls the module, and its confirmation when it denies
@@ -260,7 +247,7 @@ func (h *admissionHandler) logDecision(req admission.Request, resp admission.Res
 	kv := []any{
 		"webhook", h.hook.Name, "module", h.module,
 		"uid", req.UID, "operation", req.Operation,
-		"kind", module.GVKString(schemaGVK(req.Kind)),
+		"kind", module.GVKString(schema.GroupVersionKind(req.Kind)),
 		"namespace", req.Namespace, "name", req.Name,
 		"user", req.UserInfo.Username,
 		"decision", decision,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -38,7 +39,7 @@ func (s *Server) validatePath() {
 	s.Admission("gatehouse", module.Webhook{
 		Name: "validate.gatehouse.dev", Path: ValidatePath, Type: module.Validating,
 		Admit: func(_ context.Context, req admission.Request) admission.Response {
-			return admission.Allowed("no validator is registered for " + module.GVKString(schemaGVK(req.Kind)) + " at " + ValidatePath)
+			return admission.Allowed("no validator is registered for " + module.GVKString(schema.GroupVersionKind(req.Kind)) + " at " + ValidatePath)
 		},
 	}, module.Enforce)
 }
