@@ -206,7 +206,7 @@ func (h *admissionHandler) admit(ctx context.Context, req admission.Request) (d 
 	}()
 	// Modules log through log.FromContext: the request's identity is bound
 	// once, here.
-	ctx = h.server.requestContext(ctx, h.hook, h.module, req.UID)
+	ctx = logf.IntoContext(ctx, h.server.opts.Log.WithValues("webhook", h.hook.Name, "module", h.module, "uid", req.UID))
 	log := logf.FromContext(ctx)
 	d = h.hook.Decide(ctx, req)
 	if d.Confirmation != module.OutcomeNone {
@@ -221,7 +221,7 @@ func (h *admissionHandler) admit(ctx context.Context, req admission.Request) (d 
 		}
 	}
 	if err := d.Response.Complete(req); err != nil {
-		return module.DecisionOf(admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode patch: %w", err))), false
+		d = module.DecisionOf(admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode patch: %w", err)))
 	}
 	return d, false
 }

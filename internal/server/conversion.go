@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -103,7 +104,10 @@ func (h *conversionHandler) convert(ctx context.Context, req *apiextensionsv1.Co
 			objs, err, panicked = nil, fmt.Errorf("internal error in conversion webhook %s", h.hook.Name), true
 		}
 	}()
-	objs, err = h.hook.Convert(h.server.requestContext(ctx, h.hook, h.module, req.UID), req)
+	// Modules log through log.FromContext: the request's identity is bound
+	// once, here.
+	ctx = logf.IntoContext(ctx, h.server.opts.Log.WithValues("webhook", h.hook.Name, "module", h.module, "uid", req.UID))
+	objs, err = h.hook.Convert(ctx, req)
 	if err == nil && len(objs) != len(req.Objects) {
 		err = fmt.Errorf("conversion returned %d objects for %d", len(objs), len(req.Objects))
 	}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
@@ -21,9 +19,8 @@ import (
 // What a review that cannot be decided gets is the same for an
 // AdmissionReview and a ConversionReview, so it is written once here: a body
 // that is no review of the path's kind is refused with 400 before any module
-// sees it, a module runs with the request's identity in its logger, and a
-// module's panic is counted and logged with the request's UID while the
-// server keeps serving.
+// sees it, and a module's panic is counted and logged with the request's UID
+// while the server keeps serving.
 
 // decodeReview decodes body into review, which must be of kind want and
 // carry a request with a UID. request reads the decoded review's request
@@ -55,12 +52,6 @@ func decodeReview(body []byte, review runtime.Object, want schema.GroupVersionKi
 // refuseMalformed answers a body that decodeReview refused.
 func (s *Server) refuseMalformed(w http.ResponseWriter, path string, want schema.GroupVersionKind, err error) {
 	s.refuse(w, path, http.StatusBadRequest, "malformed "+want.Kind+": "+err.Error())
-}
-
-// requestContext is the context a module decides in: modules log through
-// log.FromContext, and the request's identity is bound once, here.
-func (s *Server) requestContext(ctx context.Context, hook module.Webhook, moduleName string, uid types.UID) context.Context {
-	return logf.IntoContext(ctx, s.opts.Log.WithValues("webhook", hook.Name, "module", moduleName, "uid", uid))
 }
 
 // recordPanic counts and logs p, recovered from a module's handler (called
