@@ -111,7 +111,7 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// was refused as if it were a Service.
 		metrics.ForeignKinds.WithLabelValues(h.module).Inc()
 		d = module.DecisionOf(admission.Allowed(fmt.Sprintf("%s does not judge %s", h.hook.Name, module.GVKString(kind))))
-	} else if h.server.Withdrawn(h.module) {
+	} else if _, withdrawn := h.server.withdrawn.Load(h.module); withdrawn {
 		// The module stopped deciding: its failure policy decides, as it
 		// would once the leader withdrew the webhook.
 		d = module.DecisionOf(module.Undecided(fmt.Sprintf("%s: module %s is not running on this replica", h.hook.Name, h.module)))

@@ -63,7 +63,7 @@ func (h *conversionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err      error
 		panicked bool
 	)
-	if h.server.Withdrawn(h.module) {
+	if _, withdrawn := h.server.withdrawn.Load(h.module); withdrawn {
 		err = fmt.Errorf("%s: module %s is not running on this replica", h.hook.Name, h.module)
 	} else {
 		objects, err, panicked = h.convert(r.Context(), req)
