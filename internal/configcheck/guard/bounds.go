@@ -10,11 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// phaseBounds is the denial reason (and metrics phase) of an object past
+// PhaseBounds is the denial reason (and metrics phase) of an object past
 // its watched resource's bounds: decided from the request alone.
 const PhaseBounds = "object-bounds"
 
-// objectSize is what bounds measure of an object as written: its JSON
+// Size is what bounds measure of an object as written: its JSON
 // size without metadata.managedFields (which the API server writes, and no
 // template sees), and its longest list with that list's path.
 type Size struct {
@@ -23,12 +23,12 @@ type Size struct {
 	path    string
 }
 
-// exceeds says whether s passes b.
+// Exceeds says whether s passes b.
 func Exceeds(b spec.Bounds, s Size) bool {
 	return s.bytes > b.MaxBytes || s.longest > b.MaxList
 }
 
-// validateBounds checks the object a create or update would store (size)
+// ValidateBounds checks the object a create or update would store (size)
 // against w's bounds. old is what the store holds of it, nil if nothing:
 // an object stored before the bounds were stated may stay as large as it
 // is, or shrink, so that its owner can always get under the bound step by
@@ -62,7 +62,7 @@ func ValidateBounds(w *spec.Watched, size Size, old *Size, kind, config string) 
 	return errs
 }
 
-// measureRaw measures an object's JSON as the API server sent it, in one
+// MeasureRaw measures an object's JSON as the API server sent it, in one
 // pass over its bytes without decoding it: an object past the bounds is
 // refused for less than decoding it would cost (decoding, copying and
 // encoding a 0.95 MB Ingress took a second of CPU on a loaded two-core
@@ -157,7 +157,7 @@ func MeasureRaw(data []byte) Size {
 	return size
 }
 
-// boundsDenial is the refusal of errs, one line per bound passed.
+// BoundsDenial is the refusal of errs, one line per bound passed.
 func BoundsDenial(errs field.ErrorList) string {
 	msg := "the object exceeds the bounds its config sets on each object:"
 	for _, e := range errs {
@@ -177,7 +177,7 @@ func formatSize(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// withoutListItems is data (an object's JSON) with every list emptied, for
+// WithoutListItems is data (an object's JSON) with every list emptied, for
 // telling whether a watched resource selects an object past its bounds
 // without decoding all of it: a selection reads labels (a map of strings)
 // and field paths through maps, where a list equals no value, empty or not

@@ -18,7 +18,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 
-// admissions serializes the admissions of one config and remembers the
+// Admissions serializes the admissions of one config and remembers the
 // changes it admitted that its stores do not show yet.
 //
 // The turns are fair (package fair): the waiting admissions of each party
@@ -81,11 +81,11 @@ type pendingChange struct {
 	admitted        time.Time
 }
 
-// pendingTTL is how long an admitted change the stores do not show is kept:
+// PendingTTL is how long an admitted change the stores do not show is kept:
 // kube-apiserver's default request timeout, which bounds the write.
 const PendingTTL = time.Minute
 
-// maxTenantWaiting bounds the admissions of one party waiting for one
+// MaxTenantWaiting bounds the admissions of one party waiting for one
 // config's turn: more than kubectl, Helm or a GitOps tool sends at once
 // (they write objects one by one), few enough that a flood fails at once
 // instead of holding connections and memory until its deadline.
@@ -103,7 +103,7 @@ func NewAdmissions(ttl time.Duration, now func() time.Time) *Admissions {
 	return &Admissions{turn: turn, unrecorded: unrecorded, ttl: ttl, now: now}
 }
 
-// acquire waits for req's turn among the config's admissions until ctx
+// Acquire waits for req's turn among the config's admissions until ctx
 // ends: the recorded admissions' turn when req is recorded, the others'
 // otherwise, in its party's turn among the waiting parties (partyOf) and
 // with its class's urgency (classOf). release ends it.
@@ -126,7 +126,7 @@ func (a *Admissions) Acquire(ctx context.Context, req admission.Request) (releas
 	return release, nil
 }
 
-// recorded says whether req's admission is recorded as a pending change:
+// Recorded says whether req's admission is recorded as a pending change:
 // only a change the API server will store, which a dry run is not and a
 // review from a caller Gatehouse did not verify need not be.
 func Recorded(ctx context.Context, req admission.Request) bool {
@@ -162,7 +162,7 @@ func AuthorParty(namespace string) string {
 	return "the HAProxyTemplateConfigs of namespace " + namespace
 }
 
-// classOf is a watched object's admission's urgency: a dry run stores
+// ClassOf is a watched object's admission's urgency: a dry run stores
 // nothing, and a review Gatehouse cannot tell came from the API server may
 // store nothing either, so both wait behind every change to be stored, in
 // the config's turns and for the render workers (whose reserve is for
@@ -174,10 +174,10 @@ func ClassOf(ctx context.Context, req admission.Request) fair.Class {
 	return fair.Real
 }
 
-// getter reads one object of a watched resource's store.
+// Getter reads one object of a watched resource's store.
 type Getter func(watched, namespace, name string) (map[string]any, bool)
 
-// prune drops the changes the stores show (the object stored as admitted,
+// Prune drops the changes the stores show (the object stored as admitted,
 // or gone for a removal) and those older than ttl. A turn is held.
 func (a *Admissions) Prune(get Getter) {
 	a.mu.Lock()
@@ -198,7 +198,7 @@ func (a *Admissions) Prune(get Getter) {
 	a.pending = kept
 }
 
-// overlay shows stores with the pending changes applied. A turn is held.
+// Overlay shows stores with the pending changes applied. A turn is held.
 func (a *Admissions) Overlay(stores map[string]render.IndexedStore) (map[string]render.IndexedStore, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -227,7 +227,7 @@ func (a *Admissions) Overlay(stores map[string]render.IndexedStore) (map[string]
 	return out, nil
 }
 
-// pendingObject returns the pending change of one object: the object as
+// PendingObject returns the pending change of one object: the object as
 // it will be stored, nil for a removal; ok is false when none is pending.
 func (a *Admissions) PendingObject(watched, namespace, name string) (obj map[string]any, ok bool) {
 	a.mu.Lock()
@@ -240,14 +240,14 @@ func (a *Admissions) PendingObject(watched, namespace, name string) (obj map[str
 	return nil, false
 }
 
-// pendingChanges counts the changes pending.
+// PendingChanges counts the changes pending.
 func (a *Admissions) PendingChanges() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.pending)
 }
 
-// waiting counts the admissions waiting for the recorded admissions' turn
+// Waiting counts the admissions waiting for the recorded admissions' turn
 // (recorded), or for the others'.
 func (a *Admissions) Waiting(recorded bool) int {
 	if recorded {
@@ -256,7 +256,7 @@ func (a *Admissions) Waiting(recorded bool) int {
 	return a.unrecorded.Waiting()
 }
 
-// othersPending says whether a change of another object than this one is
+// OthersPending says whether a change of another object than this one is
 // pending. A turn is held.
 func (a *Admissions) OthersPending(watched, namespace, name string) bool {
 	a.mu.Lock()
@@ -269,7 +269,7 @@ func (a *Admissions) OthersPending(watched, namespace, name string) bool {
 	return false
 }
 
-// record remembers an admitted change (op on obj, as stored), replacing the
+// Record remembers an admitted change (op on obj, as stored), replacing the
 // pending change of the same object: of two writes to one object the API
 // server stores the later admitted (the earlier, if still unwritten, fails
 // its resourceVersion precondition and is admitted again). The turn is

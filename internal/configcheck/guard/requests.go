@@ -8,10 +8,10 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/textcut"
 )
 
-// dryRun says whether req stores nothing.
+// DryRun says whether req stores nothing.
 func DryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRun }
 
-// bounded cuts s to n bytes, saying so.
+// Bounded cuts s to n bytes, saying so.
 func Bounded(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -1,12 +1,12 @@
 // Package ondemand serves haptic's store: on-demand (a haptic config's
 // Secrets, in its ssl library), which names objects Gatehouse does not
 // watch: haptic's controller fetches one when a template asks for it by
-// namespace and name, rather
-// than caching every Secret of the cluster. Gatehouse does the same, in
-// its own order of things: a rendering runs in a confined worker without
-// the API, so it records the keys it asked of an on-demand store that the
-// store did not hold (render.Missed); configcheck then fetches each (through [Fetch]), for
-// the config's author only, and renders again (onDemandRounds at most).
+// namespace and name, rather than caching every Secret of the cluster.
+// Gatehouse does the same, in its own order of things: a rendering runs in
+// a confined worker without the API, so it records the keys it asked of an
+// on-demand store that the store did not hold (render.Missed); configcheck
+// then fetches each (through [Fetch]), for the config's author only, and
+// renders again (onDemandRounds at most).
 //
 // Who may have what read: an object is fetched for a config only when its
 // author may get it (a SubjectAccessReview, through the shared access
