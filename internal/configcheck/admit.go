@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
@@ -110,7 +112,7 @@ func (m *Module) admitWatched(key spec.Key, watched string) module.AdmitFunc {
 		resp = forCaller(resp, req, st.compiled, judged)
 		if !module.ClassOf(resp).IsDenial() {
 			// A denial's time is observed with its confirmation.
-			observeAdmission(watched, resp, time.Since(start))
+			metrics.ObserveAdmission(watched, resp, time.Since(start))
 		}
 		return resp
 	}
@@ -140,16 +142,16 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 		// Refused first, before the object is copied for the stores,
 		// before the config's turn and any rendering: an object this
 		// large would slow every tenant's admissions.
-		countPhase(guard.PhaseBounds, "denied")
+		metrics.CountPhase(guard.PhaseBounds, "denied")
 		return module.Deny(guard.PhaseBounds, guard.BoundsDenial(errs)), nil
 	}
 	op, obj, reason, err := m.proposal(st, w, req)
 	if err != nil {
-		countPhase(phaseStructure, "denied")
+		metrics.CountPhase(phaseStructure, "denied")
 		return module.Deny(phaseStructure, err.Error()), nil
 	}
 	if op == "" {
-		countPhase(phaseStructure, "unselected")
+		metrics.CountPhase(phaseStructure, "unselected")
 		return admission.Allowed(reason), nil
 	}
 	if req.Operation == admissionv1.Delete && m.namespaceTerminating(req.Namespace) {
@@ -157,11 +159,11 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 		// particular order: refusing a Service that an Ingress of the same
 		// dying namespace still names would only hold the namespace in
 		// Terminating until the Ingress went first.
-		countPhase(phaseStructure, "namespace-terminating")
+		metrics.CountPhase(phaseStructure, "namespace-terminating")
 		return admission.Allowed("namespace " + req.Namespace + " is being deleted"), nil
 	}
 	if !st.waitSynced(ctx) {
-		countUndecided("not-synced")
+		metrics.CountUndecided("not-synced")
 		return module.Undecided(fmt.Sprintf("configcheck: the watched resources of HAProxyTemplateConfig %s are still loading; try again in a moment", st.key)), nil
 	}
 	// Judged in the config's turn, against the stores and the changes
@@ -176,7 +178,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 	if st.unchanged(w, op, obj, adm) {
 		// What the templates see would not change, so neither would the
 		// rendering: refusing the change could protect nothing.
-		HAProxyChecks.WithLabelValues("unchanged").Inc()
+		metrics.HAProxyChecks.WithLabelValues("unchanged").Inc()
 		return admission.Allowed("what the templates see is unchanged"), nil
 	}
 	stores, err := adm.Overlay(st.stores())
@@ -291,7 +293,7 @@ func (m *Module) confirmWatched(key spec.Key, watched string) module.ConfirmFunc
 		}
 		c, judged := m.confirm(fair.WithShare(ctx, guard.ConfigParty(key), guard.ClassOf(ctx, req)), st, w, req, denial)
 		c.Response = forCaller(c.Response, req, st.compiled, judged)
-		observeAdmission(watched, c.Response, time.Since(start))
+		metrics.ObserveAdmission(watched, c.Response, time.Since(start))
 		return c
 	}
 }
@@ -350,7 +352,7 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *spec.Watched, 
 	// a failing state: it passed there.
 	if !alone {
 		if way, ok := m.wayOut(ctx, st, withPending, w.Name, op, obj, confirmed); ok {
-			countPhase(confirmed.phase, "pre-existing")
+			metrics.CountPhase(confirmed.phase, "pre-existing")
 			log.Info("admitted: the cluster's state fails without this change, and it adds no failure", "phase", confirmed.phase, "failure", guard.Bounded(confirmed.denial, 500), "delete", op == render.OperationDelete)
 			if guard.Recorded(ctx, req) {
 				adm.Record(w.Name, op, obj)
@@ -361,7 +363,7 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *spec.Watched, 
 			return module.Excused(admission.Allowed("").WithWarnings(preexistingWarnings(st.key, way)...)), withPending
 		}
 	}
-	countPhase(confirmed.phase, "denied")
+	metrics.CountPhase(confirmed.phase, "denied")
 	return module.Upheld(module.Deny(confirmed.phase, confirmed.denial)), withPending
 }
 
@@ -480,7 +482,7 @@ func (m *Module) judge(ctx context.Context, c *spec.Compiled, data render.Data, 
 	data.ExtraContext = c.ExtraContext
 	start := time.Now()
 	out, err := ondemand.Render(ctx, c, data)
-	observePhase(phaseRender, time.Since(start))
+	metrics.ObservePhase(phaseRender, time.Since(start))
 	var fetchErr *ondemand.Error
 	if errors.As(err, &fetchErr) {
 		return verdict{undecided: fetchErr.Error()}
@@ -503,14 +505,14 @@ func (m *Module) judge(ctx context.Context, c *spec.Compiled, data render.Data, 
 func (m *Module) checkRendering(ctx context.Context, dialect suite.Dialect, out render.Output, failedTests string) verdict {
 	start := time.Now()
 	checked, err := m.checker.Check(ctx, asChecked(out, dialect))
-	observePhase(phaseHAProxy, time.Since(start))
+	metrics.ObservePhase(phaseHAProxy, time.Since(start))
 	if err != nil {
 		if errors.Is(err, haproxy.ErrBusy) || ctx.Err() != nil {
 			return verdict{undecided: "configcheck: " + err.Error(), shed: true}
 		}
 		return verdict{undecided: "configcheck: haproxy -c could not run: " + err.Error()}
 	}
-	countCheck(checked)
+	metrics.CountCheck(checked)
 	if checked.Refused {
 		return verdict{denial: checked.Message, phase: phasePolicy, cached: checked.Cached}
 	}

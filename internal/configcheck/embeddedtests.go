@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -44,7 +46,7 @@ func (m *Module) checkFunc(dialect suite.Dialect) suite.CheckFunc {
 		if err != nil {
 			return false, "", err
 		}
-		countCheck(v)
+		metrics.CountCheck(v)
 		return v.Valid, v.Message, nil
 	}
 }

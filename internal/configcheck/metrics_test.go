@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,13 +30,13 @@ func TestConfigsAreCountedByConditionWithBoundedReasons(t *testing.T) {
 		return metav1.Condition{Type: kind, Status: status, Reason: reason}
 	}
 	ready := withConditions(cond("Valid", "True", "Valid"), cond("Published", "True", "Published"), cond("Ready", "True", "Ready"))
-	got := countConfigs([]gatehousev1alpha1.HAProxyTemplateConfig{
+	got := metrics.CountConfigs([]gatehousev1alpha1.HAProxyTemplateConfig{
 		ready, ready,
 		withConditions(cond("Valid", "False", "TestsFailed"), cond("Published", "False", "ConfigInvalid"), cond("Ready", "False", "NotReady")),
 		withConditions(cond("Valid", "True", "Valid"), cond("Published", "False", strings.Repeat("x", 300)), cond("Ready", "Maybe", "NotReady")),
 		withConditions(),
 	})
-	want := map[configSeries]int{
+	want := map[metrics.ConfigSeries]int{
 		{"Valid", "True", "Valid"}:              3,
 		{"Valid", "False", "TestsFailed"}:       1,
 		{"Valid", "Unknown", "NotWritten"}:      1,
@@ -73,13 +75,13 @@ func TestHapticConfigsAreCountedByValidity(t *testing.T) {
 	m.states[ours] = &configState{key: ours, invalid: "not counted here"}
 	m.countHapticConfigs()
 	for validity, want := range map[string]float64{"valid": 2, "spec-invalid": 1, "tests-failed": 1, "tests-not-run": 1} {
-		if got := testutil.ToFloat64(hapticConfigs.WithLabelValues(validity)); got != want {
+		if got := testutil.ToFloat64(metrics.HapticConfigs.WithLabelValues(validity)); got != want {
 			t.Errorf("%s: %v, want %v", validity, got, want)
 		}
 	}
 	m.states = map[spec.Key]*configState{}
 	m.countHapticConfigs()
-	if got := testutil.CollectAndCount(hapticConfigs); got != len(hapticValidities) {
+	if got := testutil.CollectAndCount(metrics.HapticConfigs); got != len(metrics.HapticValidities) {
 		t.Errorf("%d series without configs, want one per validity", got)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
@@ -267,7 +269,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 		caps.RunnerUID, caps.RunnerGID = runner.Identity()
 		caps.ProcessUIDs = runner.ProcessUIDs()
 	}
-	recordConfinement(caps, identityWanted)
+	metrics.RecordConfinement(caps, identityWanted)
 	if err := checkConfinement(caps, m.opts.bestEffort(), identityWanted, runnerErr); err != nil {
 		if runner != nil {
 			_ = runner.Close()
@@ -347,7 +349,7 @@ func (m *Module) Setup(ctx context.Context, host module.Host) (err error) {
 	if err := m.handleNamespaceEvents(ctx, namespace); err != nil {
 		return err
 	}
-	if err := followConfigStates(ctx, m.configs); err != nil {
+	if err := metrics.FollowConfigStates(ctx, m.configs); err != nil {
 		return err
 	}
 	m.countHapticConfigs()

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -53,13 +55,13 @@ func TestConfinementIsRequired(t *testing.T) {
 	if err := checkConfinement(separate, false, true, nil); err != nil {
 		t.Fatalf("complete confinement with the runner refused: %v", err)
 	}
-	recordConfinement(separate, true)
-	if got := testutil.ToFloat64(confinement.WithLabelValues("separate_identity")); got != 1 {
+	metrics.RecordConfinement(separate, true)
+	if got := testutil.ToFloat64(metrics.Confinement.WithLabelValues("separate_identity")); got != 1 {
 		t.Errorf("gatehouse_configcheck_confinement{layer=\"separate_identity\"} = %v under a runner, want 1", got)
 	}
-	recordConfinement(lacking, false)
+	metrics.RecordConfinement(lacking, false)
 	for layer, want := range map[string]float64{"landlock_abi": 0, "seccomp": 1, "separate_identity": 0} {
-		if got := testutil.ToFloat64(confinement.WithLabelValues(layer)); got != want {
+		if got := testutil.ToFloat64(metrics.Confinement.WithLabelValues(layer)); got != want {
 			t.Errorf("gatehouse_configcheck_confinement{layer=%q} = %v, want %v", layer, got, want)
 		}
 	}

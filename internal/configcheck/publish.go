@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
@@ -186,7 +188,7 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		return publishRetry, nil
 	}
 	if err != nil {
-		published.WithLabelValues("rejected").Inc()
+		metrics.Published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "RenderFailed",
 			guard.Bounded("the cluster's current state does not render; the last accepted rendering stays published: "+renderFailure(err), 1000))
 		p.failing(ctx, st, stores, status, verdict{denial: renderFailure(err), phase: phaseRender})
@@ -196,16 +198,16 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 	if err != nil {
 		return publishRetry, err
 	}
-	countCheck(v)
+	metrics.CountCheck(v)
 	if v.Refused {
-		published.WithLabelValues("rejected").Inc()
+		metrics.Published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "PolicyRefused",
 			guard.Bounded("the cluster's current rendering breaks the check policy and was not checked; the last accepted one stays published:\n"+v.Message, 1000))
 		p.failing(ctx, st, stores, status, verdict{denial: v.Message, phase: phasePolicy})
 		return 0, nil
 	}
 	if !v.Valid {
-		published.WithLabelValues("rejected").Inc()
+		metrics.Published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "HAProxyCheckFailed",
 			guard.Bounded("haproxy -c rejects the cluster's current rendering; the last accepted one stays published:\n"+v.Message, 1000))
 		p.failing(ctx, st, stores, status, verdict{denial: haproxyRejects + "\n" + v.Message, phase: phaseHAProxy, alerts: v.Alerts})
@@ -218,23 +220,23 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 	setCondition(status, st, gatehousev1alpha1.ConditionFailing, metav1.ConditionFalse, "Passes",
 		"the cluster's current state renders and passes haproxy -c")
 	if status.Output != nil && status.Output.Checksum == v.Checksum {
-		published.WithLabelValues("unchanged").Inc()
+		metrics.Published.WithLabelValues("unchanged").Inc()
 	} else {
 		output, err := p.write(ctx, cfg, out, v.Checksum)
 		var big *tooLargeError
 		if errors.As(err, &big) {
-			published.WithLabelValues("too-large").Inc()
+			metrics.Published.WithLabelValues("too-large").Inc()
 			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputTooLarge", guard.Bounded(big.Error(), 1000))
 			return 0, nil // the size changes only with the state, which triggers again
 		}
 		var taken *notOwnedError
 		if errors.As(err, &taken) {
-			published.WithLabelValues("not-owned").Inc()
+			metrics.Published.WithLabelValues("not-owned").Inc()
 			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputNotOwned", guard.Bounded(taken.Error(), 1000))
 			return outputRetry, nil
 		}
 		if apierrors.IsForbidden(err) {
-			published.WithLabelValues("forbidden").Inc()
+			metrics.Published.WithLabelValues("forbidden").Inc()
 			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputForbidden", guard.Bounded(forbiddenMessage(cfg.Namespace, err), 1000))
 			return forbiddenRetry, nil
 		}
@@ -242,7 +244,7 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 			return publishRetry, err
 		}
 		status.Output = output
-		published.WithLabelValues("published").Inc()
+		metrics.Published.WithLabelValues("published").Inc()
 	}
 	setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionTrue, "Published",
 		"the cluster's current state renders and passes haproxy -c; ConfigMap "+status.Output.ConfigMapName+" holds it")

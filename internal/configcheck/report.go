@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,7 +106,7 @@ func hapticFindings(st *configState) []module.Finding {
 		return nil
 	}
 	validity := validityOf(st)
-	if validity == validityValid {
+	if validity == metrics.ValidityValid {
 		return nil
 	}
 	what := "its watched resources are not validated"

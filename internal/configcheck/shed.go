@@ -3,6 +3,8 @@ package configcheck
 import (
 	"fmt"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
@@ -45,11 +47,11 @@ import (
 // shed answers req, undecided for lack of capacity (msg says why).
 func shed(req admission.Request, key spec.Key, msg string) admission.Response {
 	if req.Operation == admissionv1.Delete {
-		countUndecided("deletion-unchecked")
+		metrics.CountUndecided("deletion-unchecked")
 		return admission.Allowed("").WithWarnings(guard.Bounded(fmt.Sprintf(
 			"HAProxyTemplateConfig %s did not check this deletion, which is never refused for Gatehouse's load: %s", key, msg), 500))
 	}
-	countUndecided("deadline")
+	metrics.CountUndecided("deadline")
 	return module.Undecided(msg)
 }
 
@@ -69,6 +71,6 @@ func undecidedVerdict(req admission.Request, key spec.Key, v verdict) admission.
 	if v.shed {
 		return shed(req, key, v.undecided)
 	}
-	countUndecided("deadline")
+	metrics.CountUndecided("deadline")
 	return module.Undecided(v.undecided)
 }

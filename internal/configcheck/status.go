@@ -3,6 +3,8 @@ package configcheck
 import (
 	"fmt"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,15 +23,15 @@ func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *conf
 		status.TestsPassed = ptr.To(int32(st.report.Total - st.report.Failed))
 	}
 	switch validityOf(st) {
-	case validitySpecInvalid:
+	case metrics.ValiditySpecInvalid:
 		status.ValidationStatus = gatehousev1alpha1.ValidationInvalid
 		status.ValidationMessage = guard.Bounded(st.invalid, 4000)
 		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "SpecInvalid", guard.Bounded(st.invalid, 4000))
-	case validityTestsNotRun:
+	case metrics.ValidityTestsNotRun:
 		status.ValidationStatus = gatehousev1alpha1.ValidationUnknown
 		status.ValidationMessage = guard.Bounded(st.invalid, 4000)
 		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionUnknown, "TestsNotRun", guard.Bounded(st.invalid, 4000))
-	case validityTestsFailed:
+	case metrics.ValidityTestsFailed:
 		status.ValidationStatus = gatehousev1alpha1.ValidationInvalid
 		status.ValidationMessage = guard.Bounded(st.failedTests(), 4000)
 		setCondition(status, st, gatehousev1alpha1.ConditionValid, metav1.ConditionFalse, "TestsFailed", guard.Bounded(st.failedTests(), 4000))

@@ -1,11 +1,9 @@
-package configcheck
+package metrics
 
 import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,30 +22,30 @@ import (
 
 // confinement is what confines checks and renderings on this replica,
 // set when the module starts (GatehouseConfigcheckConfinementReduced).
-var confinement = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+var Confinement = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "gatehouse_configcheck_confinement",
 	Help: "What confines configcheck's checks and renderings on this replica, by layer: landlock_abi (the Landlock ABI in force, 0 none: files protected by their permissions only), seccomp (1 the filter is installed: processes, TCP and Unix sockets, signals, privileged calls), separate_identity (1 when checks run under another user and group than the server, through a sandbox runner), separate_identity_wanted (1 when a runner was asked for: --sandbox-runner-dir or --sandbox-runner-user).",
 }, []string{"layer"})
 
 // recordConfinement sets the gauge from what the kernel offers, and whether
 // a separate identity was asked for (an alert compares the two).
-func recordConfinement(caps sandbox.Capabilities, identityWanted bool) {
-	confinement.WithLabelValues("landlock_abi").Set(float64(caps.LandlockABI))
+func RecordConfinement(caps sandbox.Capabilities, identityWanted bool) {
+	Confinement.WithLabelValues("landlock_abi").Set(float64(caps.LandlockABI))
 	seccomp := 0.0
 	if caps.Seccomp {
 		seccomp = 1
 	}
-	confinement.WithLabelValues("seccomp").Set(seccomp)
+	Confinement.WithLabelValues("seccomp").Set(seccomp)
 	identity := 0.0
 	if caps.SeparateIdentity {
 		identity = 1
 	}
-	confinement.WithLabelValues("separate_identity").Set(identity)
+	Confinement.WithLabelValues("separate_identity").Set(identity)
 	wanted := 0.0
 	if identityWanted {
 		wanted = 1
 	}
-	confinement.WithLabelValues("separate_identity_wanted").Set(wanted)
+	Confinement.WithLabelValues("separate_identity_wanted").Set(wanted)
 }
 
 var (
@@ -87,17 +85,17 @@ var (
 		Name: "gatehouse_configcheck_configs",
 		Help: "HAProxyTemplateConfigs by condition (Valid, Published, Ready), status (True, False, Unknown) and reason, as their status says; every replica counts the configs its cache holds.",
 	}, []string{"condition", "status", "reason"})
-	published = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Published = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatehouse_configcheck_publications_total",
 		Help: "Renderings of the cluster's state by outcome: published, unchanged, rejected (render or haproxy failed; the last accepted one stays), not-owned (an object of an output's name is not the config's: nothing written), forbidden (Gatehouse may not write in the config's namespace: nothing written), or too-large (the rendering exceeds what a ConfigMap or Secret holds: nothing written).",
 	}, []string{"outcome"})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(HAProxyChecks, phaseSeconds, phaseOutcomes, undecided, admissionSeconds, configs, published, confinement, hapticConfigs)
+	ctrlmetrics.Registry.MustRegister(HAProxyChecks, phaseSeconds, phaseOutcomes, undecided, admissionSeconds, configs, Published, Confinement, HapticConfigs)
 }
 
-func countCheck(v haproxy.Verdict) {
+func CountCheck(v haproxy.Verdict) {
 	switch {
 	case v.Cached:
 		HAProxyChecks.WithLabelValues("cached").Inc()
@@ -110,13 +108,13 @@ func countCheck(v haproxy.Verdict) {
 	}
 }
 
-func countPhase(phase, outcome string) { phaseOutcomes.WithLabelValues(phase, outcome).Inc() }
-func countUndecided(reason string)     { undecided.WithLabelValues(reason).Inc() }
-func observePhase(phase string, d time.Duration) {
+func CountPhase(phase, outcome string) { phaseOutcomes.WithLabelValues(phase, outcome).Inc() }
+func CountUndecided(reason string)     { undecided.WithLabelValues(reason).Inc() }
+func ObservePhase(phase string, d time.Duration) {
 	phaseSeconds.WithLabelValues(phase).Observe(d.Seconds())
 }
 
-func observeAdmission(watched string, resp admission.Response, d time.Duration) {
+func ObserveAdmission(watched string, resp admission.Response, d time.Duration) {
 	decision := "allowed"
 	switch {
 	case module.ClassOf(resp) == module.ClassUndecided:
@@ -130,7 +128,7 @@ func observeAdmission(watched string, resp admission.Response, d time.Duration) 
 // hapticConfigs counts haptic's configs by validity
 // (GatehouseConfigcheckHapticConfigNotValid): they carry no status of
 // Gatehouse's to count them by, so each replica counts what it loaded.
-var hapticConfigs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+var HapticConfigs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "gatehouse_configcheck_haptic_configs",
 	Help: "haptic's HAProxyTemplateConfigs (haproxy-haptic.org) this replica follows, by validity: valid (they compile and their tests pass), spec-invalid (they do not compile: their watched resources are not validated), tests-failed (changes are admitted with the failed tests as warnings), tests-not-run.",
 }, []string{"validity"})
@@ -138,42 +136,13 @@ var hapticConfigs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 // A loaded config's validities (validityOf): hapticConfigs' label values,
 // and what setValidity writes into Gatehouse's kind's Valid condition.
 const (
-	validityValid       = "valid"
-	validitySpecInvalid = "spec-invalid"
-	validityTestsFailed = "tests-failed"
-	validityTestsNotRun = "tests-not-run"
+	ValidityValid       = "valid"
+	ValiditySpecInvalid = "spec-invalid"
+	ValidityTestsFailed = "tests-failed"
+	ValidityTestsNotRun = "tests-not-run"
 )
 
-var hapticValidities = []string{validityValid, validitySpecInvalid, validityTestsFailed, validityTestsNotRun}
-
-// validityOf is a loaded config's validity: it does not compile, its tests
-// could not run, they fail, or it is valid.
-func validityOf(st *configState) string {
-	switch {
-	case st.compiled == nil:
-		return validitySpecInvalid
-	case st.invalid != "":
-		return validityTestsNotRun
-	case st.failedTests() != "":
-		return validityTestsFailed
-	}
-	return validityValid
-}
-
-// countHapticConfigs sets hapticConfigs from the states loaded, every
-// validity present (0 when none is), so that the alert has a series to
-// read from the start.
-func (m *Module) countHapticConfigs() {
-	counts := make(map[string]int, len(hapticValidities))
-	for _, st := range m.allStates() {
-		if st.key.Kind == spec.HapticKind {
-			counts[validityOf(st)]++
-		}
-	}
-	for _, v := range hapticValidities {
-		hapticConfigs.WithLabelValues(v).Set(float64(counts[v]))
-	}
-}
+var HapticValidities = []string{ValidityValid, ValiditySpecInvalid, ValidityTestsFailed, ValidityTestsNotRun}
 
 // countedReasons are the conditions configs counts and the reasons
 // Gatehouse writes for each (publish.go). Whoever may write a config's
@@ -186,16 +155,16 @@ var countedReasons = map[string][]string{
 }
 
 // configSeries is one series of configs: condition, status, reason.
-type configSeries [3]string
+type ConfigSeries [3]string
 
 // countConfigs counts items by condition, status and reason.
-func countConfigs(items []gatehousev1alpha1.HAProxyTemplateConfig) map[configSeries]int {
-	counts := map[configSeries]int{}
+func CountConfigs(items []gatehousev1alpha1.HAProxyTemplateConfig) map[ConfigSeries]int {
+	counts := map[ConfigSeries]int{}
 	for i := range items {
 		for condition, reasons := range countedReasons {
-			key := configSeries{condition, string(metav1.ConditionUnknown), "NotWritten"}
+			key := ConfigSeries{condition, string(metav1.ConditionUnknown), "NotWritten"}
 			if c := meta.FindStatusCondition(items[i].Status.Conditions, condition); c != nil {
-				key = configSeries{condition, string(c.Status), "Other"}
+				key = ConfigSeries{condition, string(c.Status), "Other"}
 				if c.Status != metav1.ConditionTrue && c.Status != metav1.ConditionFalse {
 					key[1] = string(metav1.ConditionUnknown)
 				}
@@ -214,20 +183,20 @@ func countConfigs(items []gatehousev1alpha1.HAProxyTemplateConfig) map[configSer
 // followConfigStates keeps configs counted from the configs' cache: every
 // change of a config, its status writes included, recounts them all (a
 // cluster holds a few configs, not thousands).
-func followConfigStates(ctx context.Context, configCache cache.Cache) error {
+func FollowConfigStates(ctx context.Context, configCache cache.Cache) error {
 	informer, err := configCache.GetInformer(ctx, &gatehousev1alpha1.HAProxyTemplateConfig{})
 	if err != nil {
 		return err
 	}
 	var mu sync.Mutex
-	shown := map[configSeries]bool{}
+	shown := map[ConfigSeries]bool{}
 	recount := func() {
 		list := &gatehousev1alpha1.HAProxyTemplateConfigList{}
 		if err := configCache.List(ctx, list); err != nil {
 			logf.FromContext(ctx).Error(err, "configcheck: count configs for gatehouse_configcheck_configs")
 			return
 		}
-		counts := countConfigs(list.Items)
+		counts := CountConfigs(list.Items)
 		mu.Lock()
 		defer mu.Unlock()
 		for key := range shown {
