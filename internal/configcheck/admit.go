@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
@@ -24,37 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
-
-// Phases of a watched resource's admission, as metrics and logs name them.
-const (
-	phaseStructure = "structure"
-	phaseRender    = "render"
-	phaseHAProxy   = "haproxy"
-	// phasePolicy is the check policy refusing a rendering before haproxy
-	// reads it (Lua, external commands, files outside the check).
-	phasePolicy = "policy"
-	phaseTests  = "tests"
-)
-
-// verdict is the outcome of judging one rendering.
-type verdict struct {
-	// denial is the reason to refuse ("" to admit); phase says where.
-	denial string
-	phase  string
-	// undecided is why no decision could be made in time; shed says it
-	// was for lack of capacity (shed.go).
-	undecided string
-	shed      bool
-	cached    bool
-	// alerts are haproxy's, every one, when phase is haproxy: what the
-	// failure is, to tell whether a change adds to it.
-	alerts haproxy.Alerts
-}
 
 // watchedBytesPerToken is what a watched resource's decision allocates per
 // JSON token of its review (module.Cost): the object decoded into maps (95
@@ -79,7 +54,7 @@ func (m *Module) watchedCost() module.Cost {
 
 // watchedDenialReasons are the denial reasons of the watched resources'
 // webhooks: the phase that refused the change.
-var watchedDenialReasons = []string{phaseStructure, guard.PhaseBounds, phaseRender, phasePolicy, phaseHAProxy, phaseTests}
+var watchedDenialReasons = []string{judge.PhaseStructure, guard.PhaseBounds, judge.PhaseRender, judge.PhasePolicy, judge.PhaseHAProxy, judge.PhaseTests}
 
 // watchedConfirmation is the confirmation of a watched resource's webhook:
 // nothing is denied from a stale cache (a Service created a moment ago may
@@ -147,11 +122,11 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 	}
 	op, obj, reason, err := m.proposal(st, w, req)
 	if err != nil {
-		metrics.CountPhase(phaseStructure, "denied")
-		return module.Deny(phaseStructure, err.Error()), nil
+		metrics.CountPhase(judge.PhaseStructure, "denied")
+		return module.Deny(judge.PhaseStructure, err.Error()), nil
 	}
 	if op == "" {
-		metrics.CountPhase(phaseStructure, "unselected")
+		metrics.CountPhase(judge.PhaseStructure, "unselected")
 		return admission.Allowed(reason), nil
 	}
 	if req.Operation == admissionv1.Delete && m.namespaceTerminating(req.Namespace) {
@@ -159,7 +134,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 		// particular order: refusing a Service that an Ingress of the same
 		// dying namespace still names would only hold the namespace in
 		// Terminating until the Ingress went first.
-		metrics.CountPhase(phaseStructure, "namespace-terminating")
+		metrics.CountPhase(judge.PhaseStructure, "namespace-terminating")
 		return admission.Allowed("namespace " + req.Namespace + " is being deleted"), nil
 	}
 	if !st.waitSynced(ctx) {
@@ -171,7 +146,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 	adm := m.admissionsOf(st.key)
 	release, err := adm.Acquire(ctx, req)
 	if err != nil {
-		return shed(req, st.key, "configcheck: "+err.Error()), nil
+		return guard.Shed(req, st.key, "configcheck: "+err.Error()), nil
 	}
 	defer release()
 	adm.Prune(st.cachedGetter())
@@ -183,29 +158,29 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 	}
 	stores, err := adm.Overlay(st.stores())
 	if err != nil {
-		return module.Deny(phaseStructure, err.Error()), nil
+		return module.Deny(judge.PhaseStructure, err.Error()), nil
 	}
-	data, err := overlaid(stores, w.Name, op, obj)
+	data, err := judge.Overlaid(stores, w.Name, op, obj)
 	if err != nil {
-		return module.Deny(phaseStructure, err.Error()), nil
+		return module.Deny(judge.PhaseStructure, err.Error()), nil
 	}
 	v := m.judge(ctx, st.compiled, data, st.failedTests())
-	if v.undecided != "" {
+	if v.Undecided != "" {
 		return undecidedVerdict(req, st.key, v), nil
 	}
-	if v.denial == "" {
-		if v = m.judgeAlone(ctx, st, adm, st.stores(), w, op, obj); v.undecided != "" {
+	if v.Denial == "" {
+		if v = m.judgeAlone(ctx, st, adm, st.stores(), w, op, obj); v.Undecided != "" {
 			return undecidedVerdict(req, st.key, v), nil
 		}
 	}
-	if v.denial == "" {
+	if v.Denial == "" {
 		if guard.Recorded(ctx, req) {
 			adm.Record(w.Name, op, obj)
 		}
 		return admission.Allowed(""), nil
 	}
 	// Counted once confirmed.
-	return module.Deny(v.phase, v.denial), stores
+	return module.Deny(v.Phase, v.Denial), stores
 }
 
 // checkBounds checks the object a create or update would store against
@@ -252,27 +227,20 @@ const needsPending = "this change needs a change admitted a moment ago that is n
 // of other objects, when there are any: an admitted change may never be
 // stored, and nothing admitted may need it. The turn is held.
 func (m *Module) judgeAlone(ctx context.Context, st *configState, adm *guard.Admissions, stores map[string]render.IndexedStore,
-	w *spec.Watched, op render.Operation, obj map[string]any) verdict {
-	namespace, name := identityOf(obj)
+	w *spec.Watched, op render.Operation, obj map[string]any) judge.Verdict {
+	namespace, name := judge.IdentityOf(obj)
 	if !adm.OthersPending(w.Name, namespace, name) {
-		return verdict{}
+		return judge.Verdict{}
 	}
-	data, err := overlaid(stores, w.Name, op, obj)
+	data, err := judge.Overlaid(stores, w.Name, op, obj)
 	if err != nil {
-		return verdict{denial: err.Error(), phase: phaseStructure}
+		return judge.Verdict{Denial: err.Error(), Phase: judge.PhaseStructure}
 	}
 	v := m.judge(ctx, st.compiled, data, st.failedTests())
-	if v.denial != "" {
-		v.denial = needsPending + v.denial
+	if v.Denial != "" {
+		v.Denial = needsPending + v.Denial
 	}
 	return v
-}
-
-func identityOf(obj map[string]any) (namespace, name string) {
-	meta, _ := obj["metadata"].(map[string]any)
-	namespace, _ = meta["namespace"].(string)
-	name, _ = meta["name"].(string)
-	return namespace, name
 }
 
 // confirmWatched returns the confirmation of one config's watched resource:
@@ -299,7 +267,7 @@ func (m *Module) confirmWatched(key spec.Key, watched string) module.ConfirmFunc
 }
 
 func (m *Module) confirm(ctx context.Context, st *configState, w *spec.Watched, req admission.Request, denial admission.Response) (module.Confirmed, map[string]render.IndexedStore) {
-	if r := denial.AuditAnnotations[module.ReasonAnnotation]; r == phaseStructure || r == guard.PhaseBounds {
+	if r := denial.AuditAnnotations[module.ReasonAnnotation]; r == judge.PhaseStructure || r == guard.PhaseBounds {
 		// The request's own shape: no state to read again.
 		return module.Upheld(denial), nil
 	}
@@ -311,7 +279,7 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *spec.Watched, 
 	adm := m.admissionsOf(st.key)
 	release, err := adm.Acquire(ctx, req)
 	if err != nil {
-		return shedConfirmation(req, denial, "configcheck: "+err.Error()), nil
+		return guard.ShedConfirmation(req, denial, "configcheck: "+err.Error()), nil
 	}
 	defer release()
 	adm.Prune(st.cachedGetter())
@@ -326,23 +294,23 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *spec.Watched, 
 	fresh.AddStores(live)
 	withPending, err := adm.Overlay(live)
 	if err != nil {
-		return module.Upheld(module.Deny(phaseStructure, err.Error())), nil
+		return module.Upheld(module.Deny(judge.PhaseStructure, err.Error())), nil
 	}
-	liveData, err := overlaid(withPending, w.Name, op, obj)
+	liveData, err := judge.Overlaid(withPending, w.Name, op, obj)
 	if err != nil {
-		return module.Upheld(module.Deny(phaseStructure, err.Error())), nil
+		return module.Upheld(module.Deny(judge.PhaseStructure, err.Error())), nil
 	}
 	confirmed := m.judge(ctx, st.compiled, liveData, st.failedTests())
 	alone := false
-	if confirmed.undecided == "" && confirmed.denial == "" {
+	if confirmed.Undecided == "" && confirmed.Denial == "" {
 		confirmed, alone = m.judgeAlone(ctx, st, adm, live, w, op, obj), true
 	}
 	switch {
-	case confirmed.undecided != "" && confirmed.shed:
-		return shedConfirmation(req, denial, confirmed.undecided), nil
-	case confirmed.undecided != "":
-		return module.LiveDecision(module.Undecided(confirmed.undecided)), nil
-	case confirmed.denial == "":
+	case confirmed.Undecided != "" && confirmed.Shed:
+		return guard.ShedConfirmation(req, denial, confirmed.Undecided), nil
+	case confirmed.Undecided != "":
+		return module.LiveDecision(module.Undecided(confirmed.Undecided)), nil
+	case confirmed.Denial == "":
 		if guard.Recorded(ctx, req) {
 			adm.Record(w.Name, op, obj)
 		}
@@ -352,19 +320,19 @@ func (m *Module) confirm(ctx context.Context, st *configState, w *spec.Watched, 
 	// a failing state: it passed there.
 	if !alone {
 		if way, ok := m.wayOut(ctx, st, withPending, w.Name, op, obj, confirmed); ok {
-			metrics.CountPhase(confirmed.phase, "pre-existing")
-			log.Info("admitted: the cluster's state fails without this change, and it adds no failure", "phase", confirmed.phase, "failure", guard.Bounded(confirmed.denial, 500), "delete", op == render.OperationDelete)
+			metrics.CountPhase(confirmed.Phase, "pre-existing")
+			log.Info("admitted: the cluster's state fails without this change, and it adds no failure", "phase", confirmed.Phase, "failure", guard.Bounded(confirmed.Denial, 500), "delete", op == render.OperationDelete)
 			if guard.Recorded(ctx, req) {
 				adm.Record(w.Name, op, obj)
 			}
 			// Live state upholds the failure; its standing without the
 			// change admits it: counted as confirmed, not as a cache
 			// behind.
-			return module.Excused(admission.Allowed("").WithWarnings(preexistingWarnings(st.key, way)...)), withPending
+			return module.Excused(admission.Allowed("").WithWarnings(judge.PreexistingWarnings(st.key, way)...)), withPending
 		}
 	}
-	metrics.CountPhase(confirmed.phase, "denied")
-	return module.Upheld(module.Deny(confirmed.phase, confirmed.denial)), withPending
+	metrics.CountPhase(confirmed.Phase, "denied")
+	return module.Upheld(module.Deny(confirmed.Phase, confirmed.Denial)), withPending
 }
 
 // proposal reads the request as a change to w's store: the operation to
@@ -393,7 +361,7 @@ func (m *Module) proposal(st *configState, w *spec.Watched, req admission.Reques
 	}
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:
-		if err := checkStructure(obj); err != nil {
+		if err := judge.CheckStructure(obj); err != nil {
 			return "", nil, "", err
 		}
 		obj = w.Stored(obj)
@@ -425,114 +393,6 @@ func (m *Module) proposal(st *configState, w *spec.Watched, req admission.Reques
 		return "", nil, fmt.Sprintf("not selected by %s's watched resource %s", st.key, w.Name), nil
 	}
 	return "", nil, "operation " + string(req.Operation) + " is not validated", nil
-}
-
-// checkStructure is the spec's basic check, before any rendering.
-func checkStructure(obj map[string]any) error {
-	if obj == nil {
-		return errors.New("failed to parse object: the request carries no object")
-	}
-	meta, ok := obj["metadata"].(map[string]any)
-	if !ok {
-		return errors.New("metadata.name or metadata.generateName is required")
-	}
-	name, _ := meta["name"].(string)
-	generateName, _ := meta["generateName"].(string)
-	if name == "" && generateName == "" {
-		return errors.New("metadata.name or metadata.generateName is required")
-	}
-	if name == "" {
-		delete(meta, "name")
-	}
-	return nil
-}
-
-// overlaid shows stores as they would be after op on obj in the store of
-// watched.
-func overlaid(stores map[string]render.IndexedStore, watched string, op render.Operation, obj map[string]any) (render.Data, error) {
-	data := dataOf(stores)
-	base, ok := stores[watched]
-	if !ok {
-		return data, fmt.Errorf("no store for watched resource %s", watched)
-	}
-	o, err := render.Overlay(base, op, obj)
-	if err != nil {
-		return data, err
-	}
-	data.Resources[watched] = o
-	return data, nil
-}
-
-// dataOf shows stores to the templates as they are.
-func dataOf(stores map[string]render.IndexedStore) render.Data {
-	data := render.Data{Resources: make(map[string]render.Store, len(stores))}
-	for name, s := range stores {
-		data.Resources[name] = s
-	}
-	return data
-}
-
-// haproxyRejects opens a denial of the haproxy -c phase; its alerts follow
-// one per line.
-const haproxyRejects = "haproxy -c rejects the rendered configuration:"
-
-// judge renders data, checks the rendering with haproxy, and applies the
-// embedded tests' result, stopping at the first phase that fails.
-func (m *Module) judge(ctx context.Context, c *spec.Compiled, data render.Data, failedTests string) verdict {
-	data.ExtraContext = c.ExtraContext
-	start := time.Now()
-	out, err := ondemand.Render(ctx, c, data)
-	metrics.ObservePhase(phaseRender, time.Since(start))
-	var fetchErr *ondemand.Error
-	if errors.As(err, &fetchErr) {
-		return verdict{undecided: fetchErr.Error()}
-	}
-	if err != nil {
-		if errors.Is(err, fair.ErrFull) {
-			return verdict{undecided: "configcheck: the rendering was not started: " + err.Error() + "; try again in a moment", shed: true}
-		}
-		if ctx.Err() != nil {
-			return verdict{undecided: "configcheck: rendering did not finish within the webhook's timeout", shed: true}
-		}
-		return verdict{denial: renderFailure(err), phase: phaseRender}
-	}
-	return m.checkRendering(ctx, c.Dialect, out, failedTests)
-}
-
-// checkRendering checks a rendering with the check policy and haproxy, as
-// its config's dialect has it checked (asChecked), and applies the
-// embedded tests' result, stopping at the first that fails.
-func (m *Module) checkRendering(ctx context.Context, dialect suite.Dialect, out render.Output, failedTests string) verdict {
-	start := time.Now()
-	checked, err := m.checker.Check(ctx, asChecked(out, dialect))
-	metrics.ObservePhase(phaseHAProxy, time.Since(start))
-	if err != nil {
-		if errors.Is(err, haproxy.ErrBusy) || ctx.Err() != nil {
-			return verdict{undecided: "configcheck: " + err.Error(), shed: true}
-		}
-		return verdict{undecided: "configcheck: haproxy -c could not run: " + err.Error()}
-	}
-	metrics.CountCheck(checked)
-	if checked.Refused {
-		return verdict{denial: checked.Message, phase: phasePolicy, cached: checked.Cached}
-	}
-	if !checked.Valid {
-		return verdict{denial: haproxyRejects + "\n" + checked.Message, phase: phaseHAProxy, cached: checked.Cached, alerts: checked.Alerts}
-	}
-	if failedTests != "" {
-		return verdict{denial: failedTests, phase: phaseTests, cached: checked.Cached}
-	}
-	return verdict{cached: checked.Cached}
-}
-
-// renderFailure is a render error as a person reads it: a template's fail
-// text alone, as the spec asks, or the engine's error naming the template.
-func renderFailure(err error) string {
-	var failure *render.FailError
-	if errors.As(err, &failure) {
-		return failure.Message
-	}
-	return "rendering failed: " + err.Error()
 }
 
 // Denial reasons of the config webhook; an author reaching what they may not
@@ -701,4 +561,14 @@ func specChanged(req admission.Request, cfg spec.Object) (bool, error) {
 		return false, err
 	}
 	return !old.SameSpec(cfg), nil
+}
+
+// judge renders data and checks it with this module's checker (judge.Judge).
+func (m *Module) judge(ctx context.Context, c *spec.Compiled, data render.Data, failedTests string) judge.Verdict {
+	return judge.Judge(ctx, m.checker, c, data, failedTests)
+}
+
+// checkRendering checks a rendering with this module's checker (judge.Check).
+func (m *Module) checkRendering(ctx context.Context, dialect suite.Dialect, out render.Output, failedTests string) judge.Verdict {
+	return judge.Check(ctx, m.checker, dialect, out, failedTests)
 }

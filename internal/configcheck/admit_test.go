@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
@@ -52,7 +54,7 @@ func TestCheckStructure(t *testing.T) {
 			if tc.obj != "" {
 				obj = object(t, tc.obj)
 			}
-			err := checkStructure(obj)
+			err := judge.CheckStructure(obj)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("error %v, want exactly %q", err, tc.wantErr)
@@ -292,13 +294,13 @@ func TestJudge(t *testing.T) {
 		{name: "admitted", objs: []map[string]any{ingressWithLine("web", "http-request set-header X-A a")}},
 		{name: "empty store admitted"},
 		{name: "fail() is the denial", objs: []map[string]any{ingressWithLine("web", "http-request set-header X-A a"), ingressWithLine("refused", "")},
-			wantDenial: "Ingress app/refused is refused by the template", wantPhase: phaseRender},
+			wantDenial: "Ingress app/refused is refused by the template", wantPhase: judge.PhaseRender},
 		{name: "haproxy rejects", objs: []map[string]any{ingressWithLine("web", "no_such_keyword here")},
-			wantPrefix: "haproxy -c rejects the rendered configuration:\n", wantContent: "[ALERT]", wantPhase: phaseHAProxy},
+			wantPrefix: "haproxy -c rejects the rendered configuration:\n", wantContent: "[ALERT]", wantPhase: judge.PhaseHAProxy},
 		{name: "failed tests deny a valid rendering", objs: []map[string]any{ingressWithLine("web", "http-request set-header X-B b")},
-			failedTests: failedTests, wantDenial: failedTests, wantPhase: phaseTests},
+			failedTests: failedTests, wantDenial: failedTests, wantPhase: judge.PhaseTests},
 		{name: "haproxy's denial comes before the tests'", objs: []map[string]any{ingressWithLine("web", "no_such_keyword there")},
-			failedTests: failedTests, wantPrefix: "haproxy -c rejects the rendered configuration:\n", wantPhase: phaseHAProxy},
+			failedTests: failedTests, wantPrefix: "haproxy -c rejects the rendered configuration:\n", wantPhase: judge.PhaseHAProxy},
 		{name: "expired context is undecided", objs: []map[string]any{ingressWithLine("web", "http-request set-header X-C c")},
 			expired: true, wantUndec: true},
 		{name: "expired context is undecided, not a fail() denial", objs: []map[string]any{ingressWithLine("refused", "")},
@@ -316,29 +318,29 @@ func TestJudge(t *testing.T) {
 			}
 			v := m.judge(ctx, c, judgeData(t, c, tc.objs...), tc.failedTests)
 			if tc.wantUndec {
-				if v.undecided == "" || v.denial != "" {
+				if v.Undecided == "" || v.Denial != "" {
 					t.Fatalf("verdict %+v, want undecided and no denial", v)
 				}
 				return
 			}
-			if v.undecided != "" {
-				t.Fatalf("undecided: %s", v.undecided)
+			if v.Undecided != "" {
+				t.Fatalf("undecided: %s", v.Undecided)
 			}
 			switch {
 			case tc.wantPrefix != "":
-				if !strings.HasPrefix(v.denial, tc.wantPrefix) {
-					t.Fatalf("denial %q, want one starting with %q", v.denial, tc.wantPrefix)
+				if !strings.HasPrefix(v.Denial, tc.wantPrefix) {
+					t.Fatalf("denial %q, want one starting with %q", v.Denial, tc.wantPrefix)
 				}
-			case v.denial != tc.wantDenial:
-				t.Fatalf("denial %q, want %q", v.denial, tc.wantDenial)
+			case v.Denial != tc.wantDenial:
+				t.Fatalf("denial %q, want %q", v.Denial, tc.wantDenial)
 			}
-			if !strings.Contains(v.denial, tc.wantContent) {
-				t.Fatalf("denial %q does not contain %q", v.denial, tc.wantContent)
+			if !strings.Contains(v.Denial, tc.wantContent) {
+				t.Fatalf("denial %q does not contain %q", v.Denial, tc.wantContent)
 			}
-			if v.phase != tc.wantPhase {
-				t.Fatalf("phase %q, want %q", v.phase, tc.wantPhase)
+			if v.Phase != tc.wantPhase {
+				t.Fatalf("phase %q, want %q", v.Phase, tc.wantPhase)
 			}
-			if v.cached {
+			if v.Cached {
 				t.Fatalf("first verdict of a new checker is cached")
 			}
 		})
@@ -362,21 +364,21 @@ func TestJudgeSecondVerdictIsCached(t *testing.T) {
 			m := &Module{checker: testChecker(t, nil)}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			var verdicts []verdict
+			var verdicts []judge.Verdict
 			for range 2 {
 				// New stores each time: the cache is keyed by the
 				// rendering, not by the data's identity.
 				verdicts = append(verdicts, m.judge(ctx, c, judgeData(t, c, ingressWithLine("web", tc.line)), ""))
 			}
 			first, second := verdicts[0], verdicts[1]
-			if first.undecided != "" || second.undecided != "" {
+			if first.Undecided != "" || second.Undecided != "" {
 				t.Fatalf("undecided: %+v %+v", first, second)
 			}
-			if (first.denial != "") != tc.wantDenial || first.denial != second.denial || first.phase != second.phase {
+			if (first.Denial != "") != tc.wantDenial || first.Denial != second.Denial || first.Phase != second.Phase {
 				t.Fatalf("verdicts differ or are wrong: %+v then %+v", first, second)
 			}
-			if first.cached || !second.cached {
-				t.Fatalf("cached %v then %v, want false then true", first.cached, second.cached)
+			if first.Cached || !second.Cached {
+				t.Fatalf("cached %v then %v, want false then true", first.Cached, second.Cached)
 			}
 		})
 	}
@@ -396,7 +398,7 @@ func TestJudgeSlowHAProxyIsUndecidedAtTheDeadline(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
 		t.Fatalf("judge took %v with a 300ms deadline", elapsed)
 	}
-	if v.undecided == "" || v.denial != "" {
+	if v.Undecided == "" || v.Denial != "" {
 		t.Fatalf("verdict %+v, want undecided and no denial", v)
 	}
 }

@@ -3,6 +3,8 @@ package configcheck
 import (
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/redact"
@@ -25,8 +27,8 @@ func forCaller(resp admission.Response, req admission.Request, c *spec.Compiled,
 	if resp.AuditAnnotations != nil {
 		phase = resp.AuditAnnotations[module.ReasonAnnotation]
 	}
-	deniedQuotingHAProxy := !resp.Allowed && (phase == phaseHAProxy || phase == phasePolicy)
-	deniedRendering := !resp.Allowed && phase == phaseRender
+	deniedQuotingHAProxy := !resp.Allowed && (phase == judge.PhaseHAProxy || phase == judge.PhasePolicy)
+	deniedRendering := !resp.Allowed && phase == judge.PhaseRender
 	if !deniedQuotingHAProxy && !deniedRendering && len(resp.Warnings) == 0 {
 		return resp
 	}
@@ -56,7 +58,7 @@ func forCaller(resp admission.Response, req admission.Request, c *spec.Compiled,
 		switch {
 		case redact.QuotesHAProxy(warning):
 			resp.Warnings[i] = redact.Quoted(warning, w)
-		case strings.HasPrefix(warning, failureWarningPrefix):
+		case strings.HasPrefix(warning, judge.FailureWarningPrefix):
 			resp.Warnings[i] = renderText(warning)
 		}
 	}

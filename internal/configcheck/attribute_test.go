@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -29,7 +31,7 @@ func TestAttributeNamesWhatFails(t *testing.T) {
 		return map[string]render.IndexedStore{"ingresses": s}
 	}
 	fine := w.Stored(ingressWithLine("fine", "http-request set-header X-fine v"))
-	good := snapshotOf(store(fine))
+	good := judge.SnapshotOf(store(fine))
 	now := store(fine,
 		w.Stored(ingressWithLine("dup-1", "backend dup")), w.Stored(ingressWithLine("dup-2", "backend dup")),
 		w.Stored(ingressWithLine("dup-3", "backend dup")), w.Stored(ingressWithLine("unrelated", "http-request set-header X-u v")))
@@ -37,38 +39,38 @@ func TestAttributeNamesWhatFails(t *testing.T) {
 	m := &Module{checker: testChecker(t, nil)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	current := m.judge(ctx, c, dataOf(now), "")
-	if current.phase != phaseHAProxy || len(current.alerts.Keys) != 2 {
+	current := m.judge(ctx, c, judge.DataOf(now), "")
+	if current.Phase != judge.PhaseHAProxy || len(current.Alerts.Keys) != 2 {
 		t.Fatalf("the state must fail haproxy -c with two duplicate alerts: %+v", current)
 	}
-	suspects := changedSince(good, now)
+	suspects := judge.ChangedSince(good, now)
 	if len(suspects) != 4 {
 		t.Fatalf("suspects %v: want the four new Ingresses", suspects)
 	}
-	a := m.attribute(ctx, c, now, current, suspects)
+	a := judge.Attribute(ctx, m.checker, c, now, current, suspects)
 	var got []string
-	for _, s := range a.culprits {
+	for _, s := range a.Culprits {
 		got = append(got, s.String())
 	}
 	want := []string{"ingresses app/dup-1 (new)", "ingresses app/dup-2 (new)", "ingresses app/dup-3 (new)"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("culprits %v, want %v", got, want)
 	}
-	if msg := a.message(); !strings.HasPrefix(msg, "caused by ingresses app/dup-1 (new), ingresses app/dup-2 (new), ingresses app/dup-3 (new)") {
+	if msg := a.Message(); !strings.HasPrefix(msg, "caused by ingresses app/dup-1 (new), ingresses app/dup-2 (new), ingresses app/dup-3 (new)") {
 		t.Fatalf("message %q", msg)
 	}
 
 	t.Run("a deleted object a render needs is named", func(t *testing.T) {
 		before := store(fine, w.Stored(ingressWithLine("gone", "http-request set-header X-g v")))
 		after := store(fine, w.Stored(ingressWithLine("refused", "")))
-		suspects := changedSince(snapshotOf(before), after)
+		suspects := judge.ChangedSince(judge.SnapshotOf(before), after)
 		if len(suspects) != 2 || suspects[0].String() != "ingresses app/gone (deleted)" || suspects[1].String() != "ingresses app/refused (new)" {
 			t.Fatalf("suspects %v", suspects)
 		}
-		current := m.judge(ctx, c, dataOf(after), "")
-		a := m.attribute(ctx, c, after, current, suspects)
-		if len(a.culprits) != 1 || a.culprits[0].name != "refused" {
-			t.Fatalf("culprits %v: want the Ingress the template refuses", a.culprits)
+		current := m.judge(ctx, c, judge.DataOf(after), "")
+		a := judge.Attribute(ctx, m.checker, c, after, current, suspects)
+		if len(a.Culprits) != 1 || a.Culprits[0].Name != "refused" {
+			t.Fatalf("culprits %v: want the Ingress the template refuses", a.Culprits)
 		}
 	})
 }

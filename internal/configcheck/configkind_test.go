@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
@@ -181,15 +183,15 @@ func TestMessagesNameTheKind(t *testing.T) {
 	nn := types.NamespacedName{Namespace: "lb", Name: "edge"}
 	haptic := spec.Key{Kind: spec.HapticKind, NamespacedName: nn}
 	for _, text := range []string{
-		preexistingWarnings(haptic, "rendering failed: x")[0],
-		decideCurrentState(haptic, verdict{denial: "x"}, []string{"ingresses"}, "t", nil).warnings[0],
-		decideWithoutState(haptic, verdict{denial: "x"}, "t").warnings[0],
+		judge.PreexistingWarnings(haptic, "rendering failed: x")[0],
+		decideCurrentState(haptic, judge.Verdict{Denial: "x"}, []string{"ingresses"}, "t", nil).warnings[0],
+		decideWithoutState(haptic, judge.Verdict{Denial: "x"}, "t").warnings[0],
 	} {
 		if !strings.Contains(text, "HAProxyTemplateConfig lb/edge (haproxy-haptic.org)") || !strings.Contains(text, "haptic's controller does not deploy") || strings.Contains(text, "Published") {
 			t.Errorf("%q", text)
 		}
 	}
-	if text := preexistingWarnings(spec.GatehouseKey(nn), "rendering failed: x")[0]; !strings.Contains(text, "HAProxyTemplateConfig lb/edge fails") || !strings.Contains(text, "nothing is published") {
+	if text := judge.PreexistingWarnings(spec.GatehouseKey(nn), "rendering failed: x")[0]; !strings.Contains(text, "HAProxyTemplateConfig lb/edge fails") || !strings.Contains(text, "nothing is published") {
 		t.Errorf("Gatehouse's kind: %q", text)
 	}
 }
@@ -217,10 +219,10 @@ func TestHapticRenderingsAreCheckedAsHapticChecksThem(t *testing.T) {
 	m := &Module{checker: testChecker(t, nil)}
 	out := render.Output{HAProxyConfig: "global\n  default-path origin /etc/haproxy\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n" +
 		"frontend f\n  bind 127.0.0.1:8080\n  default_backend b\nbackend b\n  server s 127.0.0.1:80\n"}
-	if v := m.checkRendering(t.Context(), suite.DialectHaptic, out, ""); v.denial != "" || v.undecided != "" {
+	if v := m.checkRendering(t.Context(), suite.DialectHaptic, out, ""); v.Denial != "" || v.Undecided != "" {
 		t.Fatalf("haptic's rendering: %+v", v)
 	}
-	if v := m.checkRendering(t.Context(), suite.DialectGatehouse, out, ""); !strings.Contains(v.denial, "default-path") {
+	if v := m.checkRendering(t.Context(), suite.DialectGatehouse, out, ""); !strings.Contains(v.Denial, "default-path") {
 		t.Fatalf("Gatehouse's kind keeps the policy's refusal: %+v", v)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
@@ -75,7 +77,7 @@ func (m *Module) checkCurrentState(ctx context.Context, key spec.Key, author aut
 		return currentState{undecided: "configcheck: " + err.Error()}
 	}
 	fetched.AddStores(stores)
-	v := m.judge(ondemand.WithSet(ctx, fetched), c, dataOf(stores), "")
+	v := m.judge(ondemand.WithSet(ctx, fetched), c, judge.DataOf(stores), "")
 	return decideCurrentState(key, v, empty, validTest(c, report), func() bool {
 		st := m.state(key)
 		if st == nil || st.compiled == nil {
@@ -89,8 +91,8 @@ func (m *Module) checkCurrentState(ctx context.Context, key spec.Key, author aut
 		}
 		storedFetched := st.onDemand.Uncached()
 		storedFetched.AddStores(stored)
-		before := m.judge(ondemand.WithSet(ctx, storedFetched), st.compiled, dataOf(stored), "")
-		return before.undecided == "" && addsNoFailure(v, before)
+		before := m.judge(ondemand.WithSet(ctx, storedFetched), st.compiled, judge.DataOf(stored), "")
+		return before.Undecided == "" && judge.AddsNoFailure(v, before)
 	})
 }
 
@@ -99,21 +101,21 @@ func (m *Module) checkCurrentState(ctx context.Context, key spec.Key, author aut
 // resources selecting no object, proof a passing test asserting
 // haproxy_valid (""), and failsAlready says whether the stored config fails
 // the same way (asked last: it renders).
-func decideCurrentState(key spec.Key, v verdict, empty []string, proof string, failsAlready func() bool) currentState {
+func decideCurrentState(key spec.Key, v judge.Verdict, empty []string, proof string, failsAlready func() bool) currentState {
 	switch {
-	case v.undecided != "":
-		return currentState{undecided: v.undecided + " (rendering the cluster's current state with this config)"}
-	case v.denial == "":
+	case v.Undecided != "":
+		return currentState{undecided: v.Undecided + " (rendering the cluster's current state with this config)"}
+	case v.Denial == "":
 		return currentState{}
 	case len(empty) > 0 && proof != "":
 		return currentState{warnings: []string{
-			guard.Bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render the cluster's current state yet, so %s: %s", key, key.UntilFixed("it does", true), firstFailureLine(v.denial)), 250),
+			guard.Bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render the cluster's current state yet, so %s: %s", key, key.UntilFixed("it does", true), firstFailureLine(v.Denial)), 250),
 			guard.Bounded(fmt.Sprintf("admitted because watched resource %s selects no object yet and test %q renders a configuration haproxy -c accepts from its fixtures", strings.Join(empty, ", "), proof), 250),
 		}}
 	case failsAlready():
-		return currentState{warnings: preexistingWarnings(key, v.denial)}
+		return currentState{warnings: judge.PreexistingWarnings(key, v.Denial)}
 	}
-	denial := "the config's rendering of the cluster's current state fails, so it would validate and publish nothing: " + v.denial
+	denial := "the config's rendering of the cluster's current state fails, so it would validate and publish nothing: " + v.Denial
 	if len(empty) > 0 {
 		denial += fmt.Sprintf("\n(watched resource %s selects no object yet: if the config needs such objects to render, add a validation test whose fixtures hold them and that asserts haproxy_valid; such a config is then admitted with a warning)", strings.Join(empty, ", "))
 	}
@@ -123,7 +125,7 @@ func decideCurrentState(key spec.Key, v verdict, empty []string, proof string, f
 // firstFailureLine is the first line naming a failure: for haproxy -c and
 // the policy, their first alert or violation.
 func firstFailureLine(denial string) string {
-	w := preexistingWarnings(spec.Key{}, denial)
+	w := judge.PreexistingWarnings(spec.Key{}, denial)
 	return strings.TrimPrefix(w[1], "the failure: ")
 }
 

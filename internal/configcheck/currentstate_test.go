@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -13,10 +15,10 @@ import (
 
 func TestDecideCurrentState(t *testing.T) {
 	key := spec.GatehouseKey(types.NamespacedName{Namespace: "lb", Name: "edge"})
-	failure := verdict{denial: haproxyRejects + "\n[ALERT] config : parsing [haproxy.cfg:7] : 'timeout server' expects an integer\n  line 7: timeout server abc", phase: phaseHAProxy}
+	failure := judge.Verdict{Denial: judge.HAProxyRejects + "\n[ALERT] config : parsing [haproxy.cfg:7] : 'timeout server' expects an integer\n  line 7: timeout server abc", Phase: judge.PhaseHAProxy}
 	for _, tt := range []struct {
 		name  string
-		v     verdict
+		v     judge.Verdict
 		empty []string
 		proof string
 		// failsAlready answers whether the stored config fails the same
@@ -25,17 +27,17 @@ func TestDecideCurrentState(t *testing.T) {
 		// want: "" admitted silently, "warn:<text>", "deny:<text>", "undecided:<text>"
 		want []string
 	}{
-		{name: "renders", v: verdict{}, want: nil},
-		{name: "no time", v: verdict{undecided: "configcheck: rendering did not finish"},
+		{name: "renders", v: judge.Verdict{}, want: nil},
+		{name: "no time", v: judge.Verdict{Undecided: "configcheck: rendering did not finish"},
 			want: []string{"undecided:rendering did not finish", "undecided:current state"}},
 		{name: "fails with objects", v: failure, failsAlready: func() bool { return false },
 			want: []string{"deny:the config's rendering of the cluster's current state fails", "deny:timeout server abc"}},
 		{name: "fails with objects, a test proves nothing then", v: failure, proof: "ok", failsAlready: func() bool { return false },
 			want: []string{"deny:current state fails"}},
-		{name: "fails without objects and without proof", v: verdict{denial: "no Ingress yet", phase: phaseRender}, empty: []string{"ingresses"},
+		{name: "fails without objects and without proof", v: judge.Verdict{Denial: "no Ingress yet", Phase: judge.PhaseRender}, empty: []string{"ingresses"},
 			failsAlready: func() bool { return false },
 			want:         []string{"deny:no Ingress yet", "deny:watched resource ingresses selects no object yet", "deny:asserts haproxy_valid"}},
-		{name: "waits for objects", v: verdict{denial: "no Ingress yet", phase: phaseRender}, empty: []string{"ingresses"}, proof: "ok-single-ingress",
+		{name: "waits for objects", v: judge.Verdict{Denial: "no Ingress yet", Phase: judge.PhaseRender}, empty: []string{"ingresses"}, proof: "ok-single-ingress",
 			want: []string{"warn:HAProxyTemplateConfig lb/edge does not render the cluster's current state yet", "warn:: no Ingress yet",
 				`warn:watched resource ingresses selects no object yet and test "ok-single-ingress"`}},
 		{name: "an alert's first line is quoted", v: failure, empty: []string{"ingresses"}, proof: "ok",

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
 
 	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
@@ -36,8 +38,8 @@ func TestOnDemandFetchErrorsLeaveTheDecisionUndecided(t *testing.T) {
 	stores := map[string]render.IndexedStore{}
 	set.AddStores(stores)
 	m := &Module{}
-	v := m.judge(ondemand.WithSet(t.Context(), set), c, dataOf(stores), "")
-	if v.denial != "" || !strings.Contains(v.undecided, "could not be fetched: connection refused") {
+	v := m.judge(ondemand.WithSet(t.Context(), set), c, judge.DataOf(stores), "")
+	if v.Denial != "" || !strings.Contains(v.Undecided, "could not be fetched: connection refused") {
 		t.Fatalf("verdict %+v, want undecided", v)
 	}
 }

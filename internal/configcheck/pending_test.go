@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
@@ -28,7 +30,7 @@ func names(t *testing.T, s render.IndexedStore) []string {
 	t.Helper()
 	var out []string
 	for _, obj := range s.List() {
-		ns, name := identityOf(obj)
+		ns, name := judge.IdentityOf(obj)
 		out = append(out, ns+"/"+name)
 	}
 	return out
@@ -164,7 +166,7 @@ func TestPendingJudgedTogether(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := overlaid(withPending, "ingresses", render.OperationCreate, obj)
+		data, err := judge.Overlaid(withPending, "ingresses", render.OperationCreate, obj)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,13 +174,13 @@ func TestPendingJudgedTogether(t *testing.T) {
 		v := m.judge(ctx, c, data, "")
 		apart := m.judge(ctx, c, judgeData(t, c, obj), "")
 		cancel()
-		if v.undecided != "" || apart.undecided != "" {
-			t.Fatal(v.undecided, apart.undecided)
+		if v.Undecided != "" || apart.Undecided != "" {
+			t.Fatal(v.Undecided, apart.Undecided)
 		}
-		if apart.denial != "" {
-			t.Fatalf("Ingress %s alone must pass: %s", name, apart.denial)
+		if apart.Denial != "" {
+			t.Fatalf("Ingress %s alone must pass: %s", name, apart.Denial)
 		}
-		if v.denial == "" {
+		if v.Denial == "" {
 			admitted = append(admitted, name)
 			adm.Record("ingresses", render.OperationCreate, obj)
 		}

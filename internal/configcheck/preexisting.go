@@ -2,14 +2,8 @@ package configcheck
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
@@ -30,13 +24,13 @@ import (
 // so each of the change's must be among current's (addsNoFailure). An
 // UPDATE may instead fail as current does without its object at all: a
 // fix of the object a render stops at moves the stop to the next failure.
-func (m *Module) wayOut(ctx context.Context, st *configState, current map[string]render.IndexedStore, watched string, op render.Operation, obj map[string]any, proposed verdict) (string, bool) {
-	baseline := m.judge(ctx, st.compiled, dataOf(current), st.failedTests())
-	if baseline.undecided != "" || baseline.denial == "" {
+func (m *Module) wayOut(ctx context.Context, st *configState, current map[string]render.IndexedStore, watched string, op render.Operation, obj map[string]any, proposed judge.Verdict) (string, bool) {
+	baseline := m.judge(ctx, st.compiled, judge.DataOf(current), st.failedTests())
+	if baseline.Undecided != "" || baseline.Denial == "" {
 		return "", false
 	}
-	if op == render.OperationDelete || addsNoFailure(proposed, baseline) {
-		return baseline.denial, true
+	if op == render.OperationDelete || judge.AddsNoFailure(proposed, baseline) {
+		return baseline.Denial, true
 	}
 	if op != render.OperationUpdate {
 		return "", false
@@ -53,46 +47,8 @@ func (m *Module) wayOut(ctx context.Context, st *configState, current map[string
 		removed[name] = s
 	}
 	removed[watched] = without
-	if v := m.judge(ctx, st.compiled, dataOf(removed), st.failedTests()); v.undecided == "" && addsNoFailure(proposed, v) {
-		return baseline.denial, true
+	if v := m.judge(ctx, st.compiled, judge.DataOf(removed), st.failedTests()); v.Undecided == "" && judge.AddsNoFailure(proposed, v) {
+		return baseline.Denial, true
 	}
 	return "", false
-}
-
-// addsNoFailure reports whether proposed fails for no reason current does
-// not fail for already. A render stops at its first failure, so the
-// messages must be equal; haproxy -c reports every alert, so each of
-// proposed's alerts must be among current's as many times (three backends
-// of one name are two alerts), line numbers aside (an object added above a
-// broken line moves it). A list of alerts that is not complete (more than
-// haproxy.MaxAlerts, or haproxy's output cut) may hide the alert the change
-// adds, and is never taken as the same.
-func addsNoFailure(proposed, current verdict) bool {
-	if proposed.denial == "" || current.denial == "" || proposed.phase != current.phase {
-		return false
-	}
-	if proposed.phase != phaseHAProxy || len(proposed.alerts.Keys) == 0 && proposed.alerts.Complete() {
-		return proposed.denial == current.denial
-	}
-	return proposed.alerts.Within(current.alerts)
-}
-
-// failureWarningPrefix starts the warning that quotes the failure a change
-// was admitted over (forCaller redacts it).
-const failureWarningPrefix = "the failure: "
-
-// preexistingWarnings tell the person whose change was admitted what
-// fails and that their change was checked only up to it.
-func preexistingWarnings(key spec.Key, denial string) []string {
-	// The first line that names the failure: for haproxy -c, its first
-	// alert.
-	first, rest, _ := strings.Cut(denial, "\n")
-	if first == haproxyRejects || first == haproxy.PolicyRefuses {
-		first, _, _ = strings.Cut(rest, "\n")
-	}
-	return []string{
-		guard.Bounded(fmt.Sprintf("HAProxyTemplateConfig %s fails without this change too, so the change was admitted, checked only up to that failure; "+
-			"%s", key, key.UntilFixed("it is fixed", false)), 250),
-		guard.Bounded(failureWarningPrefix+first, 250),
-	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -74,11 +76,11 @@ func TestAddsNoFailure(t *testing.T) {
 			defer cancel()
 			current := m.judge(ctx, c, judgeData(t, c, tc.current...), tc.failedTests)
 			changed := m.judge(ctx, c, judgeData(t, c, tc.changed...), tc.failedTests)
-			if changed.denial == "" || current.undecided != "" || changed.undecided != "" {
+			if changed.Denial == "" || current.Undecided != "" || changed.Undecided != "" {
 				t.Fatalf("the case must have a refused change: current %+v, changed %+v", current, changed)
 			}
-			if got := addsNoFailure(changed, current); got != tc.want {
-				t.Fatalf("addsNoFailure = %v, want %v\nchanged: %s\ncurrent: %s", got, tc.want, changed.denial, current.denial)
+			if got := judge.AddsNoFailure(changed, current); got != tc.want {
+				t.Fatalf("addsNoFailure = %v, want %v\nchanged: %s\ncurrent: %s", got, tc.want, changed.Denial, current.Denial)
 			}
 		})
 	}
@@ -86,15 +88,15 @@ func TestAddsNoFailure(t *testing.T) {
 
 func TestAddsNoFailureNeverMatchesIncompleteAlerts(t *testing.T) {
 	alert := haproxy.KeyOf("config : parsing [haproxy.cfg:9] : bad")
-	whole := verdict{phase: phaseHAProxy, denial: "haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad",
-		alerts: haproxy.Alerts{Keys: []haproxy.AlertKey{alert}}}
-	if !addsNoFailure(whole, whole) {
+	whole := judge.Verdict{Phase: judge.PhaseHAProxy, Denial: "haproxy -c rejects the rendered configuration:\n[ALERT] config : parsing [haproxy.cfg:9] : bad",
+		Alerts: haproxy.Alerts{Keys: []haproxy.AlertKey{alert}}}
+	if !judge.AddsNoFailure(whole, whole) {
 		t.Fatal("the same whole alert list is the same failure")
 	}
-	for _, cut := range []haproxy.Alerts{{Keys: whole.alerts.Keys, LeftOut: 1}, {Keys: whole.alerts.Keys, Truncated: true}} {
+	for _, cut := range []haproxy.Alerts{{Keys: whole.Alerts.Keys, LeftOut: 1}, {Keys: whole.Alerts.Keys, Truncated: true}} {
 		v := whole
-		v.alerts = cut
-		if addsNoFailure(v, v) || addsNoFailure(v, whole) || addsNoFailure(whole, v) {
+		v.Alerts = cut
+		if judge.AddsNoFailure(v, v) || judge.AddsNoFailure(v, whole) || judge.AddsNoFailure(whole, v) {
 			t.Fatalf("an alert list %+v may hide alerts; it must not count as the same failure", cut)
 		}
 	}
@@ -108,7 +110,7 @@ func TestPreexistingWarnings(t *testing.T) {
 		{strings.Repeat("x", 1000), "the failure: " + strings.Repeat("x", 200)},
 		{haproxy.PolicyRefuses + "\nhaproxy.cfg:4: -f: -f \"/etc/x\" is an absolute path (rule file-inside)", "the failure: haproxy.cfg:4: -f: -f \"/etc/x\" is an absolute path"},
 	} {
-		w := preexistingWarnings(key, tc.denial)
+		w := judge.PreexistingWarnings(key, tc.denial)
 		if len(w) != 2 || !strings.Contains(w[0], "HAProxyTemplateConfig lb-system/edge fails without this change too") || !strings.HasPrefix(w[1], tc.wantFailure) {
 			t.Fatalf("warnings %q for %q", w, tc.denial)
 		}
@@ -170,16 +172,16 @@ func TestWayOut(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			current := stores(tc.current...)
-			data, err := overlaid(current, "ingresses", tc.op, w.Stored(tc.obj))
+			data, err := judge.Overlaid(current, "ingresses", tc.op, w.Stored(tc.obj))
 			if err != nil {
 				t.Fatal(err)
 			}
 			proposed := m.judge(ctx, c, data, "")
-			if proposed.denial == "" {
+			if proposed.Denial == "" {
 				t.Fatalf("the case must have a refused change")
 			}
 			if _, got := m.wayOut(ctx, st, current, "ingresses", tc.op, w.Stored(tc.obj), proposed); got != tc.want {
-				t.Fatalf("let out = %v, want %v (the change: %s)", got, tc.want, proposed.denial)
+				t.Fatalf("let out = %v, want %v (the change: %s)", got, tc.want, proposed.Denial)
 			}
 		})
 	}

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/output"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
@@ -45,8 +48,8 @@ type publisher struct {
 	mu sync.Mutex
 	// good is each config's state at its last rendering that passed, and
 	// attributions its last failure's attribution (attribute.go).
-	good         map[spec.Key]goodState
-	attributions map[spec.Key]attribution
+	good         map[spec.Key]judge.GoodState
+	attributions map[spec.Key]judge.Attribution
 }
 
 // publishRetry is how soon a config is looked at again after an error (an
@@ -58,7 +61,7 @@ const publishRetry = time.Second
 // when it starts, one for every config: the previous leader may have left
 // a status or a rendering behind.
 func newPublisher(m *Module) (*publisher, error) {
-	p := &publisher{m: m, good: map[spec.Key]goodState{}, attributions: map[spec.Key]attribution{}}
+	p := &publisher{m: m, good: map[spec.Key]judge.GoodState{}, attributions: map[spec.Key]judge.Attribution{}}
 	c, err := m.host.NewController("HAProxyTemplateConfigPublisher", controller.Options{
 		Reconciler:         p,
 		NeedLeaderElection: ptr.To(true),
@@ -190,11 +193,11 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 	if err != nil {
 		metrics.Published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "RenderFailed",
-			guard.Bounded("the cluster's current state does not render; the last accepted rendering stays published: "+renderFailure(err), 1000))
-		p.failing(ctx, st, stores, status, verdict{denial: renderFailure(err), phase: phaseRender})
+			guard.Bounded("the cluster's current state does not render; the last accepted rendering stays published: "+judge.RenderFailure(err), 1000))
+		p.failing(ctx, st, stores, status, judge.Verdict{Denial: judge.RenderFailure(err), Phase: judge.PhaseRender})
 		return 0, nil
 	}
-	v, err := m.checker.Check(ctx, asChecked(out, st.compiled.Dialect))
+	v, err := m.checker.Check(ctx, judge.AsChecked(out, st.compiled.Dialect))
 	if err != nil {
 		return publishRetry, err
 	}
@@ -203,18 +206,18 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		metrics.Published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "PolicyRefused",
 			guard.Bounded("the cluster's current rendering breaks the check policy and was not checked; the last accepted one stays published:\n"+v.Message, 1000))
-		p.failing(ctx, st, stores, status, verdict{denial: v.Message, phase: phasePolicy})
+		p.failing(ctx, st, stores, status, judge.Verdict{Denial: v.Message, Phase: judge.PhasePolicy})
 		return 0, nil
 	}
 	if !v.Valid {
 		metrics.Published.WithLabelValues("rejected").Inc()
 		setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "HAProxyCheckFailed",
 			guard.Bounded("haproxy -c rejects the cluster's current rendering; the last accepted one stays published:\n"+v.Message, 1000))
-		p.failing(ctx, st, stores, status, verdict{denial: haproxyRejects + "\n" + v.Message, phase: phaseHAProxy, alerts: v.Alerts})
+		p.failing(ctx, st, stores, status, judge.Verdict{Denial: judge.HAProxyRejects + "\n" + v.Message, Phase: judge.PhaseHAProxy, Alerts: v.Alerts})
 		return 0, nil
 	}
 	p.mu.Lock()
-	p.good[st.key] = snapshotOf(stores)
+	p.good[st.key] = judge.SnapshotOf(stores)
 	delete(p.attributions, st.key)
 	p.mu.Unlock()
 	setCondition(status, st, gatehousev1alpha1.ConditionFailing, metav1.ConditionFalse, "Passes",
@@ -222,14 +225,14 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 	if status.Output != nil && status.Output.Checksum == v.Checksum {
 		metrics.Published.WithLabelValues("unchanged").Inc()
 	} else {
-		output, err := p.write(ctx, cfg, out, v.Checksum)
-		var big *tooLargeError
+		rendered, err := p.write(ctx, cfg, out, v.Checksum)
+		var big *output.TooLargeError
 		if errors.As(err, &big) {
 			metrics.Published.WithLabelValues("too-large").Inc()
 			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputTooLarge", guard.Bounded(big.Error(), 1000))
 			return 0, nil // the size changes only with the state, which triggers again
 		}
-		var taken *notOwnedError
+		var taken *output.NotOwnedError
 		if errors.As(err, &taken) {
 			metrics.Published.WithLabelValues("not-owned").Inc()
 			setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionFalse, "OutputNotOwned", guard.Bounded(taken.Error(), 1000))
@@ -243,7 +246,7 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 		if err != nil {
 			return publishRetry, err
 		}
-		status.Output = output
+		status.Output = rendered
 		metrics.Published.WithLabelValues("published").Inc()
 	}
 	setCondition(status, st, gatehousev1alpha1.ConditionPublished, metav1.ConditionTrue, "Published",
@@ -255,26 +258,26 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 // fails as current says: the objects that cause it (attribute.go). An
 // unchanged failure over unchanged suspects keeps its attribution.
 func (p *publisher) failing(ctx context.Context, st *configState, stores map[string]render.IndexedStore,
-	status *gatehousev1alpha1.HAProxyTemplateConfigStatus, current verdict) {
+	status *gatehousev1alpha1.HAProxyTemplateConfigStatus, current judge.Verdict) {
 	p.mu.Lock()
 	good, seen := p.good[st.key]
 	previous, attributed := p.attributions[st.key]
 	p.mu.Unlock()
-	suspects := changedSince(good, stores)
-	fingerprint := fingerprintOf(current, suspects)
+	suspects := judge.ChangedSince(good, stores)
+	fingerprint := judge.FingerprintOf(current, suspects)
 	a := previous
-	if !attributed || previous.fingerprint != fingerprint {
-		a = p.m.attribute(ctx, st.compiled, stores, current, suspects)
-		a.fingerprint, a.fresh = fingerprint, !seen
-		if a.incomplete == "" {
+	if !attributed || previous.Fingerprint != fingerprint {
+		a = judge.Attribute(ctx, p.m.checker, st.compiled, stores, current, suspects)
+		a.Fingerprint, a.Fresh = fingerprint, !seen
+		if a.Incomplete == "" {
 			p.mu.Lock()
 			p.attributions[st.key] = a
 			p.mu.Unlock()
 		}
 	}
 	reason := "Attributed"
-	if len(a.culprits) == 0 {
+	if len(a.Culprits) == 0 {
 		reason = "Unattributed"
 	}
-	setCondition(status, st, gatehousev1alpha1.ConditionFailing, metav1.ConditionTrue, reason, guard.Bounded(a.message(), 2000))
+	setCondition(status, st, gatehousev1alpha1.ConditionFailing, metav1.ConditionTrue, reason, guard.Bounded(a.Message(), 2000))
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/output"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,7 +22,7 @@ func TestNotOwned(t *testing.T) {
 		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(uid), Controller: ptr.To(controller)}
 	}
 	ours := ref("gatehouse.dev/v1alpha1", "HAProxyTemplateConfig", "x", "uid-x", true)
-	managed := map[string]string{managedByLabel: "gatehouse"}
+	managed := map[string]string{output.ManagedByLabel: "gatehouse"}
 	cases := []struct {
 		name   string
 		labels map[string]string
@@ -28,10 +30,10 @@ func TestNotOwned(t *testing.T) {
 		// want is a part of the reason ("" when it is the config's).
 		want string
 	}{
-		{"Gatehouse's, with others' labels and owners beside", map[string]string{managedByLabel: "gatehouse", "team": "a"},
+		{"Gatehouse's, with others' labels and owners beside", map[string]string{output.ManagedByLabel: "gatehouse", "team": "a"},
 			[]metav1.OwnerReference{ref("v1", "ConfigMap", "other", "uid-o", false), ours}, ""},
 		{"made by someone else", nil, nil, "no controller ownerReference"},
-		{"made by someone else, with Gatehouse's labels", map[string]string{managedByLabel: "gatehouse", configLabel: "x"}, nil, "no controller ownerReference"},
+		{"made by someone else, with Gatehouse's labels", map[string]string{output.ManagedByLabel: "gatehouse", output.ConfigLabel: "x"}, nil, "no controller ownerReference"},
 		{"owned by the config, not as controller", managed, []metav1.OwnerReference{ref("gatehouse.dev/v1alpha1", "HAProxyTemplateConfig", "x", "uid-x", false)}, "no controller ownerReference"},
 		{"controlled by an earlier config of the same name", managed,
 			[]metav1.OwnerReference{ref("gatehouse.dev/v1alpha1", "HAProxyTemplateConfig", "x", "uid-old", true)}, "(uid uid-old), not HAProxyTemplateConfig x (uid uid-x)"},
@@ -43,7 +45,7 @@ func TestNotOwned(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "x-haproxy-certs", Labels: tc.labels, OwnerReferences: tc.refs}}
-			got := notOwned(obj, cfg)
+			got := output.NotOwned(obj, cfg)
 			if tc.want == "" {
 				if got != "" {
 					t.Fatalf("not the config's: %s", got)
@@ -58,7 +60,7 @@ func TestNotOwned(t *testing.T) {
 }
 
 func TestNotOwnedErrorSaysHowToProceed(t *testing.T) {
-	err := &notOwnedError{kind: "Secret", namespace: "team-a", name: "x-haproxy-certs", why: "it has no controller ownerReference"}
+	err := &output.NotOwnedError{Kind: "Secret", Namespace: "team-a", Name: "x-haproxy-certs", Why: "it has no controller ownerReference"}
 	const want = "Secret team-a/x-haproxy-certs already exists and is not this config's (it has no controller ownerReference): Gatehouse does not write to or adopt it, so nothing is published; delete or rename that Secret, or rename the config"
 	if err.Error() != want {
 		t.Fatalf("message:\n  %s\nwant:\n  %s", err, want)
@@ -73,7 +75,7 @@ func TestNotOwnedErrorSaysHowToProceed(t *testing.T) {
 func TestRenderingsThatDoNotFitAreRefusedBeforeAnyWrite(t *testing.T) {
 	const limit = 1 << 20
 	atLimit := render.Output{HAProxyConfig: strings.Repeat("#", limit-10), Maps: map[string]string{"hosts.map": strings.Repeat("h", 10)}}
-	if err := publishedOf(atLimit).fits("lb", "edge"); err != nil {
+	if err := output.Of(atLimit).Fits("lb", "edge"); err != nil {
 		t.Fatalf("a rendering of exactly 1 MiB of values was refused: %v", err)
 	}
 
@@ -82,8 +84,8 @@ func TestRenderingsThatDoNotFitAreRefusedBeforeAnyWrite(t *testing.T) {
 		Maps:          map[string]string{"hosts.map": strings.Repeat("h", 10), "big.map": strings.Repeat("b", 7)},
 		Files:         map[string]string{"a.txt": "a", "b.txt": "b"},
 	}
-	err := publishedOf(over).fits("lb", "edge")
-	var big *tooLargeError
+	err := output.Of(over).Fits("lb", "edge")
+	var big *output.TooLargeError
 	if !errors.As(err, &big) {
 		t.Fatalf("a rendering over 1 MiB: got %v, want a *tooLargeError", err)
 	}
@@ -96,11 +98,11 @@ func TestRenderingsThatDoNotFitAreRefusedBeforeAnyWrite(t *testing.T) {
 	// The Secret has a limit of its own: certificates never count toward
 	// the ConfigMap, and their total is checked on its own.
 	certs := render.Output{HAProxyConfig: "global\n", Certs: map[string]string{"a.pem": strings.Repeat("a", limit/2), "b.pem": strings.Repeat("b", limit/2+1)}}
-	err = publishedOf(certs).fits("lb", "edge")
-	if !errors.As(err, &big) || big.kind != "Secret" || big.name != "edge-haproxy-certs" || big.size != limit+1 {
+	err = output.Of(certs).Fits("lb", "edge")
+	if !errors.As(err, &big) || big.Kind != "Secret" || big.Name != "edge-haproxy-certs" || big.Size != limit+1 {
 		t.Fatalf("certificates over 1 MiB: got %v, want the Secret edge-haproxy-certs refused at %d bytes", err, limit+1)
 	}
-	if err := publishedOf(render.Output{HAProxyConfig: "global\n", Certs: map[string]string{"a.pem": strings.Repeat("a", limit)}}).fits("lb", "edge"); err != nil {
+	if err := output.Of(render.Output{HAProxyConfig: "global\n", Certs: map[string]string{"a.pem": strings.Repeat("a", limit)}}).Fits("lb", "edge"); err != nil {
 		t.Fatalf("certificates of exactly 1 MiB beside a small ConfigMap were refused: %v", err)
 	}
 }

@@ -3,6 +3,8 @@ package configcheck
 import (
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/redact"
@@ -39,12 +41,12 @@ func TestForCallerRedactsWhatTheRenderingRead(t *testing.T) {
 	c := &spec.Compiled{Words: redact.Words{}}
 	c.Words.AddWordsOf(`{{ fail (printf "Service '%s' not found (Ingress %s/%s, host %s)" ...) }}`)
 
-	if got := forCaller(deny(phaseHAProxy, "[ALERT] backend 'be_tenant-b_x' is broken"), req, c, judged).Result.Message; got != "[ALERT] backend '…' is broken" {
+	if got := forCaller(deny(judge.PhaseHAProxy, "[ALERT] backend 'be_tenant-b_x' is broken"), req, c, judged).Result.Message; got != "[ALERT] backend '…' is broken" {
 		t.Fatalf("haproxy denial: %q", got)
 	}
 	// A render failure about B's objects keeps the template's words and
 	// A's, and loses B's.
-	got := forCaller(deny(phaseRender, "Service 'ledger' not found (Ingress tenant-b/billing, host pay.b.example)"), req, c, judged).Result.Message
+	got := forCaller(deny(judge.PhaseRender, "Service 'ledger' not found (Ingress tenant-b/billing, host pay.b.example)"), req, c, judged).Result.Message
 	want := "Service '…' not found (Ingress …/…, host ….b.…)"
 	if got != want {
 		t.Fatalf("render denial about another tenant's objects: %q, want %q", got, want)
@@ -53,25 +55,25 @@ func TestForCallerRedactsWhatTheRenderingRead(t *testing.T) {
 	// nothing from them: the line goes whole while one word is B's alone.
 	guessing := req
 	guessing.Object.Raw = []byte(`{"metadata":{"namespace":"tenant-a","name":"web","annotations":{"guess":"ledger tenant-b billing"}},"spec":{"rules":[{"host":"a.example"}]}}`)
-	if got := forCaller(deny(phaseRender, "Service 'ledger' not found (Ingress tenant-b/billing, host pay.b.example)"), guessing, c, judged).Result.Message; got != want {
+	if got := forCaller(deny(judge.PhaseRender, "Service 'ledger' not found (Ingress tenant-b/billing, host pay.b.example)"), guessing, c, judged).Result.Message; got != want {
 		t.Fatalf("render denial with guesses in the request: %q, want %q", got, want)
 	}
 	// About A's own, it is quoted whole.
 	own := "Service 'api' not found (Ingress tenant-a/web, host a.example)"
-	if got := forCaller(deny(phaseRender, own), req, c, judged).Result.Message; got != own {
+	if got := forCaller(deny(judge.PhaseRender, own), req, c, judged).Result.Message; got != own {
 		t.Fatalf("render denial about the caller's objects changed: %q", got)
 	}
 	// About another object of A's namespace (a Service's DELETE refused
 	// for an Ingress beside it), too: A reads its own namespace.
 	beside := "Service 'api' not found (Ingress tenant-a/shopfront, host shop.a-only.example)"
-	if got := forCaller(deny(phaseRender, beside), req, c, judged).Result.Message; got != beside {
+	if got := forCaller(deny(judge.PhaseRender, beside), req, c, judged).Result.Message; got != beside {
 		t.Fatalf("render denial about the caller's namespace changed: %q", got)
 	}
 	// The warnings of a change admitted over a failing state, likewise;
 	// the first, Gatehouse's own, stays.
-	admitted := admission.Allowed("").WithWarnings("HAProxyTemplateConfig lb/edge fails without this change too", failureWarningPrefix+"Service 'ledger' not found", failureWarningPrefix+"[ALERT] backend 'be_tenant-b_x' is broken")
+	admitted := admission.Allowed("").WithWarnings("HAProxyTemplateConfig lb/edge fails without this change too", judge.FailureWarningPrefix+"Service 'ledger' not found", judge.FailureWarningPrefix+"[ALERT] backend 'be_tenant-b_x' is broken")
 	warnings := forCaller(admitted, req, c, judged).Warnings
-	if warnings[0] != "HAProxyTemplateConfig lb/edge fails without this change too" || warnings[1] != failureWarningPrefix+"Service '…' not found" || warnings[2] != failureWarningPrefix+"[ALERT] backend '…' is broken" {
+	if warnings[0] != "HAProxyTemplateConfig lb/edge fails without this change too" || warnings[1] != judge.FailureWarningPrefix+"Service '…' not found" || warnings[2] != judge.FailureWarningPrefix+"[ALERT] backend '…' is broken" {
 		t.Fatalf("warnings: %q", warnings)
 	}
 }

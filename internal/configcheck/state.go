@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
@@ -161,7 +163,7 @@ func (st *configState) unchanged(w *spec.Watched, op render.Operation, obj map[s
 	if f == nil || !f.synced() || op == render.OperationDelete {
 		return false
 	}
-	namespace, name := identityOf(obj)
+	namespace, name := judge.IdentityOf(obj)
 	if pending, ok := adm.PendingObject(w.Name, namespace, name); ok {
 		return pending != nil && equality.Semantic.DeepEqual(pending, obj)
 	}

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
@@ -68,11 +70,11 @@ func (m *Module) checkWithoutState(ctx context.Context, key spec.Key, c *spec.Co
 		}
 		v := m.checkRendering(ctx, c.Dialect, rendered[name], "")
 		switch {
-		case v.undecided != "":
-			return currentState{undecided: fmt.Sprintf("%s (checking the rendering of test %q's fixtures)", v.undecided, name)}
-		case v.denial != "":
+		case v.Undecided != "":
+			return currentState{undecided: fmt.Sprintf("%s (checking the rendering of test %q's fixtures)", v.Undecided, name)}
+		case v.Denial != "":
 			return currentState{denial: fmt.Sprintf("%sthe config's rendering of test %q's fixtures fails, so it would be refused by every admission over such objects: %s",
-				withoutStatePrefix, name, v.denial)}
+				withoutStatePrefix, name, v.Denial)}
 		}
 		if proof == "" {
 			proof = name
@@ -82,7 +84,7 @@ func (m *Module) checkWithoutState(ctx context.Context, key spec.Key, c *spec.Co
 	if err != nil {
 		return currentState{denial: withoutStatePrefix + err.Error()}
 	}
-	return decideWithoutState(key, m.judge(ctx, c, dataOf(stores), ""), proof)
+	return decideWithoutState(key, m.judge(ctx, c, judge.DataOf(stores), ""), proof)
 }
 
 // withoutStatePrefix opens a denial of checkWithoutState: why the config
@@ -93,19 +95,19 @@ const withoutStatePrefix = "Gatehouse cannot verify that this request came from 
 // decideWithoutState turns the verdict v on config key's rendering of
 // empty watched resources into the admission's outcome; proof names a test
 // whose fixtures render a configuration haproxy accepts ("" when none).
-func decideWithoutState(key spec.Key, v verdict, proof string) currentState {
+func decideWithoutState(key spec.Key, v judge.Verdict, proof string) currentState {
 	switch {
-	case v.undecided != "":
-		return currentState{undecided: v.undecided + " (rendering this config over empty watched resources)"}
-	case v.denial == "":
+	case v.Undecided != "":
+		return currentState{undecided: v.Undecided + " (rendering this config over empty watched resources)"}
+	case v.Denial == "":
 		return currentState{}
 	case proof != "":
 		return currentState{warnings: []string{
-			guard.Bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render without watched objects, so %s: %s", key, key.UntilFixed("the cluster holds what it needs", true), firstFailureLine(v.denial)), 250),
+			guard.Bounded(fmt.Sprintf("HAProxyTemplateConfig %s does not render without watched objects, so %s: %s", key, key.UntilFixed("the cluster holds what it needs", true), firstFailureLine(v.Denial)), 250),
 			guard.Bounded(fmt.Sprintf("admitted because test %q renders a configuration haproxy -c accepts from its fixtures", proof), 250),
 		}}
 	}
-	return currentState{denial: withoutStatePrefix + "its rendering of empty watched resources fails: " + v.denial +
+	return currentState{denial: withoutStatePrefix + "its rendering of empty watched resources fails: " + v.Denial +
 		"\n(if the config needs objects to render, add a validation test whose fixtures hold them; such a config is then admitted with a warning)"}
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
@@ -114,7 +116,7 @@ func TestCheckWithoutState(t *testing.T) {
 }
 
 func TestDecideWithoutStateUndecided(t *testing.T) {
-	got := decideWithoutState(spec.GatehouseKey(types.NamespacedName{Namespace: "a", Name: "b"}), verdict{undecided: "configcheck: rendering did not finish"}, "proof")
+	got := decideWithoutState(spec.GatehouseKey(types.NamespacedName{Namespace: "a", Name: "b"}), judge.Verdict{Undecided: "configcheck: rendering did not finish"}, "proof")
 	if !strings.Contains(got.undecided, "rendering did not finish") || got.denial != "" || len(got.warnings) > 0 {
 		t.Fatalf("got %+v, want undecided", got)
 	}

@@ -20,6 +20,10 @@
 //   - Each admission is judged over the stores with the earlier pending
 //     changes applied ([Admissions.Overlay]), so two changes that break
 //     the rendering only together are never both admitted.
+//   - An admission Gatehouse has no capacity to decide in time is shed
+//     ([Shed]): a create or update is undecided (the failurePolicy
+//     applies), a DELETE is admitted with a warning, never refused for
+//     Gatehouse's load.
 //
 // The package holds no cluster client and renders nothing.
 package guard

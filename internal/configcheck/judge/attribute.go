@@ -1,4 +1,4 @@
-package configcheck
+package judge
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,7 +18,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 
-// This file names the objects that make a config's current state fail, for
+// Attribute names the objects that make a config's current state fail, for
 // the Failing condition: the config's readers (its author, the platform
 // team) see what to fix or whom to ask, while the last accepted rendering
 // stays published.
@@ -34,14 +35,14 @@ import (
 // each costs a rendering and a haproxy -c run, on the leader.
 const maxAttributed = 16
 
-// goodState is what each watched resource's store held at the last
+// GoodState is what each watched resource's store held at the last
 // rendering that passed: its objects, in the store's order. It shares the
 // objects with the stores (read-only); objects changed since are kept alive
 // by it until the next rendering that passes.
-type goodState map[string][]map[string]any
+type GoodState map[string][]map[string]any
 
-func snapshotOf(stores map[string]render.IndexedStore) goodState {
-	out := make(goodState, len(stores))
+func SnapshotOf(stores map[string]render.IndexedStore) GoodState {
+	out := make(GoodState, len(stores))
 	for name, s := range stores {
 		out[name] = s.List()
 	}
@@ -50,16 +51,16 @@ func snapshotOf(stores map[string]render.IndexedStore) goodState {
 
 // suspect is an object changed since the last good state.
 type suspect struct {
-	watched, namespace, name string
+	watched, namespace, Name string
 	// before is the object in the good state, nil when added since;
 	// after is the object now, nil when deleted since.
 	before, after map[string]any
 }
 
 func (s suspect) String() string {
-	id := s.name
+	id := s.Name
 	if s.namespace != "" {
-		id = s.namespace + "/" + s.name
+		id = s.namespace + "/" + s.Name
 	}
 	switch {
 	case s.before == nil:
@@ -70,10 +71,10 @@ func (s suspect) String() string {
 	return s.watched + " " + id + " (changed)"
 }
 
-// changedSince lists the objects of stores added, changed or deleted since
+// ChangedSince lists the objects of stores added, changed or deleted since
 // good, by watched resource name, then namespace and name. Without a good
 // state (none passed since Gatehouse started) every object is new.
-func changedSince(good goodState, stores map[string]render.IndexedStore) []suspect {
+func ChangedSince(good GoodState, stores map[string]render.IndexedStore) []suspect {
 	var out []suspect
 	for _, watched := range slices.Sorted(maps.Keys(stores)) {
 		now := stores[watched].List()
@@ -91,17 +92,17 @@ func changedSince(good goodState, stores map[string]render.IndexedStore) []suspe
 			}
 			switch {
 			case cmp < 0:
-				ns, name := identityOf(before[i])
-				out = append(out, suspect{watched: watched, namespace: ns, name: name, before: before[i]})
+				ns, name := IdentityOf(before[i])
+				out = append(out, suspect{watched: watched, namespace: ns, Name: name, before: before[i]})
 				i++
 			case cmp > 0:
-				ns, name := identityOf(now[j])
-				out = append(out, suspect{watched: watched, namespace: ns, name: name, after: now[j]})
+				ns, name := IdentityOf(now[j])
+				out = append(out, suspect{watched: watched, namespace: ns, Name: name, after: now[j]})
 				j++
 			default:
 				if !sameObject(before[i], now[j]) {
-					ns, name := identityOf(now[j])
-					out = append(out, suspect{watched: watched, namespace: ns, name: name, before: before[i], after: now[j]})
+					ns, name := IdentityOf(now[j])
+					out = append(out, suspect{watched: watched, namespace: ns, Name: name, before: before[i], after: now[j]})
 				}
 				i++
 				j++
@@ -112,8 +113,8 @@ func changedSince(good goodState, stores map[string]render.IndexedStore) []suspe
 }
 
 func compareIdentity(a, b map[string]any) int {
-	ans, an := identityOf(a)
-	bns, bn := identityOf(b)
+	ans, an := IdentityOf(a)
+	bns, bn := IdentityOf(b)
 	if c := strings.Compare(ans, bns); c != 0 {
 		return c
 	}
@@ -147,76 +148,76 @@ func putBack(stores map[string]render.IndexedStore, s suspect) (map[string]rende
 // partOf says whether v, the state with one object put back, fails less
 // than current: it passes; haproxy -c says fewer alerts and none new; a
 // render or the policy stops elsewhere or not at all.
-func partOf(v, current verdict) bool {
+func partOf(v, current Verdict) bool {
 	switch {
-	case v.denial == "":
+	case v.Denial == "":
 		return true
-	case current.phase == phaseHAProxy && len(current.alerts.Keys) > 0:
-		return v.phase == phaseHAProxy && v.alerts.Fewer(current.alerts)
-	case current.phase == phaseHAProxy:
+	case current.Phase == PhaseHAProxy && len(current.Alerts.Keys) > 0:
+		return v.Phase == PhaseHAProxy && v.Alerts.Fewer(current.Alerts)
+	case current.Phase == PhaseHAProxy:
 		return false
 	}
-	return v.phase == current.phase && v.denial != current.denial
+	return v.Phase == current.Phase && v.Denial != current.Denial
 }
 
-// attribution is the Failing condition's message for one failure.
-type attribution struct {
+// Attribution is the Failing condition's message for one failure.
+type Attribution struct {
 	// fingerprint identifies the failure and the suspects as they were,
 	// so that an unchanged failure is not attributed again.
-	fingerprint string
-	culprits    []suspect
+	Fingerprint string
+	Culprits    []suspect
 	examined    int
 	suspects    int
-	fresh       bool // no good state: every object is a suspect
-	incomplete  string
+	Fresh       bool // no good state: every object is a suspect
+	Incomplete  string
 }
 
-// attribute puts back each suspect (up to maxAttributed) and keeps those
+// Attribute puts back each suspect (up to maxAttributed) and keeps those
 // that are part of current's failure.
-func (m *Module) attribute(ctx context.Context, c *spec.Compiled, stores map[string]render.IndexedStore, current verdict, suspects []suspect) attribution {
-	a := attribution{suspects: len(suspects)}
+func Attribute(ctx context.Context, checker *haproxy.Checker, c *spec.Compiled, stores map[string]render.IndexedStore, current Verdict, suspects []suspect) Attribution {
+	a := Attribution{suspects: len(suspects)}
 	for _, s := range suspects[:min(len(suspects), maxAttributed)] {
 		back, err := putBack(stores, s)
 		if err != nil {
-			a.incomplete = err.Error()
+			a.Incomplete = err.Error()
 			break
 		}
-		v := m.judge(ctx, c, dataOf(back), "")
-		if v.undecided != "" {
-			a.incomplete = v.undecided
+		v := Judge(ctx, checker, c, DataOf(back), "")
+		if v.Undecided != "" {
+			a.Incomplete = v.Undecided
 			break
 		}
 		a.examined++
 		if partOf(v, current) {
-			a.culprits = append(a.culprits, s)
+			a.Culprits = append(a.Culprits, s)
 		}
 	}
 	return a
 }
 
-// fingerprintOf identifies current's failure over suspects, each by its
+// FingerprintOf identifies current's failure over suspects, each by its
 // objects as stored.
-func fingerprintOf(current verdict, suspects []suspect) string {
+func FingerprintOf(current Verdict, suspects []suspect) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00", current.phase, current.denial)
-	for _, k := range current.alerts.Keys {
+	fmt.Fprintf(h, "%s\x00%s\x00", current.Phase, current.Denial)
+	for _, k := range current.Alerts.Keys {
 		h.Write(k[:])
 	}
 	for _, s := range suspects {
-		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%x\x00%x\x00", s.watched, s.namespace, s.name,
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%x\x00%x\x00", s.watched, s.namespace, s.Name,
 			reflect.ValueOf(s.before).UnsafePointer(), reflect.ValueOf(s.after).UnsafePointer())
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// message is the Failing condition's message: the objects first (the
+// Message is the Failing condition's message: the objects first (the
 // failure itself is in Published's message).
-func (a attribution) message() string {
+func (a Attribution) Message() string {
 	var b strings.Builder
 	switch {
-	case len(a.culprits) > 0:
-		names := make([]string, len(a.culprits))
-		for i, s := range a.culprits {
+	case len(a.Culprits) > 0:
+		names := make([]string, len(a.Culprits))
+		for i, s := range a.Culprits {
 			names[i] = s.String()
 		}
 		fmt.Fprintf(&b, "caused by %s", strings.Join(names, ", "))
@@ -225,14 +226,14 @@ func (a attribution) message() string {
 	default:
 		b.WriteString("no single object put back fixes any of it")
 	}
-	if a.fresh {
+	if a.Fresh {
 		b.WriteString("; Gatehouse has seen no rendering of this config pass since it started, so every object was a suspect")
 	}
 	if a.examined < a.suspects {
 		fmt.Fprintf(&b, "; %d of %d objects changed since the last rendering that passed were examined", a.examined, a.suspects)
 	}
-	if a.incomplete != "" {
-		b.WriteString(" (stopped: " + a.incomplete + ")")
+	if a.Incomplete != "" {
+		b.WriteString(" (stopped: " + a.Incomplete + ")")
 	}
 	b.WriteString(". Deleting or fixing them is always admitted; the last accepted rendering stays published")
 	return b.String()

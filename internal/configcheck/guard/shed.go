@@ -1,11 +1,9 @@
-package configcheck
+package guard
 
 import (
 	"fmt"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
@@ -21,7 +19,7 @@ import (
 // could not finish before it. The module's concurrency is taken there and
 // only there, after the config's fair turn (pending.go), by the render
 // workers and haproxy -c slots: the server holds no module-wide bound
-// before the turn (watchedCost), which had let one tenant's dry runs,
+// before the turn (configcheck's watchedCost), which had let one tenant's dry runs,
 // creates, or reviews posted straight to the port claiming another
 // tenant's namespace take the slots every tenant's admissions waited for.
 //
@@ -42,35 +40,26 @@ import (
 // AcquireFirst), so a tenant flooding its own party cannot get its own
 // deletions shed; one shed all the same is stored unchecked, and if its
 // absence breaks the config's rendering, the config's status says so and
-// the next changes are judged over that failing state (preexisting.go).
+// the next changes are judged over that failing state (configcheck's preexisting.go).
 
-// shed answers req, undecided for lack of capacity (msg says why).
-func shed(req admission.Request, key spec.Key, msg string) admission.Response {
+// Shed answers req, undecided for lack of capacity (msg says why).
+func Shed(req admission.Request, key spec.Key, msg string) admission.Response {
 	if req.Operation == admissionv1.Delete {
 		metrics.CountUndecided("deletion-unchecked")
-		return admission.Allowed("").WithWarnings(guard.Bounded(fmt.Sprintf(
+		return admission.Allowed("").WithWarnings(Bounded(fmt.Sprintf(
 			"HAProxyTemplateConfig %s did not check this deletion, which is never refused for Gatehouse's load: %s", key, msg), 500))
 	}
 	metrics.CountUndecided("deadline")
 	return module.Undecided(msg)
 }
 
-// shedConfirmation answers the confirmation of denial, a cached denial of
+// ShedConfirmation answers the confirmation of denial, a cached denial of
 // req, that could not run for lack of capacity: a DELETE keeps the cached
 // denial (refused for what it removes, as far as Gatehouse could tell, never
 // for the load), anything else is undecided.
-func shedConfirmation(req admission.Request, denial admission.Response, msg string) module.Confirmed {
+func ShedConfirmation(req admission.Request, denial admission.Response, msg string) module.Confirmed {
 	if req.Operation == admissionv1.Delete {
 		return module.Unconfirmed(denial)
 	}
 	return module.LiveDecision(module.Undecided(msg))
-}
-
-// undecidedVerdict answers req, for which v reached no decision.
-func undecidedVerdict(req admission.Request, key spec.Key, v verdict) admission.Response {
-	if v.shed {
-		return shed(req, key, v.undecided)
-	}
-	metrics.CountUndecided("deadline")
-	return module.Undecided(v.undecided)
 }
