@@ -3,10 +3,11 @@ package nodegroup
 import (
 	"context"
 	"fmt"
-	json "github.com/go-json-experiment/json/v1"
 	"net/http"
 	"slices"
 	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 

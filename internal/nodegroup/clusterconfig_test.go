@@ -7,12 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatehouse-dev/gatehouse/internal/module/moduletest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/go-logr/logr"
+	"github.com/gatehouse-dev/gatehouse/internal/module/moduletest"
 )
 
 func TestParseClusterConfiguration(t *testing.T) {
@@ -91,7 +90,7 @@ func TestNothingIsGuessedBeforeTheCachesList(t *testing.T) {
 		t.Fatal(err)
 	}
 	host := moduletest.New(scheme, "Node")
-	c, err := newClusterCache(context.Background(), host, logr.Discard())
+	c, err := newClusterCache(context.Background(), host)
 	if err != nil {
 		t.Fatal(err)
 	}

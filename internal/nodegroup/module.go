@@ -7,7 +7,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
 	"github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1alpha1"
@@ -59,7 +58,7 @@ func (*Module) AddToScheme(s *runtime.Scheme) error {
 
 // Setup builds the caches the checks and the Hybrid conversion read.
 func (m *Module) Setup(ctx context.Context, host module.Host) error {
-	state, err := newClusterCache(ctx, host, logf.FromContext(ctx))
+	state, err := newClusterCache(ctx, host)
 	if err != nil {
 		return fmt.Errorf("cluster state caches: %w", err)
 	}

@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/go-logr/logr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -33,7 +34,8 @@ func moduleConfigObject() *unstructured.Unstructured {
 	return u
 }
 
-func newModuleConfigReader(host module.Host, log logr.Logger) (*moduleConfigReader, error) {
+func newModuleConfigReader(ctx context.Context, host module.Host) (*moduleConfigReader, error) {
+	log := logf.FromContext(ctx)
 	// Only ModuleConfig global is read: the API server sends no other.
 	scope := module.Scope{Fields: fields.OneTermEqualSelector("metadata.name", globalModuleName)}
 	k, err := host.FollowKind(moduleConfigObject(), scope, func() {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -35,7 +34,7 @@ func singleObject(obj client.Object, namespace, name string) cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{obj: scope}}
 }
 
-func newClusterCache(ctx context.Context, host module.Host, log logr.Logger) (*clusterCache, error) {
+func newClusterCache(ctx context.Context, host module.Host) (*clusterCache, error) {
 	c := &clusterCache{}
 	var err error
 	if c.clusterConfig, err = followSingle(ctx, host, "cluster-configuration", &corev1.Secret{}, configNamespace, clusterConfigSecret, parseClusterConfigSecret); err != nil {
@@ -47,7 +46,7 @@ func newClusterCache(ctx context.Context, host module.Host, log logr.Logger) (*c
 	if c.endpoints, err = followSingle(ctx, host, "kubernetes-endpoints", &corev1.Endpoints{}, metav1.NamespaceDefault, "kubernetes", countEndpointAddresses); err != nil { //nolint:staticcheck // the checks count Endpoints default/kubernetes, as Deckhouse does
 		return nil, err
 	}
-	if c.tolerations, err = newModuleConfigReader(host, log); err != nil {
+	if c.tolerations, err = newModuleConfigReader(ctx, host); err != nil {
 		return nil, err
 	}
 	if c.nodes, err = newNodeReader(ctx, host); err != nil {

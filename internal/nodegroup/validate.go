@@ -404,15 +404,6 @@ func validateContainerdV2Nodes(name string, cri *v1.CRISpec, unsupported []strin
 	return nil
 }
 
-// validateMemorySwap is check 16, on UPDATE: limited swap needs cgroup v2,
-// which the nodes labelled containerd-v2-unsupported lack.
-func validateMemorySwap(name string, k *v1.KubeletSpec, unsupported []string) field.ErrorList {
-	if len(unsupported) > 0 && k != nil && k.MemorySwap != nil && k.MemorySwap.SwapBehavior == v1.SwapBehaviorLimitedSwap {
-		return field.ErrorList{field.Forbidden(kubeletPath.Child("memorySwap", "swapBehavior"), fmt.Sprintf(msgMemorySwapCgroupV1, name))}
-	}
-	return nil
-}
-
 // warnMaxPods is check 15, a warning since Deckhouse PR #17275: each pod
 // may hold two IPs while it restarts. prefix 0 means /24.
 func warnMaxPods(k *v1.KubeletSpec, prefix int) []string {
@@ -425,6 +416,15 @@ func warnMaxPods(k *v1.KubeletSpec, prefix int) []string {
 	available := int64(1)<<(32-prefix) - 3
 	if 2*int64(*k.MaxPods) > available {
 		return []string{fmt.Sprintf(msgMaxPods, *k.MaxPods, available, prefix)}
+	}
+	return nil
+}
+
+// validateMemorySwap is check 16, on UPDATE: limited swap needs cgroup v2,
+// which the nodes labelled containerd-v2-unsupported lack.
+func validateMemorySwap(name string, k *v1.KubeletSpec, unsupported []string) field.ErrorList {
+	if len(unsupported) > 0 && k != nil && k.MemorySwap != nil && k.MemorySwap.SwapBehavior == v1.SwapBehaviorLimitedSwap {
+		return field.ErrorList{field.Forbidden(kubeletPath.Child("memorySwap", "swapBehavior"), fmt.Sprintf(msgMemorySwapCgroupV1, name))}
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package suite
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -201,7 +203,7 @@ func (run *testRun) targetText(t target) (text, missing string) {
 	}
 	text, ok := outputs[t.name]
 	if !ok {
-		return "", fmt.Sprintf("%s %q was not rendered (rendered %ss: %s)", word, t.name, word, listOrNone(sortedNames(outputs)))
+		return "", fmt.Sprintf("%s %q was not rendered (rendered %ss: %s)", word, t.name, word, listOrNone(slices.Sorted(maps.Keys(outputs))))
 	}
 	return text, ""
 }
@@ -229,8 +231,8 @@ func firstDifference(first, second render.Output) string {
 		{TargetFilePrefix, first.Files, second.Files},
 		{TargetCertPrefix, first.Certs, second.Certs},
 	} {
-		names := sortedNames(kind.first)
-		for _, name := range sortedNames(kind.second) {
+		names := slices.Sorted(maps.Keys(kind.first))
+		for _, name := range slices.Sorted(maps.Keys(kind.second)) {
 			if !hasKey(kind.first, name) {
 				names = append(names, name)
 			}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,7 +32,7 @@ func (r *Runner) Run(ctx context.Context, tests map[string]Test, only string) (R
 		return Report{}, err
 	}
 	indexers := make(map[string]*render.Indexer, len(r.IndexBy))
-	for _, resource := range sortedNames(r.IndexBy) {
+	for _, resource := range slices.Sorted(maps.Keys(r.IndexBy)) {
 		indexer, err := render.NewIndexer(r.IndexBy[resource])
 		if err != nil {
 			return Report{}, fmt.Errorf("validation tests: watched resource %q: %w", resource, err)
@@ -61,7 +63,7 @@ func (r *Runner) Run(ctx context.Context, tests map[string]Test, only string) (R
 // but _global, which haptic's dialect runs too.
 func selectTests(tests map[string]Test, only string, dialect Dialect) ([]string, error) {
 	var names []string
-	for _, name := range sortedNames(tests) {
+	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		if name != GlobalTest || dialect == DialectHaptic {
 			names = append(names, name)
 		}
@@ -193,10 +195,10 @@ func assertionLabel(a Assertion) string {
 // never changed.
 func buildStores(fixtures, global map[string][]map[string]any, indexers map[string]*render.Indexer) (map[string]render.Store, error) {
 	for _, source := range []map[string][]map[string]any{fixtures, global} {
-		for _, resource := range sortedNames(source) {
+		for _, resource := range slices.Sorted(maps.Keys(source)) {
 			if _, ok := indexers[resource]; !ok {
 				return nil, fmt.Errorf("fixtures for %q, which is not a watched resource (watched: %s)",
-					resource, listOrNone(sortedNames(indexers)))
+					resource, listOrNone(slices.Sorted(maps.Keys(indexers))))
 			}
 		}
 	}

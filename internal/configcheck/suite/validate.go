@@ -2,8 +2,9 @@ package suite
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,9 +41,9 @@ func Validate(tests map[string]Test, watched map[string][]string) field.ErrorLis
 // haptic's).
 func ValidateDialect(tests map[string]Test, watched map[string][]string, dialect Dialect) field.ErrorList {
 	var errs field.ErrorList
-	known := sortedNames(watched)
+	known := slices.Sorted(maps.Keys(watched))
 	root := field.NewPath("spec", "validationTests")
-	for _, name := range sortedNames(tests) {
+	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		test := tests[name]
 		path := root.Key(name)
 		errs = append(errs, validateFixtures(test.Fixtures, watched, known, path.Child("fixtures"))...)
@@ -71,7 +72,7 @@ func ValidateDialect(tests map[string]Test, watched map[string][]string, dialect
 
 func validateFixtures(fixtures map[string][]map[string]any, watched map[string][]string, known []string, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, resource := range sortedNames(fixtures) {
+	for _, resource := range slices.Sorted(maps.Keys(fixtures)) {
 		resourcePath := path.Key(resource)
 		indexBy, ok := watched[resource]
 		if !ok {
@@ -260,13 +261,4 @@ func identityString(obj map[string]any) string {
 		return name
 	}
 	return namespace + "/" + name
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
 }
