@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -261,5 +263,63 @@ func TestArchitectureExampleIsThisFile(t *testing.T) {
 		if !strings.Contains(string(self), b[1]) {
 			t.Errorf("docs/architecture.md shows code that is not in the tested example:\n%s", b[1])
 		}
+	}
+}
+
+// TestArchitectureMapsEveryPackage: the layer map of docs/architecture.md
+// names every package of the binary and of hack/ (test scaffolding under
+// internal/testing/..., the API types under api/ and the tools' own
+// modules under hack/tools are named as a whole),
+// so that a package carved out or added is placed on the map with it.
+func TestArchitectureMapsEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := string(doc)
+	i := strings.Index(layers, "## Layers")
+	j := strings.Index(layers, "## A module declares")
+	if i < 0 || j < i {
+		t.Fatal(`docs/architecture.md has no "## Layers" section before "## A module declares"`)
+	}
+	layers = layers[i:j]
+	named := map[string]bool{}
+	for _, word := range regexp.MustCompile(`(?:cmd|internal|hack)/[A-Za-z0-9_./]*[A-Za-z0-9_]`).FindAllString(layers, -1) {
+		named[word] = true
+	}
+	var missing []string
+	for _, root := range []string{"cmd", "internal", "hack"} {
+		err := filepath.WalkDir(filepath.Join("../..", root), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel("../..", path)
+			rel = filepath.ToSlash(rel)
+			if rel == "internal/testing" || strings.HasPrefix(rel, "internal/testing/") || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // a module of its own (hack/tools' pins)
+			}
+			sources, _ := filepath.Glob(filepath.Join(path, "*.go"))
+			for _, s := range sources {
+				if !strings.HasSuffix(s, "_test.go") {
+					if !named[rel] {
+						missing = append(missing, rel)
+					}
+					break
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(layers, "internal/testing/...") || !strings.Contains(layers, "api/<group>/<version>") {
+		t.Error("the map no longer names internal/testing/... and api/<group>/<version> as a whole")
+	}
+	if len(missing) > 0 {
+		t.Errorf("docs/architecture.md's layer map does not name %s", strings.Join(missing, ", "))
 	}
 }
