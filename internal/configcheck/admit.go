@@ -46,8 +46,8 @@ const watchedBytesPerToken = 128
 // stages serve.
 func (m *Module) watchedCost() module.Cost {
 	// No Concurrency: a module-wide bound, taken by the server before the
-	// config's fair turn, let one party's requests hold every slot (shed.go).
-	// The decisions waiting are bounded per party by the turns (pending.go)
+	// config's fair turn, let one party's requests hold every slot (guard.Shed).
+	// The decisions waiting are bounded per party by the turns (guard.Admissions)
 	// and in memory by the server's budget.
 	return module.Cost{BytesPerToken: watchedBytesPerToken}
 }
@@ -142,7 +142,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 		return module.Undecided(fmt.Sprintf("configcheck: the watched resources of HAProxyTemplateConfig %s are still loading; try again in a moment", st.key)), nil
 	}
 	// Judged in the config's turn, against the stores and the changes
-	// admitted before this one (pending.go).
+	// admitted before this one (guard.Admissions).
 	adm := m.admissionsOf(st.key)
 	release, err := adm.Acquire(ctx, req)
 	if err != nil {
@@ -184,7 +184,7 @@ func (m *Module) decide(ctx context.Context, st *configState, w *spec.Watched, r
 }
 
 // checkBounds checks the object a create or update would store against
-// w's bounds (bounds.go), measured on the request's bytes; only an object
+// w's bounds (guard.ValidateBounds), measured on the request's bytes; only an object
 // past them is decoded, to tell whether w selects it (an object w does not
 // select is not its business), and whether the object it replaces was
 // already as large (it may stay so). DELETE is never refused.

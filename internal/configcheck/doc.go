@@ -27,7 +27,7 @@
 // is confirmed against the API server's lists before it is returned.
 //
 // Tenants share a config's render time and authors the render workers:
-// each watched object is bounded by its config (bounds.go: maxObjectBytes,
+// each watched object is bounded by its config (spec.Bounds: maxObjectBytes,
 // maxListLength), refused by itself when it is larger, and render workers,
 // a config's turn and the config checks are handed out fairly (package
 // fair: real changes first, parties in turn, a bounded number waiting).
@@ -35,7 +35,8 @@
 // The webhooks of the watched resources are registered at run time, one per
 // watched resource with enableValidationWebhook, with that config's
 // failurePolicy and timeout; no config means no rules (fail-open, logged
-// once per change into that state: FailOpenMessage). A config reaches only what its author may: its own webhook asks
+// once per change into that state: FailOpenMessage). A config reaches
+// only what its author may: its own webhook asks
 // the API server whether the author holds the rights it exercises
 // (authz). docs/security.md has the threat model.
 //
@@ -50,4 +51,14 @@
 // informers (watch.go); then it registers every config's webhooks
 // (webhooks.go). The publisher (publish.go, on the leader) renders, checks
 // and writes the output (output.go) and the status (status.go).
+//
+// This package holds the module's state and is its glue: the webhooks, the
+// controllers and what reads the cluster. What can be said of a config, a
+// request or a rendering without the cluster lives in subpackages, each
+// with a doc.go stating its contract: spec (a config read from its spec
+// alone), authz (its author's rights and the signed author record), redact
+// (what a tenant is shown of a denial), guard (an object's bounds, a
+// config's turns and pending changes, shedding), judge (a rendering's
+// verdict and a failure's attribution), ondemand (haptic's on-demand
+// stores), output (what a config publishes) and metrics.
 package configcheck

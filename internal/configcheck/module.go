@@ -202,12 +202,12 @@ type Module struct {
 
 	mu     sync.RWMutex
 	states map[spec.Key]*configState
-	// admitted holds each config's turn and pending changes (pending.go).
+	// admitted holds each config's turn and pending changes (guard.Admissions).
 	admitted map[spec.Key]*guard.Admissions
 	// failOpenLogged is set once "no config asks for validation" was logged.
 	failOpenLogged bool
 	// onDemandForbidden logs once that Gatehouse may not get an on-demand
-	// resource's objects (ondemand.go).
+	// resource's objects (package ondemand).
 	onDemandForbidden sync.Once
 }
 

@@ -47,7 +47,7 @@ type publisher struct {
 
 	mu sync.Mutex
 	// good is each config's state at its last rendering that passed, and
-	// attributions its last failure's attribution (attribute.go).
+	// attributions its last failure's attribution (judge.Attribute).
 	good         map[spec.Key]judge.GoodState
 	attributions map[spec.Key]judge.Attribution
 }
@@ -255,7 +255,7 @@ func (p *publisher) publish(ctx context.Context, cfg *gatehousev1alpha1.HAProxyT
 }
 
 // failing sets the Failing condition of a config whose current state
-// fails as current says: the objects that cause it (attribute.go). An
+// fails as current says: the objects that cause it (judge.Attribute). An
 // unchanged failure over unchanged suspects keeps its attribution.
 func (p *publisher) failing(ctx context.Context, st *configState, stores map[string]render.IndexedStore,
 	status *gatehousev1alpha1.HAProxyTemplateConfigStatus, current judge.Verdict) {

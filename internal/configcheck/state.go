@@ -51,7 +51,7 @@ type configState struct {
 	// unresolved names the watched resources discovery does not know.
 	unresolved []string
 	// onDemand holds the objects of haptic's store: on-demand fetched for
-	// the config's author (ondemand.go); nil without such a resource.
+	// the config's author (package ondemand); nil without such a resource.
 	onDemand *ondemand.Set
 
 	// author is who the config reads and publishes for (authz's record);
