@@ -44,13 +44,13 @@ func (p *publisher) existing(ctx context.Context, cfg *gatehousev1alpha1.HAProxy
 // write creates or updates the ConfigMap (and the Secret, when there are
 // certificates) holding out, controlled by cfg so that they go with it. A
 // rendering either object could not hold is refused first (a
-// *tooLargeError): nothing is read or written. An object of either name
-// that is not cfg's is left alone, and then neither is written (a
-// *notOwnedError): a ConfigMap naming certificates that are not published
-// would be no better than the last one. An update keeps what others added
-// to the metadata (labels, annotations, ownerReferences), and carries the
-// resourceVersion read, so it fails rather than overwrite an object that
-// changed hands meanwhile.
+// *output.TooLargeError): nothing is read or written. An object of either
+// name that is not cfg's is left alone, and then neither is written (a
+// *output.NotOwnedError): a ConfigMap naming certificates that are not
+// published would be no better than the last one. An update keeps what
+// others added to the metadata (labels, annotations, ownerReferences), and
+// carries the resourceVersion read, so it fails rather than overwrite an
+// object that changed hands meanwhile.
 func (p *publisher) write(ctx context.Context, cfg *gatehousev1alpha1.HAProxyTemplateConfig, out render.Output, checksum string) (*gatehousev1alpha1.RenderedOutput, error) {
 	data := output.Of(out)
 	if err := data.Fits(cfg.Namespace, cfg.Name); err != nil {
