@@ -6,8 +6,6 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
-
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
@@ -28,26 +26,7 @@ func (m *Module) runTestsKeeping(ctx context.Context, c *spec.Compiled, timeout 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	runner := m.testRunner(c)
+	runner := judge.TestRunner(m.checker, c)
 	runner.OnRendered = onRendered
 	return runner.Run(ctx, c.Tests, "")
-}
-
-func (m *Module) testRunner(c *spec.Compiled) *suite.Runner {
-	indexBy := make(map[string][]string, len(c.Watched))
-	for name, w := range c.Watched {
-		indexBy[name] = w.IndexBy
-	}
-	return &suite.Runner{Renderer: c.Renderer, IndexBy: indexBy, ExtraContext: c.ExtraContext, Check: m.checkFunc(c.Dialect), Dialect: c.Dialect}
-}
-
-func (m *Module) checkFunc(dialect suite.Dialect) suite.CheckFunc {
-	return func(ctx context.Context, out render.Output) (bool, string, error) {
-		v, err := m.checker.Check(ctx, judge.AsChecked(out, dialect))
-		if err != nil {
-			return false, "", err
-		}
-		metrics.CountCheck(v)
-		return v.Valid, v.Message, nil
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,7 +113,7 @@ func RunOffline(ctx context.Context, configYAML []byte, opts OfflineOptions) (su
 	if len(errs) > 0 {
 		return suite.Report{}, fmt.Errorf("the config is invalid: %w", errs.ToAggregate())
 	}
-	runner := m.testRunner(c)
+	runner := judge.TestRunner(m.checker, c)
 	if opts.DumpRendered != "" {
 		runner.OnRendered = func(test string, out render.Output) {
 			if err := dumpRendering(filepath.Join(opts.DumpRendered, test), out); err != nil {

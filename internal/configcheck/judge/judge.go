@@ -223,3 +223,22 @@ func PreexistingWarnings(key spec.Key, denial string) []string {
 		guard.Bounded(FailureWarningPrefix+first, 250),
 	}
 }
+
+// TestRunner runs c's embedded tests, each rendering checked as an
+// admission's is (AsChecked, then checker): a test passes or fails for what
+// the cluster would do.
+func TestRunner(checker *haproxy.Checker, c *spec.Compiled) *suite.Runner {
+	indexBy := make(map[string][]string, len(c.Watched))
+	for name, w := range c.Watched {
+		indexBy[name] = w.IndexBy
+	}
+	check := func(ctx context.Context, out render.Output) (bool, string, error) {
+		v, err := checker.Check(ctx, AsChecked(out, c.Dialect))
+		if err != nil {
+			return false, "", err
+		}
+		metrics.CountCheck(v)
+		return v.Valid, v.Message, nil
+	}
+	return &suite.Runner{Renderer: c.Renderer, IndexBy: indexBy, ExtraContext: c.ExtraContext, Check: check, Dialect: c.Dialect}
+}
