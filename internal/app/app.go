@@ -289,13 +289,7 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.kinds, err = kinds.New(ctx, platform, kinds.Options{
-		Scheme: scheme, Mapper: mgr.GetRESTMapper(), MayListWatch: kinds.SelfAccess(writer),
-		// The followed kinds' caches are built as the modules' are.
-		NewCache: func(opts cache.Options) (cache.Cache, error) {
-			return cache.New(mgr.GetConfig(), g.cacheOptions(opts))
-		},
-	}); err != nil {
+	if err := g.newKinds(ctx, platform); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(withLogger(g.kinds, log.WithName("kinds"))); err != nil {
@@ -388,6 +382,20 @@ func New(ctx context.Context, opts Options) (*Gatehouse, error) {
 		}
 	}
 	return g, nil
+}
+
+// newKinds builds the tracker of optional kinds over the CRDs of platform
+// (which the caller runs), for the modules' hosts; the caller runs it too.
+func (g *Gatehouse) newKinds(ctx context.Context, platform cache.Cache) error {
+	var err error
+	g.kinds, err = kinds.New(ctx, platform, kinds.Options{
+		Scheme: g.Manager.GetScheme(), Mapper: g.Manager.GetRESTMapper(), MayListWatch: kinds.SelfAccess(g.writer),
+		// The followed kinds' caches are built as the modules' are.
+		NewCache: func(opts cache.Options) (cache.Cache, error) {
+			return cache.New(g.Manager.GetConfig(), g.cacheOptions(opts))
+		},
+	})
+	return err
 }
 
 // metricsOptions serves metrics plainly, or, with MetricsSecure, over TLS

@@ -9,10 +9,15 @@
 //  1. serves the suite's objects from an in-memory API server (apiserver.go)
 //     that answers list, watch and get as kube-apiserver does, including
 //     label and field selectors and metadata-only reads;
-//  2. builds each module the suite uses with New and Setup against an
-//     offline module.Host (host.go) whose caches are real controller-runtime
-//     caches over that API server, so that scopes, transforms, indexes,
-//     event handlers and optional kinds behave as in a cluster;
+//  2. builds each module the suite uses with New and Setup against the
+//     server's own module.Host (internal/app's Hosts, host.go) over that
+//     API server: its caches are real controller-runtime caches, and its
+//     optional kinds are followed by the server's kinds tracker
+//     (internal/kinds) over the CRDs the API server serves for the custom
+//     kinds the suite knows (crds.go), so that scopes, transforms, indexes,
+//     event handlers and optional kinds behave as in a cluster. Of what
+//     the modules register, only the caches and the tracker run: no
+//     controller, audit or other loop of a module's;
 //  3. registers the modules' webhooks on a real internal/server.Server with
 //     each module's enforcement, and posts every request to it as an
 //     AdmissionReview or ConversionReview, without TLS or a port: decoding,
@@ -30,6 +35,7 @@
 // HAProxyTemplateConfig. This package names no module.
 //
 // Nothing reaches a cluster: the in-memory API server refuses every write
-// but SubjectAccessReviews (answered from the suite's permissions) and
-// Events (accepted and dropped).
+// but SubjectAccessReviews (answered from the suite's permissions),
+// Gatehouse's own SelfSubjectAccessReviews (allowed, as its chart's RBAC
+// allows them) and Events (accepted and dropped).
 package policytest

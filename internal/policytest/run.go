@@ -144,7 +144,9 @@ func newRun(ctx context.Context, s *Suite, opts Options) (*run, error) {
 		return nil, err
 	}
 	mapper := newMapper(scheme, s.objects)
-	api, err := newAPIServer(mapper, s.objects, s.Permissions)
+	// The CRDs first: a CRD among the suite's objects replaces the one
+	// made for its kind.
+	api, err := newAPIServer(mapper, append(customResourceDefinitions(scheme, s.objects, mapper), s.objects...), s.Permissions)
 	if err != nil {
 		return nil, fmt.Errorf("cluster state: %w", err)
 	}
@@ -164,14 +166,21 @@ func newRun(ctx context.Context, s *Suite, opts Options) (*run, error) {
 	if r.server, err = server.New(server.Options{Certificates: noCertificates{}, Log: opts.Log.WithName("server")}); err != nil {
 		return fail(err)
 	}
+	if err := r.env.setup(ctx, r.server); err != nil {
+		return fail(err)
+	}
 	for _, m := range mods {
 		mode := module.Enforcement(s.Modules[m.Name()].Enforcement)
 		if mode == "" {
 			mode = module.Enforce
 		}
 		hooks := m.Webhooks()
-		h := &host{env: r.env, name: m.Name(), mode: mode, caches: map[string]bool{}}
+		h := r.env.host(ctx, m.Name(), mode)
 		if err := m.Setup(logf.IntoContext(ctx, opts.Log.WithName(m.Name())), h); err != nil {
+			h.Discard()
+			return fail(fmt.Errorf("module %s: %w", m.Name(), err))
+		}
+		if err := h.Commit(); err != nil {
 			return fail(fmt.Errorf("module %s: %w", m.Name(), err))
 		}
 		if err := module.ValidateWebhooks(hooks); err != nil {

@@ -62,10 +62,9 @@ func newMapper(scheme *runtime.Scheme, objs []*unstructured.Unstructured) meta.R
 		mapper.Add(gvk, scope)
 	}
 	for gvk := range scheme.AllKnownTypes() {
-		if gvk.Version == runtime.APIVersionInternal || strings.HasSuffix(gvk.Kind, "List") || strings.HasSuffix(gvk.Kind, "Options") || gvk.Kind == "WatchEvent" {
-			continue
+		if mappedSchemeKind(gvk) {
+			add(gvk, !clusterScoped[gvk.GroupKind()])
 		}
-		add(gvk, !clusterScoped[gvk.GroupKind()])
 	}
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
@@ -75,4 +74,10 @@ func newMapper(scheme *runtime.Scheme, objs []*unstructured.Unstructured) meta.R
 		add(gvk, !clusterScoped[gvk.GroupKind()] && o.GetNamespace() != "")
 	}
 	return mapper
+}
+
+// mappedSchemeKind says whether the mapper maps a kind of the scheme: not
+// an internal version, a list, options or a watch event.
+func mappedSchemeKind(gvk schema.GroupVersionKind) bool {
+	return gvk.Version != runtime.APIVersionInternal && !strings.HasSuffix(gvk.Kind, "List") && !strings.HasSuffix(gvk.Kind, "Options") && gvk.Kind != "WatchEvent"
 }
