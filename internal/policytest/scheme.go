@@ -66,6 +66,44 @@ func newMapper(scheme *runtime.Scheme, objs []*unstructured.Unstructured) meta.R
 			add(gvk, !clusterScoped[gvk.GroupKind()])
 		}
 	}
+	// A CustomResourceDefinition among the suite's objects defines its
+	// kind as discovery would: its plural and scope, in the versions it
+	// serves.
+	for _, o := range objs {
+		if o.GroupVersionKind().GroupKind() != crdKind {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		plural, _, _ := unstructured.NestedString(o.Object, "spec", "names", "plural")
+		singular, _, _ := unstructured.NestedString(o.Object, "spec", "names", "singular")
+		scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+		if kind == "" || plural == "" {
+			continue
+		}
+		if singular == "" {
+			singular = strings.ToLower(kind)
+		}
+		for _, v := range versions {
+			v, _ := v.(map[string]any)
+			name, _, _ := unstructured.NestedString(v, "name")
+			served, _, _ := unstructured.NestedBool(v, "served")
+			gvk := schema.GroupVersionKind{Group: group, Version: name, Kind: kind}
+			if name == "" || !served {
+				continue
+			}
+			if _, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+				continue
+			}
+			restScope := meta.RESTScopeNamespace
+			if scope == "Cluster" {
+				restScope = meta.RESTScopeRoot
+			}
+			gv := gvk.GroupVersion()
+			mapper.AddSpecific(gvk, gv.WithResource(plural), gv.WithResource(singular), restScope)
+		}
+	}
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
 		if _, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
@@ -75,6 +113,8 @@ func newMapper(scheme *runtime.Scheme, objs []*unstructured.Unstructured) meta.R
 	}
 	return mapper
 }
+
+var crdKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
 
 // mappedSchemeKind says whether the mapper maps a kind of the scheme: not
 // an internal version, a list, options or a watch event.
