@@ -8,10 +8,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// HostCacheOptions completes a module's cache options as every host builds
-// the module's caches (the server's, and `gatehouse test`'s offline one,
-// so that the tool meant to predict the cluster caches as it does): the
-// host's scheme, mapper and HTTP client; managedFields stripped unless the
+// HostCacheOptions completes a module's cache options as the host builds
+// every module cache and followed kind's cache (internal/app's host, which
+// `gatehouse test` sets its modules up with too, so that the tool meant to
+// predict the cluster caches as it does): the host's scheme, mapper and
+// HTTP client; managedFields stripped unless the
 // module transforms objects itself (no decision reads them, and they are
 // about half of what a cache holds); and a read of a type without an
 // informer an error rather than a cluster-wide informer started by
