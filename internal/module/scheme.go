@@ -5,6 +5,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
@@ -25,4 +26,25 @@ func NewScheme(mods []Module) (*runtime.Scheme, error) {
 		}
 	}
 	return scheme, nil
+}
+
+// ClusterScoper is implemented by a module whose own custom kinds include
+// cluster-scoped ones. The API server maps a custom kind through its CRD;
+// where there is no CRD or discovery to ask (`gatehouse test` decoding a
+// suite's objects), the module's word is the scope.
+type ClusterScoper interface {
+	ClusterScopedKinds() []schema.GroupKind
+}
+
+// ClusterScopedKinds are the cluster-scoped custom kinds mods declare.
+func ClusterScopedKinds(mods []Module) map[schema.GroupKind]bool {
+	out := map[schema.GroupKind]bool{}
+	for _, m := range mods {
+		if s, ok := m.(ClusterScoper); ok {
+			for _, gk := range s.ClusterScopedKinds() {
+				out[gk] = true
+			}
+		}
+	}
+	return out
 }

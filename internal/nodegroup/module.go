@@ -6,6 +6,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"
@@ -54,6 +55,12 @@ func (*Module) AddToScheme(s *runtime.Scheme) error {
 		}
 	}
 	return nil
+}
+
+// ClusterScopedKinds are NodeGroup and ModuleConfig, both cluster-scoped
+// (module.ClusterScoper).
+func (*Module) ClusterScopedKinds() []schema.GroupKind {
+	return []schema.GroupKind{v1.GroupVersion.WithKind("NodeGroup").GroupKind(), moduleConfigGVK.GroupKind()}
 }
 
 // Setup builds the caches the checks and the Hybrid conversion read.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -213,6 +214,12 @@ func (m *Module) AddToScheme(s *runtime.Scheme) error {
 		return err
 	}
 	return helmv2.AddToScheme(s)
+}
+
+// ClusterScopedKinds is AffinityClass, cluster-scoped
+// (module.ClusterScoper).
+func (*Module) ClusterScopedKinds() []schema.GroupKind {
+	return []schema.GroupKind{cozyv1alpha1.GroupVersion.WithKind("AffinityClass").GroupKind()}
 }
 
 // Setup builds the module's caches: every decision reads them.

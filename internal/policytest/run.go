@@ -143,7 +143,7 @@ func newRun(ctx context.Context, s *Suite, opts Options) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	mapper := newMapper(scheme, s.objects)
+	mapper := newMapper(scheme, module.ClusterScopedKinds(mods), s.objects)
 	// The CRDs first: a CRD among the suite's objects replaces the one
 	// made for its kind.
 	api, err := newAPIServer(mapper, append(customResourceDefinitions(scheme, s.objects, mapper), s.objects...), s.Permissions)
@@ -266,7 +266,7 @@ func (s *Suite) usedModules(all []module.Module) (map[string]bool, error) {
 		if err != nil {
 			return nil, err
 		}
-		mapper := newMapper(scheme, s.objects)
+		mapper := newMapper(scheme, module.ClusterScopedKinds(all), s.objects)
 		for _, t := range s.Tests {
 			if t.Module != "" || t.Webhook != "" {
 				continue

@@ -359,7 +359,7 @@ func TestAPIServerAnswersAsKubeAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mapper := newMapper(scheme, objs)
+	mapper := newMapper(scheme, nil, objs)
 	api, err := newAPIServer(mapper, objs, []Permission{{Group: "ops", Verbs: []string{"delete"}, Resources: []string{"pods"}, Namespaces: []string{"n"}}})
 	if err != nil {
 		t.Fatal(err)

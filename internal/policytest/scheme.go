@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// clusterScoped are the cluster-scoped kinds among those Gatehouse's
-// scheme knows: the built-in ones and the CRDs the modules read. Offline
+// clusterScoped are the cluster-scoped built-in kinds (the modules'
+// own custom kinds are theirs to declare: module.ClusterScoper). Offline
 // there is no discovery to ask; every other kind of the scheme is
 // namespaced, and a kind only the suite's objects name is namespaced when
 // its objects have a namespace.
@@ -34,7 +34,6 @@ func init() {
 		"SubjectAccessReview.authorization.k8s.io", "SelfSubjectAccessReview.authorization.k8s.io", "SelfSubjectRulesReview.authorization.k8s.io",
 		"DeviceClass.resource.k8s.io", "ResourceSlice.resource.k8s.io",
 		"VolumeSnapshotClass.snapshot.storage.k8s.io", "VolumeSnapshotContent.snapshot.storage.k8s.io",
-		"NodeGroup.deckhouse.io", "ModuleConfig.deckhouse.io", "AffinityClass.cozystack.io",
 	} {
 		clusterScoped[schema.ParseGroupKind(gk)] = true
 	}
@@ -48,7 +47,8 @@ var irregularPlurals = map[schema.GroupKind]string{
 
 // newMapper maps every kind of the scheme and of the suite's objects to its
 // resource and scope.
-func newMapper(scheme *runtime.Scheme, objs []*unstructured.Unstructured) meta.RESTMapper {
+func newMapper(scheme *runtime.Scheme, modulesClusterScoped map[schema.GroupKind]bool, objs []*unstructured.Unstructured) meta.RESTMapper {
+	cluster := func(gk schema.GroupKind) bool { return clusterScoped[gk] || modulesClusterScoped[gk] }
 	mapper := meta.NewDefaultRESTMapper(scheme.PrioritizedVersionsAllGroups())
 	add := func(gvk schema.GroupVersionKind, namespaced bool) {
 		scope := meta.RESTScopeNamespace
@@ -63,7 +63,7 @@ func newMapper(scheme *runtime.Scheme, objs []*unstructured.Unstructured) meta.R
 	}
 	for gvk := range scheme.AllKnownTypes() {
 		if mappedSchemeKind(gvk) {
-			add(gvk, !clusterScoped[gvk.GroupKind()])
+			add(gvk, !cluster(gvk.GroupKind()))
 		}
 	}
 	// A CustomResourceDefinition among the suite's objects defines its
@@ -109,7 +109,7 @@ func newMapper(scheme *runtime.Scheme, objs []*unstructured.Unstructured) meta.R
 		if _, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
 			continue
 		}
-		add(gvk, !clusterScoped[gvk.GroupKind()] && o.GetNamespace() != "")
+		add(gvk, !cluster(gvk.GroupKind()) && o.GetNamespace() != "")
 	}
 	return mapper
 }
