@@ -136,12 +136,32 @@ func (m *Module) suiteFlags(fs *module.FlagSet) {
 	landlockABIFlag(fs)
 }
 
+// offlineAsks reads what a suite's configChecks entry asks of configcheck:
+// allowLua alone, a boolean.
+func offlineAsks(asks map[string]any) (allowLua bool, err error) {
+	for key, value := range asks {
+		switch b, ok := value.(bool); {
+		case key == "allowLua" && ok:
+			allowLua = b
+		case key == "allowLua":
+			return false, fmt.Errorf("configChecks entry: allowLua is %v; want true or false", value)
+		default:
+			return false, fmt.Errorf("configChecks entry: configcheck reads file, test and allowLua, not %q", key)
+		}
+	}
+	return allowLua, nil
+}
+
 // runOffline runs a config's embedded tests for `gatehouse test`, each a
 // result.
 func (m *Module) runOffline(ctx context.Context, data []byte, req module.OfflineRequest) ([]module.OfflineResult, error) {
 	// A suite is data, perhaps from a pull request: it may say that its
 	// config needs Lua, never allow it.
-	if req.AllowLua && !m.opts.AllowLua {
+	allowLua, err := offlineAsks(req.Asks)
+	if err != nil {
+		return nil, err
+	}
+	if allowLua && !m.opts.AllowLua {
 		return nil, errors.New("the suite sets allowLua, but a suite cannot allow Lua for itself (it may come from a pull request): " +
 			"the job running it decides, with gatehouse test --allow-lua")
 	}

@@ -50,11 +50,11 @@ type OfflineCommand struct {
 type OfflineRequest struct {
 	// Test runs the test of this name alone; "" runs them all.
 	Test string
-	// AllowLua is what a suite's configChecks entry says of itself
-	// (allowLua): a suite is data, perhaps from a pull request, so the
-	// module decides whether it may ask (never beyond what the job's
-	// flags allow).
-	AllowLua bool
+	// Asks are the suite entry's own keys beyond file and test, as written
+	// (configcheck reads allowLua). A suite is data, perhaps from a pull
+	// request, so the module decides whether it may ask (never beyond what
+	// the job's flags allow), and refuses a key it does not read.
+	Asks map[string]any
 }
 
 // OfflineResult is one test of an offline check.

@@ -797,7 +797,7 @@ func runConfigCheck(ctx context.Context, s *Suite, c ConfigCheck, opts Options) 
 	if !ok {
 		return nil, fmt.Errorf("no module of this binary checks a document of kind %q offline", KindOf(data))
 	}
-	results, err := check.Run(ctx, data, module.OfflineRequest{Test: c.Test, AllowLua: c.AllowLua})
+	results, err := check.Run(ctx, data, module.OfflineRequest{Test: c.Test, Asks: c.Asks})
 	if err != nil {
 		return nil, err
 	}

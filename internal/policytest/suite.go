@@ -81,8 +81,11 @@ type ConfigCheck struct {
 	File string `yaml:"file"`
 	// Test runs one embedded test alone.
 	Test string `yaml:"test"`
-	// AllowLua checks as a cluster started with --configcheck-allow-lua.
-	AllowLua bool `yaml:"allowLua"`
+	// Asks are the entry's other keys, for the module that checks the
+	// file (module.OfflineRequest.Asks): configcheck's allowLua checks as
+	// a cluster started with --configcheck-allow-lua, when the job allows
+	// it.
+	Asks map[string]any `yaml:",inline"`
 }
 
 // Test is one request and what its answer must be.
