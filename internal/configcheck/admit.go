@@ -8,16 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -26,7 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )

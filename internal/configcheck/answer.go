@@ -3,16 +3,13 @@ package configcheck
 import (
 	"strings"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/redact"
-
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/redact"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 

@@ -5,15 +5,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )

@@ -7,14 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,7 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 )
 

@@ -4,12 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 )
 

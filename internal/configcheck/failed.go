@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
-
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 

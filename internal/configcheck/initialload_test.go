@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 
 func configsNamed(names ...string) []spec.Key {

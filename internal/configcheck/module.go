@@ -7,14 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,10 +20,14 @@ import (
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/renderproc"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )

@@ -7,12 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
-
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )

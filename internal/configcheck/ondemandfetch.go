@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
-
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 

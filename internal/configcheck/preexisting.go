@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
-
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
 )
 

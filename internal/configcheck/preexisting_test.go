@@ -6,14 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 
 // TestAddsNoFailure judges a cluster state and the same state with a change,

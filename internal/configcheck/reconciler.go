@@ -7,14 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,8 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/authz"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/ondemand"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 	"github.com/gatehouse-dev/gatehouse/internal/trigger"
 )
 

@@ -3,15 +3,12 @@ package configcheck
 import (
 	"testing"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/redact"
-
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/redact"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 
 func TestForCallerRedactsWhatTheRenderingRead(t *testing.T) {

@@ -6,12 +6,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	"sigs.k8s.io/yaml"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 
 // BenchmarkRenderExample1000 renders examples/configcheck with 1,000

@@ -5,16 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 
 // syncedRegistration stands in for the informer's handler of a feed whose

@@ -3,15 +3,13 @@ package configcheck
 import (
 	"fmt"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
 )
 
 func setValidity(status *gatehousev1alpha1.HAProxyTemplateConfigStatus, st *configState) {

@@ -4,7 +4,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
-
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"

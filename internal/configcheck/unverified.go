@@ -6,14 +6,11 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
-
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/guard"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/judge"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/suite"
 )
 

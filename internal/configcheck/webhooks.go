@@ -11,12 +11,11 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/utils/ptr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 

@@ -8,13 +8,11 @@ import (
 	"strings"
 
 	json "github.com/go-json-experiment/json/v1"
-
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1 "github.com/gatehouse-dev/gatehouse/api/deckhouse.io/v1"

@@ -6,7 +6,6 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	json "github.com/go-json-experiment/json/v1"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

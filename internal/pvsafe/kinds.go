@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"slices"
 
+	json "github.com/go-json-experiment/json/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	json "github.com/go-json-experiment/json/v1"
 )
 
 // protectedKind is one kind whose DELETE pvsafe judges: everything that

@@ -26,8 +26,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 	"golang.org/x/sys/unix"
+
+	"github.com/gatehouse-dev/gatehouse/internal/sandbox"
 )
 
 // Entries of the test binary: Command runs it again in these modes.

@@ -18,10 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
-
-	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/gatehouse-dev/gatehouse/internal/testing/testenv"
 )

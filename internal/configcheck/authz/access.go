@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 
 // The config webhook checks the author's rights over the namespaces the

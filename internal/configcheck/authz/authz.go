@@ -8,12 +8,11 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 

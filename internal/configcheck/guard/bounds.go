@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 
 // PhaseBounds is the denial reason (and metrics phase) of an object past

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 
 // ingressWithPaths is an Ingress of n paths, as a tenant would write it.

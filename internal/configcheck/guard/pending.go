@@ -7,14 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/fair"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 	"github.com/gatehouse-dev/gatehouse/internal/module"
 )
 

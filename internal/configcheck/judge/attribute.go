@@ -10,12 +10,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	"k8s.io/apimachinery/pkg/api/equality"
 
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/haproxy"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 
 // Attribute names the objects that make a config's current state fail, for

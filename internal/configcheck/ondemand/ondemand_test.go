@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
-
 	"k8s.io/apimachinery/pkg/types"
 
 	hapticv1alpha1 "github.com/gatehouse-dev/gatehouse/api/haproxy-haptic.org/v1alpha1"
 	"github.com/gatehouse-dev/gatehouse/internal/configcheck/render"
+	"github.com/gatehouse-dev/gatehouse/internal/configcheck/spec"
 )
 
 // onDemandTemplate reads the certificate Secret team-a/cert, and the CA
