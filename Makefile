@@ -223,6 +223,11 @@ IMAGE_GOFLAGS := -trimpath -buildvcs=auto
 # served nothing else (about 2 minutes cold).
 GO_STATIC     := env CGO_ENABLED=0 $(GO)
 GO_TEST_FLAGS := -trimpath
+# A verbose suite's `go test -json` through TEST_SUMMARY prints as -v does,
+# then each failed test's last lines again at the end (hack/testsummary): a
+# failed step's clean-up (the install suite dumps its Pods' logs) no longer
+# ends the log. The recipe sets pipefail: the status is go test's.
+TEST_SUMMARY  := $(GO) run ./hack/testsummary
 IMAGE_BUILD   := $(BIN)/image
 
 .PHONY: image
@@ -506,7 +511,7 @@ test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/file
 # imports IMAGE_ARCHIVE, so only this machine's platform is built for it
 # (hack/image's tests build every platform's layers).
 test-install: $(TEST_TOOLS) $(if $(IMAGE_READY),,local-image) ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
-	$(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -v -timeout 30m ./test/install/
+	set -o pipefail; $(GO_STATIC) test $(GO_TEST_FLAGS) -json -count=1 -timeout 30m ./test/install/ 2>&1 | $(TEST_SUMMARY)
 
 # The minor matrix: each older tested minor (KUBE_MINORS) runs the part of
 # the e2e suite where Gatehouse meets the API server and the controllers,
@@ -575,7 +580,7 @@ test-minors: $(TEST_TOOLS) tools-minors build $(if $(IMAGE_READY),,local-image) 
 	@failed=; for m in $(KUBE_MINORS); do \
 		echo "make: the e2e subset$(if $(MINOR_INSTALL), and the install suite) on Kubernetes $$m"; \
 		GATEHOUSE_KUBE_MINOR=$$m $(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -shuffle=on -timeout 20m -run '^($(subst $(space),|,$(strip $(MINOR_E2E))))$$' ./test/e2e/ || failed="$$failed $$m(e2e)"; \
-		if [ -n '$(MINOR_INSTALL)' ]; then GATEHOUSE_KUBE_MINOR=$$m $(if $(INSTALL_RELEASE_DIST),GATEHOUSE_RELEASE_DIST=$(INSTALL_RELEASE_DIST)) $(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -timeout 20m -run '^($(MINOR_INSTALL))$$' ./test/install/ || failed="$$failed $$m(install)"; fi; \
+		if [ -n '$(MINOR_INSTALL)' ]; then (set -o pipefail; GATEHOUSE_KUBE_MINOR=$$m $(if $(INSTALL_RELEASE_DIST),GATEHOUSE_RELEASE_DIST=$(INSTALL_RELEASE_DIST)) $(GO_STATIC) test $(GO_TEST_FLAGS) -json -count=1 -timeout 20m -run '^($(MINOR_INSTALL))$$' ./test/install/ 2>&1 | $(TEST_SUMMARY)) || failed="$$failed $$m(install)"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "make: the minor matrix failed on$$failed"; exit 1; fi
 
@@ -587,7 +592,7 @@ test-loaded: ## make test on a busy machine: a CPU hog on one core and a make ru
 
 .PHONY: chaos
 chaos: $(RUN_TOOLS) build ## Fault tests alone (Gatehouse killed and restarted under load); make test runs them too.
-	$(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -v -timeout 10m ./test/chaos/
+	set -o pipefail; $(GO_STATIC) test $(GO_TEST_FLAGS) -json -count=1 -timeout 10m ./test/chaos/ 2>&1 | $(TEST_SUMMARY)
 
 # FUZZTIME is how long each fuzz target runs; FUZZMINIMIZETIME bounds the
 # minimization of each new input (Go's default, 60s, would spend a short run
