@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatehousev1alpha1 "github.com/gatehouse-dev/gatehouse/api/gatehouse.dev/v1alpha1"
@@ -230,13 +231,16 @@ func TestConfigcheckCopiedOrStaleAuthorRecordIsRefused(t *testing.T) {
 	}
 
 	// The admin claims their config back without touching the spec: it is
-	// theirs again, read with their rights.
+	// theirs again, read with their rights. Gatehouse writes the config's
+	// status meanwhile: a conflict is read again and retried.
 	claim := &gatehousev1alpha1.HAProxyTemplateConfig{}
-	if err := e.admin.Get(ctx, client.ObjectKeyFromObject(stored), claim); err != nil {
-		t.Fatal(err)
-	}
-	claim.Annotations[configcheck.ClaimAnnotation] = "yes"
-	if err := e.admin.Update(ctx, claim); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.admin.Get(ctx, client.ObjectKeyFromObject(stored), claim); err != nil {
+			return err
+		}
+		claim.Annotations[configcheck.ClaimAnnotation] = "yes"
+		return e.admin.Update(ctx, claim)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	c := authorized(t, e.admin, client.ObjectKeyFromObject(stored), func(c *metav1.Condition) bool { return c.Status == metav1.ConditionTrue })
