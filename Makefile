@@ -223,12 +223,17 @@ IMAGE_GOFLAGS := -trimpath -buildvcs=auto
 # served nothing else (about 2 minutes cold).
 GO_STATIC     := env CGO_ENABLED=0 $(GO)
 GO_TEST_FLAGS := -trimpath
-# A verbose suite's `go test -json` through TEST_SUMMARY prints as -v does,
-# then each failed test's last lines again at the end (hack/testsummary): a
-# failed step's clean-up (the install suite dumps its Pods' logs) no longer
-# ends the log. The recipe sets pipefail: the status is go test's.
-TEST_SUMMARY  := $(GO) run ./hack/testsummary
+# TEST_SUMMARY runs `go test -json` and prints it as go test does (-v, or
+# without it with -quiet), then each failed test's last lines again at the
+# end (hack/testsummary): a failed step's clean-up (the install suite dumps
+# its Pods' logs) or the packages after a failed one no longer end the log.
+# Its status is go test's.
+TEST_SUMMARY  := $(BIN)/testsummary
 IMAGE_BUILD   := $(BIN)/image
+
+$(TEST_SUMMARY): hack/testsummary/main.go
+	@mkdir -p $(@D)
+	$(GO) build -o $@ ./hack/testsummary
 
 .PHONY: image
 image: pause-image ## Build the Gatehouse image (an index of IMAGE_PLATFORMS, and IMAGE_PLATFORM's alone) and the pause image as OCI archives in bin/ (see IMAGE, IMAGE_ARCHIVE, IMAGE_INDEX_ARCHIVE, IMAGE_LISTING, IMAGE_SBOM).
@@ -388,17 +393,17 @@ STAGE       := STAGES_FILE=$(STAGES_FILE) hack/stage.sh
 timed_build  = $(foreach t,$1,$(MAKE) -q $t 2>/dev/null || $(STAGE) 'build $(if $(filter $(BIN)/kube-apiserver,$t),$(KUBE_RUN_BINS),$(t:$(BIN)/%=%))' -- $(MAKE) --no-print-directory STEPS='$(STEPS)' $t || exit $$?;)
 
 .PHONY: test
-test: deps ## Unit tests (race detector), the alerts' promtool tests, integration tests against a real kube-apiserver, the example suites, then the install suite on a real node; prints each stage's time at the end. .ci/run adds make test-ci.
+test: deps $(TEST_SUMMARY) ## Unit tests (race detector), the alerts' promtool tests, integration tests against a real kube-apiserver, the example suites, then the install suite on a real node; prints each stage's time at the end. .ci/run adds make test-ci.
 	@$(STAGE) --reset
 	@+$(call timed_build,$(TEST_TOOLS))
 	@$(STAGE) 'build gatehouse' -- $(MAKE) --no-print-directory STEPS='$(STEPS)' build
 	$(STAGE) 'alerts (promtool)' -- $(MAKE) --no-print-directory test-alerts
 	$(STAGE) vet -- $(GO) vet -race ./...
 	$(STAGE) 'hack scripts (fuzz, deps, stage)' -- bash -c 'hack/fuzz_test.sh && hack/deps_test.sh && hack/stage_test.sh'
-	$(STAGE) 'unit (race)' -- $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/ -e /hack/image)
-	$(STAGE) "haptic's chart config (no race)" -- $(GO) test -count=1 -timeout 10m -run '^TestHaptic(ChartTests|TenantSnippet|SlotPreservation)' ./internal/configcheck/
-	$(STAGE) 'image tests (hack/image)' -- $(GO) test -count=1 -timeout 15m ./hack/image/
-	$(STAGE) 'e2e and chaos' -- $(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -shuffle=on -timeout 30m $$($(GO) list ./test/... | grep -v /test/install)
+	$(STAGE) 'unit (race)' -- $(TEST_SUMMARY) -quiet $(GO) test -json -race -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/ -e /hack/image)
+	$(STAGE) "haptic's chart config (no race)" -- $(TEST_SUMMARY) -quiet $(GO) test -json -count=1 -timeout 10m -run '^TestHaptic(ChartTests|TenantSnippet|SlotPreservation)' ./internal/configcheck/
+	$(STAGE) 'image tests (hack/image)' -- $(TEST_SUMMARY) -quiet $(GO) test -json -count=1 -timeout 15m ./hack/image/
+	$(STAGE) 'e2e and chaos' -- $(TEST_SUMMARY) -quiet $(GO_STATIC) test $(GO_TEST_FLAGS) -json -count=1 -shuffle=on -timeout 30m $$($(GO) list ./test/... | grep -v /test/install)
 	$(STAGE) examples -- $(MAKE) --no-print-directory test-examples
 	$(STAGE) 'image ($(IMAGE_PLATFORM))' -- $(MAKE) --no-print-directory local-image
 	$(STAGE) 'install suite' -- $(MAKE) --no-print-directory test-install IMAGE_READY=1
@@ -510,8 +515,8 @@ test-alerts: $(PROMTOOL) ## Check the chart's alert rules (charts/gatehouse/file
 # Gatehouse Pods on the real node and measures admissions under load. It
 # imports IMAGE_ARCHIVE, so only this machine's platform is built for it
 # (hack/image's tests build every platform's layers).
-test-install: $(TEST_TOOLS) $(if $(IMAGE_READY),,local-image) ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
-	set -o pipefail; $(GO_STATIC) test $(GO_TEST_FLAGS) -json -count=1 -timeout 30m ./test/install/ 2>&1 | $(TEST_SUMMARY)
+test-install: $(TEST_TOOLS) $(TEST_SUMMARY) $(if $(IMAGE_READY),,local-image) ## The chart installed, killed, drained, upgraded and uninstalled on a real node (kubelet, containerd) under load: docs/install.md.
+	$(TEST_SUMMARY) $(GO_STATIC) test $(GO_TEST_FLAGS) -json -count=1 -timeout 30m ./test/install/
 
 # The minor matrix: each older tested minor (KUBE_MINORS) runs the part of
 # the e2e suite where Gatehouse meets the API server and the controllers,
@@ -573,14 +578,14 @@ INSTALL_RELEASE_DIST ?=
 CI_MINOR_INSTALL := .*
 
 .PHONY: test-minors
-test-minors: $(TEST_TOOLS) tools-minors build $(if $(IMAGE_READY),,local-image) ## The minor matrix: MINOR_E2E and the install suite on Kubernetes 1.33, 1.34, 1.35 and 1.36 (bin/kube-<minor>/); KUBE_MINORS=1.34 for one.
+test-minors: $(TEST_TOOLS) $(TEST_SUMMARY) tools-minors build $(if $(IMAGE_READY),,local-image) ## The minor matrix: MINOR_E2E and the install suite on Kubernetes 1.33, 1.34, 1.35 and 1.36 (bin/kube-<minor>/); KUBE_MINORS=1.34 for one.
 	@# A renamed test would drop out of the matrix silently: each name must
 	@# still match a test.
 	@for name in $(MINOR_E2E); do grep -qE "^func $$name\(t \*testing.T\)" test/e2e/*_test.go || { echo "make: MINOR_E2E names $$name, which no test in test/e2e matches"; exit 1; }; done
 	@failed=; for m in $(KUBE_MINORS); do \
 		echo "make: the e2e subset$(if $(MINOR_INSTALL), and the install suite) on Kubernetes $$m"; \
-		GATEHOUSE_KUBE_MINOR=$$m $(GO_STATIC) test $(GO_TEST_FLAGS) -count=1 -shuffle=on -timeout 20m -run '^($(subst $(space),|,$(strip $(MINOR_E2E))))$$' ./test/e2e/ || failed="$$failed $$m(e2e)"; \
-		if [ -n '$(MINOR_INSTALL)' ]; then (set -o pipefail; GATEHOUSE_KUBE_MINOR=$$m $(if $(INSTALL_RELEASE_DIST),GATEHOUSE_RELEASE_DIST=$(INSTALL_RELEASE_DIST)) $(GO_STATIC) test $(GO_TEST_FLAGS) -json -count=1 -timeout 20m -run '^($(MINOR_INSTALL))$$' ./test/install/ 2>&1 | $(TEST_SUMMARY)) || failed="$$failed $$m(install)"; fi; \
+		GATEHOUSE_KUBE_MINOR=$$m $(TEST_SUMMARY) -quiet $(GO_STATIC) test $(GO_TEST_FLAGS) -json -count=1 -shuffle=on -timeout 20m -run '^($(subst $(space),|,$(strip $(MINOR_E2E))))$$' ./test/e2e/ || failed="$$failed $$m(e2e)"; \
+		if [ -n '$(MINOR_INSTALL)' ]; then GATEHOUSE_KUBE_MINOR=$$m $(if $(INSTALL_RELEASE_DIST),GATEHOUSE_RELEASE_DIST=$(INSTALL_RELEASE_DIST)) $(TEST_SUMMARY) $(GO_STATIC) test $(GO_TEST_FLAGS) -json -count=1 -timeout 20m -run '^($(MINOR_INSTALL))$$' ./test/install/ || failed="$$failed $$m(install)"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "make: the minor matrix failed on$$failed"; exit 1; fi
 
@@ -591,8 +596,8 @@ test-loaded: ## make test on a busy machine: a CPU hog on one core and a make ru
 	RUNS=$(RUNS) MAKE=$(MAKE) hack/test-loaded.sh
 
 .PHONY: chaos
-chaos: $(RUN_TOOLS) build ## Fault tests alone (Gatehouse killed and restarted under load); make test runs them too.
-	set -o pipefail; $(GO_STATIC) test $(GO_TEST_FLAGS) -json -count=1 -timeout 10m ./test/chaos/ 2>&1 | $(TEST_SUMMARY)
+chaos: $(RUN_TOOLS) $(TEST_SUMMARY) build ## Fault tests alone (Gatehouse killed and restarted under load); make test runs them too.
+	$(TEST_SUMMARY) $(GO_STATIC) test $(GO_TEST_FLAGS) -json -count=1 -timeout 10m ./test/chaos/
 
 # FUZZTIME is how long each fuzz target runs; FUZZMINIMIZETIME bounds the
 # minimization of each new input (Go's default, 60s, would spend a short run
